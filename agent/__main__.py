@@ -1,0 +1,5 @@
+"""``python -m agent`` runs the ``ckpt-advisor`` command line."""
+
+from agent.cli import main
+
+main()

@@ -1,0 +1,197 @@
+"""The daemon's TOML configuration: schema, defaults, validation with errors that name the key.
+
+Every key has a default, so an empty file (or none, for the CLI readers) works. Durations are
+written as text (``"5m"``, ``"6h"``) or seconds and become float seconds here, once.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from agent.units import parse_duration_s
+
+Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the file and the key."""
+
+
+def default_db_path() -> Path:
+    """Where the store lives when nothing says otherwise.
+
+    ``$CKPT_ADVISOR_DB`` if set; else systemd's ``$STATE_DIRECTORY`` (``StateDirectory=``);
+    else ``$XDG_STATE_HOME/ckpt-advisor/ckpt-advisor.db`` (``~/.local/state`` by default).
+    """
+    if env := os.environ.get("CKPT_ADVISOR_DB"):
+        return Path(env)
+    if state := os.environ.get("STATE_DIRECTORY"):
+        return Path(state.split(":")[0]) / "ckpt-advisor.db"
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoreConfig(_Section):
+    path: Path = Field(default_factory=default_db_path)
+    retention_days: float = Field(default=365.0, gt=0)
+
+
+class ScheduleConfig(_Section):
+    estimate_every: Seconds = Field(default=300.0, gt=0)
+    after_failure: Seconds = Field(default=30.0, ge=0)
+    poll_every: Seconds = Field(default=2.0, gt=0)
+
+
+class EstimationConfig(_Section):
+    confidence: float = Field(default=0.9, gt=0, lt=1)
+    cost_window_saves: int = Field(default=20, ge=1)
+    mtbf_window: Seconds = Field(default=30 * 86400.0, gt=0)
+    min_failures: int = Field(default=2, ge=0)
+    min_saves: int = Field(default=3, ge=1)
+    drift_ratio: float = Field(default=1.5, gt=1)
+    resolve_ratio: float = Field(default=1.3, gt=1)
+    repeat_after: Seconds = Field(default=86400.0, gt=0)
+
+
+class ParseConfig(_Section):
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as UTC)"
+            ) from None
+        return value
+
+
+class JobConfig(_Section):
+    name: str = Field(min_length=1)
+    logs: list[str] = Field(default_factory=list)
+    timings: list[str] = Field(default_factory=list)
+    format: str = "auto"
+    gpus: int | None = Field(default=None, ge=1)
+
+    @field_validator("logs", "timings")
+    @classmethod
+    def _globs_absolute(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not os.path.isabs(os.path.expanduser(pattern)):
+                raise ValueError(f"glob {pattern!r} must be an absolute path")
+            if glob.has_magic(pattern) and "[" in pattern and "]" not in pattern:
+                raise ValueError(f"glob {pattern!r} has an unclosed '['")
+        return [os.path.expanduser(p) for p in patterns]
+
+
+class SlackConfig(_Section):
+    channel: str | None = None
+    token_env: str = "SLACK_BOT_TOKEN"
+    base_url: str = "https://slack.com/api/"
+    timeout: Seconds = Field(default=10.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _trailing_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {value!r} must start with http:// or https://")
+        return value if value.endswith("/") else value + "/"
+
+
+class Config(_Section):
+    """The whole configuration file (DESIGN.md, "Contracts")."""
+
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    estimation: EstimationConfig = Field(default_factory=EstimationConfig)
+    parse: ParseConfig = Field(default_factory=ParseConfig)
+    jobs: list[JobConfig] = Field(default_factory=list)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+
+    @field_validator("jobs")
+    @classmethod
+    def _unique_names(cls, jobs: list[JobConfig]) -> list[JobConfig]:
+        seen: set[str] = set()
+        for job in jobs:
+            if job.name in seen:
+                raise ValueError(f"job name {job.name!r} appears twice")
+            seen.add(job.name)
+        return jobs
+
+    def slack_token(self) -> str | None:
+        """The bot token from the variable named by ``slack.token_env`` (or its credentials file).
+
+        Looks in ``$<token_env>``, then in ``$CREDENTIALS_DIRECTORY/<token_env>`` (systemd's
+        ``LoadCredential=``). Returns None when neither is set: recommendations then go to the log.
+        """
+        if token := os.environ.get(self.slack.token_env, "").strip():
+            return token
+        if creds := os.environ.get("CREDENTIALS_DIRECTORY"):
+            path = Path(creds) / self.slack.token_env
+            if path.is_file():
+                return path.read_text(encoding="utf-8").strip() or None
+        return None
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    """Render a pydantic error location as a TOML key, e.g. ``jobs[0].logs``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
+    """Validate a decoded TOML mapping.
+
+    Raises:
+        ConfigError: one line per problem, each naming ``source`` and the key.
+    """
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = _key_path(tuple(err["loc"]))
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = msg.removeprefix("Value error, ")
+            lines.append(f"{source}: {key}: {msg}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a TOML config file.
+
+    Raises:
+        ConfigError: missing/unreadable file, TOML syntax error (with line), or invalid keys.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+    return parse_config(data, str(p))

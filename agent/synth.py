@@ -1,0 +1,260 @@
+"""Synthetic long training jobs made of real captured output, with known truth.
+
+The demo, the end-to-end tests and the benchmark need days of training log whose true checkpoint
+cost C and MTBF M are known. This module simulates such a job (failures in running time drawn
+from an exponential distribution with mean M; a save every ``interval_steps`` steps that blocks
+for C seconds; a restart delay after each failure; resume from the last save) and renders it with
+the lines that HF Transformers 5.24.0 really printed, taken verbatim from the captured runs in
+``agent/fixtures/real`` with only the timestamps, steps and paths changed. It also writes the
+job's checkpoint timing file (DESIGN.md schema), which carries the exact C.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+
+import numpy as np
+
+_TS = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}")
+_RUN_DIR = "/data/hf/run"
+
+
+def _fixture(name: str) -> list[str]:
+    text = resources.files("agent").joinpath("fixtures", "real", name).read_text("utf-8")
+    return text.split("\n")
+
+
+def _last_record(line: str) -> str:
+    """The record glued after the last tqdm redraw of a physical line."""
+    tail = line.split("\r")[-1]
+    return tail[tail.index("[INFO|") :] if "[INFO|" in tail else tail
+
+
+@dataclass(frozen=True)
+class _Templates:
+    """Verbatim blocks cut from the captured HF Trainer runs (see fixtures/real/README.md)."""
+
+    fresh_header: list[str]
+    resume_header: list[str]
+    save_block: list[str]
+    traceback: list[str]
+    metrics: str
+    completed: list[str]
+
+    @classmethod
+    def load(cls) -> _Templates:
+        crash = _fixture("hf_trainer_crash.log")
+        resume = _fixture("hf_trainer_resume.log")
+
+        def find(lines: list[str], needle: str, start: int = 0) -> int:
+            return next(i for i in range(start, len(lines)) if needle in lines[i])
+
+        banner_end = find(crash, "Number of trainable parameters")
+        resume_end = find(resume, "Fast-forwarding the dataloader")
+        save_at = find(crash, "Saving model checkpoint to")
+        weights_at = find(crash, "Model weights saved in", save_at)
+        tb_at = find(crash, "Traceback (most recent call last)")
+        exc_at = find(crash, "RuntimeError: CUDA error", tb_at)
+        done_at = find(resume, "Training completed.")
+        return cls(
+            fresh_header=crash[: banner_end + 1],
+            resume_header=resume[: resume_end + 1],
+            save_block=[_last_record(crash[save_at]), *crash[save_at + 1 : weights_at + 1]],
+            traceback=[
+                crash[tb_at][crash[tb_at].index("Traceback") :],
+                *crash[tb_at + 1 : exc_at + 1],
+            ],
+            metrics=crash[find(crash, "{'loss'")].split("\r")[-1],
+            completed=resume[done_at - 2 : done_at + 1],
+        )
+
+
+# Exception lines really raised in the captured runs (HF crash; Lightning crash).
+_EXCEPTIONS = (
+    (
+        'raise RuntimeError("CUDA error: an illegal memory access was encountered")',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ),
+    (
+        'raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error '
+        '(run with NCCL_DEBUG=INFO for details)")',
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+        "(run with NCCL_DEBUG=INFO for details)",
+    ),
+)
+
+
+@dataclass
+class SynthJob:
+    """A simulated job: what to write, and the truth behind it.
+
+    ``log`` and ``timings`` are lists of ``(sim_time, text)`` in time order; ``text`` is written
+    to the file as is (it carries its own newlines and tqdm carriage returns).
+    ``n_interruptions`` counts failures as DESIGN.md does: a run that dies again before it
+    shows any progress (no bar redraw) is a failed restart of the same interruption.
+    """
+
+    mtbf_s: float
+    cost_s: float
+    restart_s: float
+    step_time_s: float
+    interval_steps: int
+    log: list[tuple[datetime, str]] = field(default_factory=list)
+    timings: list[tuple[datetime, str]] = field(default_factory=list)
+    n_failures: int = 0
+    n_interruptions: int = 0
+    n_saves: int = 0
+    exposure_s: float = 0.0
+    save_durations_s: list[float] = field(default_factory=list)
+
+    @property
+    def interval_s(self) -> float:
+        """The job's true checkpoint interval: compute between saves plus the save itself."""
+        return self.interval_steps * self.step_time_s + self.cost_s
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
+
+
+def _stamp(line: str, t: datetime) -> str:
+    return _TS.sub(_ts(t), line, count=1)
+
+
+def _bar(step: int, total: int, elapsed_s: float, step_time_s: float) -> str:
+    """A tqdm redraw in tqdm's default ``{l_bar}{bar}| {n}/{total} [{elapsed}<{remaining},
+    {rate}]`` layout, as in the captured runs."""
+    frac = step / total
+    filled = int(frac * 10)
+    bar = "█" * filled + " " * (10 - filled)
+
+    def hms(s: float) -> str:
+        s = int(s)
+        return (
+            f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+            if s >= 3600
+            else f"{s // 60:02d}:{s % 60:02d}"
+        )
+
+    remaining = (total - step) * step_time_s
+    rate = f"{step_time_s:.2f}s/it" if step_time_s >= 1 else f"{1 / step_time_s:.2f}it/s"
+    return f"\r{frac:4.0%}|{bar}| {step}/{total} [{hms(elapsed_s)}<{hms(remaining)}, {rate}]"
+
+
+def simulate(
+    *,
+    mtbf_s: float,
+    cost_s: float,
+    interval_steps: int,
+    step_time_s: float = 6.0,
+    restart_s: float = 600.0,
+    duration_s: float = 7 * 86400.0,
+    start: datetime | None = None,
+    seed: int = 0,
+    bar_every_steps: int = 10,
+    log_every_steps: int = 50,
+    logged_cost_fraction: float = 0.4,
+) -> SynthJob:
+    """Simulate a job for ``duration_s`` of wall time.
+
+    Failures arrive in running time (exposure) with exponential gaps of mean ``mtbf_s``; after
+    each, the job is down for ``restart_s`` and resumes from its last save. The log shows the
+    start of each save and, ``logged_cost_fraction``·C later, its last "saved in" line (HF logs
+    nothing when the optimizer state finishes), so the log alone underestimates C, as in life.
+
+    Raises:
+        ValueError: a non-positive duration, cost, MTBF, step time or interval.
+    """
+    if min(mtbf_s, cost_s, step_time_s, duration_s) <= 0 or interval_steps < 1:
+        raise ValueError("mtbf_s, cost_s, step_time_s, duration_s and interval_steps must be > 0")
+    tpl = _Templates.load()
+    rng = np.random.default_rng(seed)
+    job = SynthJob(mtbf_s, cost_s, restart_s, step_time_s, interval_steps)
+    t = start or datetime(2026, 11, 1, tzinfo=UTC)
+    end = t + timedelta(seconds=duration_s)
+    total = math.ceil(duration_s / step_time_s)
+    saved_step = 0
+    run = 0
+    while t < end:
+        run_start = t
+        fail_at = t + timedelta(seconds=float(rng.exponential(mtbf_s)))
+        header = tpl.resume_header if saved_step else tpl.fresh_header
+        for line in header:
+            text = line.replace(f"{_RUN_DIR}/checkpoint-50", f"{_RUN_DIR}/checkpoint-{saved_step}")
+            text = re.sub(r"global step \d+", f"global step {saved_step}", text)
+            text = re.sub(
+                r"past 0 epochs and \d+ batches", f"past 0 epochs and {saved_step} batches", text
+            )
+            text = re.sub(
+                r"Total optimization steps = [\d,]+", f"Total optimization steps = {total:,}", text
+            )
+            job.log.append((t, _stamp(text, t) + "\n"))
+        step = restart_step = saved_step
+        failed = False
+        while t < end:
+            nxt = t + timedelta(seconds=step_time_s)
+            if nxt > fail_at:
+                failed = True
+                break
+            t, step = nxt, step + 1
+            if step % bar_every_steps == 0:
+                job.log.append((t, _bar(step, total, (t - run_start).total_seconds(), step_time_s)))
+            if step % log_every_steps == 0:
+                job.log.append((t, "\r" + tpl.metrics + "\n"))
+            if step % interval_steps == 0:
+                save_end = t + timedelta(seconds=cost_s)
+                if save_end > fail_at:
+                    failed = True
+                    break
+                _append_save(job, tpl, t, save_end, step, logged_cost_fraction)
+                t, saved_step = save_end, step
+        if failed:
+            t = min(fail_at, end)
+            if fail_at <= end:
+                job.n_failures += 1
+                job.n_interruptions += int(step - restart_step >= bar_every_steps or run == 0)
+                job.log.extend((t, text) for text in _traceback(tpl, run))
+            job.exposure_s += (t - run_start).total_seconds()
+            t += timedelta(seconds=restart_s)
+            run += 1
+        else:
+            job.exposure_s += (t - run_start).total_seconds()
+    return job
+
+
+def _append_save(
+    job: SynthJob, tpl: _Templates, start: datetime, end: datetime, step: int, logged: float
+) -> None:
+    """Append one save: its log block and its timing record."""
+    weights_at = start + (end - start) * logged
+    for line in tpl.save_block:
+        text = re.sub(r"checkpoint-\d+", f"checkpoint-{step}", line)
+        if "[INFO|" in text:
+            text = _stamp(text, weights_at if "Model weights" in text else start)
+        job.log.append((start, text + "\n"))
+    record = {
+        "step": step,
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "path": f"{_RUN_DIR}/checkpoint-{step}",
+    }
+    job.timings.append((end, json.dumps(record) + "\n"))
+    job.n_saves += 1
+    job.save_durations_s.append((end - start).total_seconds())
+
+
+def _traceback(tpl: _Templates, run: int) -> Iterator[str]:
+    raise_line, exc_line = _EXCEPTIONS[run % len(_EXCEPTIONS)]
+    for line in tpl.traceback:
+        if line.startswith("RuntimeError:"):
+            yield exc_line + "\n"
+        elif "raise RuntimeError(" in line:
+            yield line[: line.index("raise")] + raise_line + "\n"
+        else:
+            yield line + "\n"

@@ -1,0 +1,78 @@
+"""Training-log and timing-file parsers: text in, typed events out (pure: no I/O, no clock).
+
+Use::
+
+    parser = make_parser("auto", tz=ZoneInfo("Europe/Paris"))
+    for lineno, line in enumerate(lines, start=1):   # lines without their "\\n"
+        events.extend(parser.feed(line, lineno))
+    events.extend(parser.finish())                   # at end of file or when the file idles
+
+Formats (:func:`available_formats`):
+
+* ``auto`` — timing file or log, decided by the first non-blank line; a log's stack is then
+  detected line by line;
+* one per training stack (``hf_trainer``, ``lightning``): a module ``parsers/<stack>.py``
+  with its pattern table, registered in :data:`STACKS`;
+* ``timing_jsonl``, ``timing_csv`` — checkpoint timing files (DESIGN.md schema).
+
+Python tracebacks and bare CUDA/NCCL exception lines are recognised in every log, whatever the
+stack (``parsers/traceback.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, tzinfo
+
+from parsers.auto import AutoParser, StackFactory
+from parsers.events import Event, EventKind
+from parsers.hf_trainer import HfTrainer
+from parsers.lightning import Lightning
+from parsers.logs import AUTO, LogParser
+from parsers.stack import ParseContext
+from parsers.stream import Diagnostics, StreamParser
+from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
+
+__all__ = [
+    "STACKS",
+    "Event",
+    "EventKind",
+    "StreamParser",
+    "available_formats",
+    "make_parser",
+]
+
+STACKS: dict[str, StackFactory] = {
+    HfTrainer.name: HfTrainer,
+    Lightning.name: Lightning,
+}
+"""Training stacks by name, in auto-detection order. A new stack is one module plus one entry."""
+
+
+def available_formats() -> list[str]:
+    """Names accepted by :func:`make_parser`: ``"auto"``, each stack, then the timing formats."""
+    return [AUTO, *STACKS, JSONL, CSV]
+
+
+def make_parser(fmt: str = AUTO, *, tz: tzinfo = UTC, year_hint: int | None = None) -> StreamParser:
+    """Return a new stateful parser for one source file.
+
+    Args:
+        fmt: one of :func:`available_formats`.
+        tz: zone of naive wall-clock stamps in logs (the training nodes' local zone); events
+            carry aware UTC times. Timing files ignore it: their naive times are UTC.
+        year_hint: year for stamps printed without one (no current stack needs it).
+
+    Raises:
+        ValueError: ``fmt`` is not a known format; the message lists the known ones.
+    """
+    diagnostics = Diagnostics()
+    context = ParseContext(tz=tz, year_hint=year_hint, report=diagnostics.report)
+    if fmt == AUTO:
+        return AutoParser(context, tuple(STACKS.values()), diagnostics)
+    if fmt in STACKS:
+        return LogParser([STACKS[fmt](context)], diagnostics)
+    if fmt == JSONL:
+        return TimingJsonlParser(diagnostics)
+    if fmt == CSV:
+        return TimingCsvParser(diagnostics)
+    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(available_formats())}")

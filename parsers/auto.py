@@ -1,0 +1,55 @@
+"""``auto``: choose between a timing file and a training log from the first non-blank line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from parsers.events import Event
+from parsers.logs import AUTO, LogParser
+from parsers.stack import ParseContext, Stack
+from parsers.stream import Diagnostics, StreamParser
+from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser, looks_like_timing_header
+
+StackFactory = Callable[[ParseContext], Stack]
+
+
+class AutoParser(StreamParser):
+    """Delegates to a timing parser or a :class:`~parsers.logs.LogParser` over every stack.
+
+    The first non-blank line decides: a JSON object with ``step`` and ``end`` means
+    ``timing_jsonl``, a CSV header naming ``step`` and ``end`` means ``timing_csv``, anything
+    else a log, whose stack is then detected line by line. :attr:`name` is ``"auto"`` until a
+    stack or format is known.
+    """
+
+    def __init__(
+        self, context: ParseContext, stacks: tuple[StackFactory, ...], diagnostics: Diagnostics
+    ) -> None:
+        super().__init__(AUTO, diagnostics)
+        self._context = context
+        self._stacks = stacks
+        self._delegate: StreamParser | None = None
+
+    @property
+    def name(self) -> str:
+        """The detected stack or timing format, ``"auto"`` until then."""
+        return self._delegate.name if self._delegate is not None else AUTO
+
+    def _feed(self, line: str, lineno: int) -> list[Event]:
+        if self._delegate is None:
+            if not line.strip():
+                return []
+            self._delegate = self._choose(line)
+        return self._delegate.feed(line, lineno)
+
+    def _finish(self) -> list[Event]:
+        return self._delegate.finish() if self._delegate is not None else []
+
+    def _choose(self, first_line: str) -> StreamParser:
+        diagnostics = self._diagnostics
+        timing = looks_like_timing_header(first_line)
+        if timing == JSONL:
+            return TimingJsonlParser(diagnostics)
+        if timing == CSV:
+            return TimingCsvParser(diagnostics)
+        return LogParser([make(self._context) for make in self._stacks], diagnostics)

@@ -1,0 +1,68 @@
+"""Typed events that parsers produce from training-log text.
+
+An event is one fact read from one line: a checkpoint save started or ended, a failure, a
+restart, a resume from a checkpoint, or training progress at a step. Events are plain values:
+frozen, slotted, comparable, with times as aware UTC datetimes (or ``None`` when the line carries
+no usable wall-clock time; the agent then fills in the read time, marked ``time_estimated``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    """What an event says happened. Values are the ``kind`` strings of the CLI JSON contract."""
+
+    CHECKPOINT_START = "checkpoint_start"
+    """A checkpoint save began (training stalls from here)."""
+    CHECKPOINT_END = "checkpoint_end"
+    """A checkpoint save finished; ``duration_s`` is set when the source gives or implies it."""
+    FAILURE = "failure"
+    """An unexpected interruption or a planned end, classified by ``failure_class``."""
+    RESTART = "restart"
+    """A launcher or scheduler restarts the job (torchrun restart, Slurm requeue)."""
+    RESUME = "resume"
+    """Training resumed from a checkpoint; ``step`` is the step it resumed at, when printed."""
+    RUN_START = "run_start"
+    """A training run began (banner such as ``***** Running training *****``)."""
+    RUN_END = "run_end"
+    """A training run ended cleanly (finished, ``max_steps`` reached)."""
+    STEP = "step"
+    """Training progress: ``step`` reached at ``time``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One fact read from one line of a log or timing file.
+
+    Attributes:
+        kind: what happened.
+        line: 1-based line number in the source where the event's record starts.
+        parser: name of the parser (training stack) that recognised it, e.g. ``"hf_trainer"``.
+        time: aware UTC datetime of the event, or ``None`` if the line carries no wall-clock time.
+        time_estimated: True when ``time`` was not printed on the event's line but inferred
+            (e.g. from a tqdm bar's elapsed time and the bar's start).
+        step: training step (global step / iteration) the event refers to, if known.
+        duration_s: seconds; for ``checkpoint_end`` the blocking checkpoint cost; for ``step``
+            the smoothed seconds per step the progress bar showed.
+        failure_class: short snake_case class for failures, e.g. ``cuda_illegal_memory_access``.
+        planned: for failures, True when the end was planned (time limit, cancel): it censors
+            exposure but is not counted as a failure in MTBF.
+        persist_s: for asynchronous saves, seconds the background persist took (not blocking).
+        detail: short free text from the line (checkpoint path, exception message), for humans.
+    """
+
+    kind: EventKind
+    line: int
+    parser: str
+    time: datetime | None = None
+    step: int | None = None
+    duration_s: float | None = None
+    failure_class: str | None = None
+    planned: bool = False
+    persist_s: float | None = None
+    detail: str | None = None
+    time_estimated: bool = False

@@ -1,0 +1,253 @@
+"""HuggingFace Transformers ``Trainer`` logs (FORMATS.md §1).
+
+Read from transformers 4.46.3 and 5.24.0 (``trainer.py``, ``utils/logging.py``) and the real
+logs in ``agent/fixtures/real/hf_trainer_*.log`` (5.24.0, explicit format).
+
+What is recognised:
+
+* ``Saving model checkpoint to …/checkpoint-<step>`` → ``checkpoint_start`` (step from the
+  directory name; from the training bar when the directory is a ``tmp-checkpoint-…``).
+* The save's sub-step lines ``<Thing> saved in <that directory>/…`` (``Configuration saved in``,
+  ``Model weights saved in``): the LAST one before any other timestamped record, or before the
+  training bar moves past the saved step, or before ``finish()``, ends the save →
+  ``checkpoint_end`` at that line with ``duration_s = end − start``. HF prints no line when the
+  optimizer state is written (FORMATS.md §0.2), so this under-counts the save by that part. A
+  save whose start or sub-steps carry no time gets no ``checkpoint_end``.
+* ``***** Running training *****`` → ``run_start``; ``Training completed.`` → ``run_end``.
+* ``Resuming training from checkpoint with epoch E and global step S`` (5.x) and
+  ``Continuing training from global step S`` (4.x) → ``resume`` at step S. ``Loading model
+  from …/checkpoint-50.`` comes before it in the same resume and gives nothing;
+  ``Loading best model from …`` (end of training) gives nothing either.
+* The training tqdm bar (no description, total = ``Total optimization steps``) counts global
+  steps: a line whose last bar state shows a new step gives one ``step`` event with
+  ``duration_s`` = tqdm's smoothed seconds per step, and ``time`` = the time of a record
+  glued after the bar on that line, if any (else ``None``). Other bars (``Writing model
+  shards``, evaluation) are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from parsers.events import Event, EventKind
+from parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
+from parsers.text import Bar
+from parsers.timestamps import parse_mdy_hms, parse_ymd_hms
+
+EXPLICIT_FORMAT = Header(
+    keyword=" >> ",
+    regex=re.compile(
+        r"\[(?P<level>[A-Z]+)\|(?P<file>[^\]|\r\n]+):(?P<lineno>\d+)\] "
+        r"(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) >> (?P<msg>.*)"
+    ),
+    parse_time=parse_ymd_hms,
+    sample="[INFO|trainer.py:4149] 2026-11-29 22:11:38,483 >> Saving model checkpoint to "
+    "/data/hf/run/checkpoint-25",
+    source="transformers 4.46.3/5.24.0 utils/logging.py enable_explicit_format(): "
+    '"[%(levelname)s|%(filename)s:%(lineno)s] %(asctime)s >> %(message)s" '
+    "(also TRANSFORMERS_VERBOSITY=detail in 4.46.3, with %(pathname)s)",
+    identifies_stack=True,
+)
+
+EXAMPLES_FORMAT = Header(
+    keyword=" - ",
+    regex=re.compile(
+        r"(?P<time>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d) - (?P<level>[A-Z]+) - "
+        r"(?P<logger>[\w.]+) - (?P<msg>.*)"
+    ),
+    parse_time=parse_mdy_hms,
+    sample="10/20/2023 15:41:03 - INFO - transformers.trainer - Saving model checkpoint to "
+    "out/checkpoint-500",
+    source='transformers examples/pytorch/*/run_*.py logging.basicConfig(format="%(asctime)s - '
+    '%(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S")',
+    identifies_stack=False,
+)
+
+_SOURCE_SAVE = "transformers 4.46.3 trainer.py:3812 _save / 5.24.0 trainer.py:4149"
+
+SAVE_START = Pattern(
+    name="checkpoint_start",
+    kind=EventKind.CHECKPOINT_START,
+    keyword="Saving model checkpoint to ",
+    regex=re.compile(r"Saving model checkpoint to (?P<path>\S(?:.*\S)?)"),
+    sample="[INFO|trainer.py:4149] 2026-11-29 22:11:38,483 >> Saving model checkpoint to "
+    "/data/hf/run/checkpoint-25",
+    source=f'{_SOURCE_SAVE}: logger.info(f"Saving model checkpoint to {{output_dir}}")',
+)
+
+SAVED_IN = Pattern(
+    name="saved_in",
+    kind=None,
+    keyword=" saved in ",
+    regex=re.compile(r" saved in (?P<path>\S(?:.*\S)?)"),
+    sample="[INFO|modeling_utils.py:3639] 2026-11-29 22:11:38,555 >> Model weights saved in "
+    "/data/hf/run/checkpoint-25/model.safetensors",
+    source="transformers 5.24.0 modeling_utils.py:3639, configuration_utils.py:786/941; "
+    "accelerate checkpointing.py (… saved in {file})",
+    identifies_stack=False,
+)
+
+TOTAL_STEPS = Pattern(
+    name="total_steps",
+    kind=None,
+    keyword="Total optimization steps = ",
+    regex=re.compile(r"Total optimization steps = (?P<steps>[\d,]{1,20})"),
+    sample="[INFO|trainer.py:1627] 2026-11-29 22:11:34,899 >>   Total optimization steps = 120",
+    source='transformers 4.46.3/5.24.0 trainer.py: f"  Total optimization steps = {max_steps:,}"',
+)
+
+PATTERNS: tuple[Pattern, ...] = (
+    SAVE_START,
+    SAVED_IN,
+    TOTAL_STEPS,
+    Pattern(
+        name="run_start",
+        kind=EventKind.RUN_START,
+        keyword="***** Running training *****",
+        regex=re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*"),
+        sample="[INFO|trainer.py:1618] 2026-11-29 22:11:34,899 >> ***** Running training *****",
+        source="transformers 4.46.3/5.24.0 trainer.py _inner_training_loop",
+    ),
+    Pattern(
+        name="resume_5x",
+        kind=EventKind.RESUME,
+        keyword="Resuming training from checkpoint with epoch ",
+        regex=re.compile(
+            r"Resuming training from checkpoint with epoch (?P<epoch>\d+) "
+            r"and global step (?P<step>\d+)"
+        ),
+        sample="[INFO|trainer.py:1631] 2026-11-29 22:11:48,386 >>   Resuming training from "
+        "checkpoint with epoch 0 and global step 50",
+        source='transformers 5.24.0 trainer.py:1631: f"  Resuming training from checkpoint with '
+        'epoch {e} and global step {s}"',
+    ),
+    Pattern(
+        name="resume_4x",
+        kind=EventKind.RESUME,
+        keyword="Continuing training from global step ",
+        regex=re.compile(r"Continuing training from global step (?P<step>\d+)"),
+        sample="[INFO|trainer.py:2245] 2024-11-02 10:12:40,117 >>   Continuing training from "
+        "global step 500",
+        source='transformers 4.46.3 trainer.py: f"  Continuing training from global step '
+        '{self.state.global_step}"',
+    ),
+    Pattern(
+        name="run_end",
+        kind=EventKind.RUN_END,
+        keyword="Training completed.",
+        regex=re.compile(r"^Training completed\."),
+        sample="Training completed. Do not forget to share your model on huggingface.co/models =)",
+        source='transformers 4.46.3/5.24.0 trainer.py: logger.info("\\n\\nTraining completed. '
+        'Do not forget …") (the message starts with two newlines: a continuation line)',
+    ),
+)
+
+_CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
+_TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
+
+
+@dataclass(slots=True)
+class _Save:
+    path: str
+    step: int | None
+    start_time: datetime | None
+    end: tuple[int, datetime] | None = None
+    """(line, time) of the last timed "saved in" line of this save so far."""
+
+    def contains(self, path: str) -> bool:
+        return path == self.path or path.startswith(self.path + "/")
+
+
+class HfTrainer(Stack):
+    """HF Trainer stack: the pattern table plus save start/end pairing and the training bar."""
+
+    name = "hf_trainer"
+    headers = (EXPLICIT_FORMAT, EXAMPLES_FORMAT)
+    patterns = PATTERNS
+    step_in_path = _CHECKPOINT_STEP
+    reads_bars = True
+
+    def __init__(self, context: ParseContext) -> None:
+        super().__init__(context)
+        self._save: _Save | None = None
+        self._max_steps: int | None = None
+        self._bar_step: int | None = None
+        self._step_event: tuple[int, bool] | None = None
+        """(step, timed) of the last ``step`` event."""
+
+    def on_record(self, record: Record) -> list[Event]:
+        """Pair saves with their last "saved in" line; other messages go by the table."""
+        hit = self.match(record.msg)
+        events: list[Event] = []
+        if self._save is not None and record.header is not None and not record.continued:
+            if hit is not None and hit[0] is SAVED_IN and self._save.contains(hit[1]["path"]):
+                end_time = self.time_of(record)
+                if end_time is not None:
+                    self._save.end = (record.line, end_time)
+                return events
+            events.extend(self._close_save())
+        if hit is None:
+            return events
+        pattern, m = hit
+        if pattern is TOTAL_STEPS:
+            self._max_steps = parse_step(m["steps"].replace(",", ""))
+        elif pattern is SAVE_START:
+            step = self._bar_step if _TMP_CHECKPOINT.search(m["path"]) else None
+            start = self.event(EventKind.CHECKPOINT_START, record, m, step)
+            self._save = _Save(m["path"].rstrip("/"), start.step, start.time)
+            events.append(start)
+        elif pattern.kind is not None:
+            events.append(self.event(pattern.kind, record, m))
+        return events
+
+    def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
+        """Turn the training bar's last state on a line into at most one ``step`` event."""
+        if bar.desc is not None or bar.n == 0:
+            return []
+        if self._max_steps is not None and bar.total != self._max_steps:
+            return []
+        events: list[Event] = []
+        self._bar_step = bar.n
+        if self._save is not None and (self._save.step is None or bar.n > self._save.step):
+            events.extend(self._close_save())
+        timed = time is not None  # a timed repeat of the last step is worth a second event
+        if self._step_event is None or self._step_event[0] != bar.n or timed > self._step_event[1]:
+            self._step_event = (bar.n, timed)
+            events.append(
+                Event(
+                    EventKind.STEP,
+                    lineno,
+                    self.name,
+                    time=time,
+                    step=bar.n,
+                    duration_s=bar.seconds_per_it,
+                )
+            )
+        return events
+
+    def finish(self) -> list[Event]:
+        """Close an open save (its last "saved in" line is its end)."""
+        return self._close_save()
+
+    def _close_save(self) -> list[Event]:
+        save, self._save = self._save, None
+        if save is None or save.start_time is None or save.end is None:
+            return []
+        end_line, end_time = save.end
+        duration_s = (end_time - save.start_time).total_seconds()
+        if duration_s < 0:
+            self.context.report(end_line, f"save of {save.path} ends before it starts")
+            return []
+        return [
+            Event(
+                EventKind.CHECKPOINT_END,
+                end_line,
+                self.name,
+                time=end_time,
+                step=save.step,
+                duration_s=duration_s,
+                detail=save.path,
+            )
+        ]

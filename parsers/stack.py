@@ -1,0 +1,241 @@
+"""What a training-stack module provides: record headers, a message pattern table, state hooks.
+
+A stack module (``parsers/hf_trainer.py``, ``parsers/lightning.py``, …) subclasses :class:`Stack`
+and fills in three class attributes:
+
+* ``headers`` — the logging prefixes its records carry, each giving the record's time;
+* ``patterns`` — the messages it prints, as compiled regexes with named groups (``step``,
+  ``path``), each with a real sample line and the source file and version it comes from;
+* ``step_in_path`` — how to read a step out of a checkpoint path.
+
+Table lookups are enough for a stateless stack; a stack with state (the HF Trainer pairs a save
+start with its last "saved in" line) overrides :meth:`Stack.on_record`, :meth:`Stack.on_bar` and
+:meth:`Stack.finish`. Messages are matched whatever the prefix, so the same table reads a
+stack's bare messages (no logging formatter) with ``time=None``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import ClassVar
+
+from parsers.events import Event, EventKind
+from parsers.text import Bar
+
+DETAIL_CHARS = 200
+"""Longest ``Event.detail`` a stack writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParseContext:
+    """What a stack needs from its caller.
+
+    Attributes:
+        tz: zone of naive wall-clock stamps in the log (the node's local zone).
+        year_hint: year for stamps printed without one (none of the current stacks has them).
+        report: counts a miss: ``report(lineno, reason)``.
+    """
+
+    tz: tzinfo
+    year_hint: int | None
+    report: Callable[[int, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A record prefix written by a logging format, carrying the record's time.
+
+    Attributes:
+        keyword: a literal present in every line this header matches (prefilter).
+        regex: searched in a record piece; groups ``time`` and ``msg`` (the message).
+        parse_time: ``parse_time(time_text, tz)`` → aware UTC datetime, raising ValueError.
+        sample: a real line with this prefix.
+        source: the format string's file and version.
+        identifies_stack: True when only this stack writes this prefix (auto-detection).
+    """
+
+    keyword: str
+    regex: re.Pattern[str]
+    parse_time: Callable[[str, tzinfo], datetime]
+    sample: str
+    source: str
+    identifies_stack: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One message a stack prints.
+
+    Attributes:
+        name: short identifier, unique in its stack (``"checkpoint_start"``, ``"saved_in"``).
+        kind: the event this message is, or ``None`` when it only feeds the stack's state or
+            identifies the stack.
+        keyword: a literal present in every message the regex matches (prefilter).
+        regex: searched in the message; optional groups ``step`` (int) and ``path`` (goes to
+            ``Event.detail``; the step is read from it with ``step_in_path`` if no ``step``).
+        sample: a real line with this message.
+        source: the framework file and version that prints it.
+        identifies_stack: False for wording other stacks print too (auto-detection skips it).
+    """
+
+    name: str
+    kind: EventKind | None
+    keyword: str
+    regex: re.Pattern[str]
+    sample: str
+    source: str
+    identifies_stack: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One log record as far as a single line shows it.
+
+    Attributes:
+        line: line where the record starts (its header's line for a continuation line).
+        msg: the message text (after the header, if any).
+        time_text: the header's time text, ``None`` without a header.
+        header: the header that matched, ``None`` without one.
+        continued: True when ``msg`` is the first line after a header with an empty message
+            (``logger.info("\\n\\nTraining completed. …")``).
+    """
+
+    line: int
+    msg: str
+    time_text: str | None = None
+    header: Header | None = None
+    continued: bool = False
+
+
+def parse_step(digits: str) -> int | None:
+    """``int(digits)`` for a plausible step count (at most 15 digits), else ``None``."""
+    return int(digits) if len(digits) <= 15 else None
+
+
+class Stack:
+    """Base of one training stack's parser: header and pattern tables plus state hooks."""
+
+    name: ClassVar[str]
+    headers: ClassVar[tuple[Header, ...]] = ()
+    patterns: ClassVar[tuple[Pattern, ...]]
+    step_in_path: ClassVar[re.Pattern[str] | None] = None
+    reads_bars: ClassVar[bool] = False
+    """True when the stack's plain tqdm bar counts global steps (then :meth:`on_bar` is called)."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.context = context
+        self.keywords: tuple[str, ...] = tuple(
+            dict.fromkeys([h.keyword for h in self.headers] + [p.keyword for p in self.patterns])
+        )
+        self._headed_blank: Record | None = None
+        self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
+
+    @property
+    def pending(self) -> bool:
+        """True while the next non-blank line may continue a record (feed it unfiltered)."""
+        return self._headed_blank is not None
+
+    def detects(self, text: str) -> bool:
+        """True when ``text`` (a record piece) can only come from this stack."""
+        for header in self.headers:
+            if header.identifies_stack and header.keyword in text and header.regex.search(text):
+                return True
+        hit = self.match(text)
+        return hit is not None and hit[0].identifies_stack
+
+    def feed(self, text: str, lineno: int) -> list[Event]:
+        """Read one record piece (ANSI stripped, bars removed) of line ``lineno``."""
+        return self.on_record(self._record(text, lineno))
+
+    def match(self, msg: str) -> tuple[Pattern, re.Match[str]] | None:
+        """Return the first pattern found in ``msg`` and its match, or ``None``."""
+        for pattern in self.patterns:
+            if pattern.keyword in msg:
+                m = pattern.regex.search(msg)
+                if m is not None:
+                    return pattern, m
+        return None
+
+    def on_record(self, record: Record) -> list[Event]:
+        """Turn one record into events; the default is a lookup in :attr:`patterns`."""
+        hit = self.match(record.msg)
+        if hit is None or hit[0].kind is None:
+            return []
+        return [self.event(hit[0].kind, record, hit[1])]
+
+    def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
+        """React to the last tqdm bar state on line ``lineno`` (only if :attr:`reads_bars`).
+
+        ``time`` is the time of a record glued after the bar on the same line, if any.
+        """
+        return []
+
+    def finish(self) -> list[Event]:
+        """Flush state at end of file or idle."""
+        return []
+
+    def header_time(self, text: str, lineno: int) -> datetime | None:
+        """Time of the record whose header starts ``text``, or ``None``."""
+        return self.time_of(self._record(text, lineno, continues=False))
+
+    def time_of(self, record: Record) -> datetime | None:
+        """Parse the record's time in ``context.tz``; a bad stamp is reported and gives None.
+
+        The last stamp read is remembered, so records printed in the same millisecond (and a
+        bar's glued record, read twice) cost one parse and one report.
+        """
+        if record.header is None or record.time_text is None:
+            return None
+        key = (record.header, record.time_text)
+        if self._last_time is not None and self._last_time[0] == key:
+            return self._last_time[1]
+        time: datetime | None = None
+        try:
+            time = record.header.parse_time(record.time_text, self.context.tz)
+        except ValueError as exc:
+            self.context.report(record.line, f"bad timestamp: {exc}")
+        self._last_time = (key, time)
+        return time
+
+    def step_from(self, m: re.Match[str]) -> int | None:
+        """The ``step`` group of ``m``, else a step read from its ``path`` group, else None."""
+        groups = m.groupdict()
+        if groups.get("step"):
+            return parse_step(groups["step"])
+        path = groups.get("path")
+        if path and self.step_in_path is not None:
+            found = self.step_in_path.search(path)
+            if found is not None:
+                return parse_step(found.group(1))
+        return None
+
+    def event(
+        self, kind: EventKind, record: Record, m: re.Match[str], step: int | None = None
+    ) -> Event:
+        """Build the event ``kind`` for a pattern match; ``step`` overrides :meth:`step_from`."""
+        path = m.groupdict().get("path")
+        return Event(
+            kind,
+            record.line,
+            self.name,
+            time=self.time_of(record),
+            step=step if step is not None else self.step_from(m),
+            detail=(path or m.group())[:DETAIL_CHARS],
+        )
+
+    def _record(self, text: str, lineno: int, *, continues: bool = True) -> Record:
+        for header in self.headers:
+            if header.keyword in text:
+                m = header.regex.search(text)
+                if m is not None:
+                    record = Record(lineno, m["msg"], m["time"], header)
+                    if continues:
+                        self._headed_blank = None if m["msg"].strip() else record
+                    return record
+        if continues and self._headed_blank is not None:
+            headed, self._headed_blank = self._headed_blank, None
+            return Record(headed.line, text, headed.time_text, headed.header, continued=True)
+        return Record(lineno, text)

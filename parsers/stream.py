@@ -1,0 +1,93 @@
+"""The stateful per-source parser interface the agent drives, and its miss accounting."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+
+from parsers.events import Event
+
+MAX_ERRORS = 100
+"""How many of the most recent bad lines :attr:`StreamParser.errors` keeps."""
+
+
+class Diagnostics:
+    """Bad input seen by a parser: a running count and the most recent reasons.
+
+    Attributes:
+        misses: number of lines (or records) that looked like data but could not be read.
+        errors: the last :data:`MAX_ERRORS` of them as ``(lineno, reason)``; ``lineno`` is 0
+            for a problem found by ``finish()``.
+    """
+
+    def __init__(self) -> None:
+        self.misses = 0
+        self.errors: deque[tuple[int, str]] = deque(maxlen=MAX_ERRORS)
+
+    def report(self, lineno: int, reason: str) -> None:
+        """Count one miss at 1-based ``lineno`` and remember why."""
+        self.misses += 1
+        self.errors.append((lineno, reason))
+
+
+class StreamParser(ABC):
+    """One parser per source file; feed it the file's lines in order.
+
+    ``feed`` and ``finish`` never raise on any input: a record that cannot be read (a bad
+    timing row, an impossible timestamp) is skipped and counted in :attr:`misses`, with the
+    reason in :attr:`errors`.
+
+    Events come back in the order they become certain, which is not always line order: a
+    traceback's failure (dated at its ``Traceback`` line) is returned once the line after its
+    exception line arrives; an HF Trainer save's ``checkpoint_end`` once the save is over.
+    """
+
+    def __init__(self, name: str, diagnostics: Diagnostics | None = None) -> None:
+        self._name = name
+        self._diagnostics = diagnostics if diagnostics is not None else Diagnostics()
+
+    @property
+    def name(self) -> str:
+        """The parser (training stack or file format) in use; ``"auto"`` until detected."""
+        return self._name
+
+    @property
+    def misses(self) -> int:
+        """Lines or records that looked like data but could not be read, since creation."""
+        return self._diagnostics.misses
+
+    @property
+    def errors(self) -> deque[tuple[int, str]]:
+        """The most recent misses as ``(lineno, reason)``, oldest first (at most 100)."""
+        return self._diagnostics.errors
+
+    def feed(self, line: str, lineno: int) -> list[Event]:
+        """Parse one physical line and return the events it completes.
+
+        Args:
+            line: the line as decoded from the file, without its trailing ``\\n``; it may hold
+                ``\\r``, ANSI escapes, U+FFFD and NUL.
+            lineno: its 1-based line number in the file.
+        """
+        try:
+            return self._feed(line, lineno)
+        except Exception as exc:  # the contract is "never raise": report instead
+            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
+            return []
+
+    def finish(self) -> list[Event]:
+        """Flush pending state at end of file or when the file goes idle; return its events.
+
+        Feeding may go on afterwards (a file that grows again).
+        """
+        try:
+            return self._finish()
+        except Exception as exc:  # the contract is "never raise": report instead
+            self._diagnostics.report(0, f"internal error: {type(exc).__name__}: {exc}")
+            return []
+
+    @abstractmethod
+    def _feed(self, line: str, lineno: int) -> list[Event]: ...
+
+    @abstractmethod
+    def _finish(self) -> list[Event]: ...

@@ -1,0 +1,111 @@
+"""When to tell people that a job's checkpoint interval has drifted from the optimum."""
+
+from __future__ import annotations
+
+from rules._checks import require_count, require_positive
+from rules.model import Action, AlertState, Decision, JobEstimate
+
+
+class DriftRule:
+    """Decide whether to notify, repeat, resolve or stay quiet about a job's drift.
+
+    A policy object (settings checked once, data per call). With ``r = current / recommended``:
+
+    - drift: ``r`` outside ``[1/ratio, ratio]``, judged only with at least ``min_failures``
+      interruptions and ``min_saves`` saves behind the estimate;
+    - an episode opens with one NOTIFY; while it stays open the rule REPEATs only after
+      ``repeat_after_s`` since the last message, or sooner when the recommendation moved by more
+      than ``change_fraction`` from the one last sent;
+    - it RESOLVEs once ``r`` is back inside the tighter band ``[1/resolve_ratio, resolve_ratio]``
+      (hysteresis); between the two bands nothing changes, so a job hovering at the threshold
+      does not flap;
+    - an estimate that stops being judgeable (too little data, unknown ratio) neither opens nor
+      resolves an episode.
+
+    The waste curve is flat (k× off the optimum costs ``(k + 1/k)/2`` of the optimal waste:
+    +8% at 1.5×), so the default threshold keeps quiet about differences that cost little.
+    """
+
+    def __init__(
+        self,
+        ratio: float = 1.5,
+        *,
+        min_failures: int = 2,
+        min_saves: int = 3,
+        repeat_after_s: float = 24 * 3600.0,
+        resolve_ratio: float = 1.3,
+        change_fraction: float = 0.25,
+    ) -> None:
+        """Check and keep the settings.
+
+        Args:
+            ratio: drift threshold on current/recommended (and its inverse), > 1.
+            min_failures: interruptions needed before judging, >= 0.
+            min_saves: checkpoints needed before judging, >= 0.
+            repeat_after_s: seconds before an open episode is repeated, > 0.
+            resolve_ratio: the resolve band's edge, > 1 and <= ``ratio``.
+            change_fraction: relative change of the recommendation that warrants an early
+                repeat, > 0.
+
+        Raises:
+            ValueError: a setting out of range, naming it.
+        """
+        self.ratio = require_positive("ratio", ratio)
+        if self.ratio <= 1.0:
+            raise ValueError(f"ratio must be > 1, got {ratio!r}")
+        self.min_failures = require_count("min_failures", min_failures)
+        self.min_saves = require_count("min_saves", min_saves)
+        self.repeat_after_s = require_positive("repeat_after_s", repeat_after_s)
+        self.resolve_ratio = require_positive("resolve_ratio", resolve_ratio)
+        if not 1.0 < self.resolve_ratio <= self.ratio:
+            raise ValueError(
+                f"resolve_ratio must be > 1 and <= ratio ({ratio!r}), got {resolve_ratio!r}"
+            )
+        self.change_fraction = require_positive("change_fraction", change_fraction)
+
+    def __repr__(self) -> str:
+        return (
+            f"DriftRule(ratio={self.ratio}, min_failures={self.min_failures}, "
+            f"min_saves={self.min_saves}, repeat_after_s={self.repeat_after_s}, "
+            f"resolve_ratio={self.resolve_ratio}, change_fraction={self.change_fraction})"
+        )
+
+    def __call__(self, estimate: JobEstimate, state: AlertState, now_s: float) -> Decision:
+        """Decide for one job.
+
+        Args:
+            estimate: the job's latest estimate (``drift_ratio``, ``recommended_interval_s``,
+                ``n_failures``, ``n_checkpoints`` are read).
+            state: what was last told about this job.
+            now_s: epoch seconds of this decision (never read from a clock here).
+
+        Returns:
+            The action and the state to persist (unchanged for ``NONE``).
+        """
+        ratio = estimate.drift_ratio
+        recommended_s = estimate.recommended_interval_s
+        if (
+            ratio is None
+            or recommended_s is None
+            or estimate.n_failures < self.min_failures
+            or estimate.n_checkpoints < self.min_saves
+        ):
+            return Decision(Action.NONE, "not enough data to judge drift", state)
+        sent = AlertState(in_drift=True, last_sent_s=now_s, last_recommended_s=recommended_s)
+        drifting = not 1.0 / self.ratio <= ratio <= self.ratio
+        if not state.in_drift:
+            if drifting:
+                return Decision(Action.NOTIFY, f"interval is {ratio:.2f}x the optimum", sent)
+            return Decision(Action.NONE, f"interval is {ratio:.2f}x the optimum: fine", state)
+        if 1.0 / self.resolve_ratio <= ratio <= self.resolve_ratio:
+            return Decision(
+                Action.RESOLVE, f"interval back to {ratio:.2f}x the optimum", AlertState()
+            )
+        if not drifting:
+            return Decision(Action.NONE, f"interval at {ratio:.2f}x: between the bands", state)
+        if state.last_sent_s is None or now_s - state.last_sent_s >= self.repeat_after_s:
+            return Decision(Action.REPEAT, f"still {ratio:.2f}x the optimum", sent)
+        last_s = state.last_recommended_s
+        if last_s is None or abs(recommended_s / last_s - 1.0) > self.change_fraction:
+            return Decision(Action.REPEAT, "the recommended interval changed", sent)
+        return Decision(Action.NONE, "already told; waiting before repeating", state)

@@ -1,0 +1,405 @@
+"""Estimators of checkpoint cost C, MTBF M, restart cost R, current interval and step time.
+
+``estimate_checkpoint_cost`` and ``estimate_mtbf`` work on plain numbers; the other estimators
+read a :class:`rules.timeline.Timeline` and its run labels (:func:`rules.timeline.split_runs`).
+Results are seconds; unknown values are ``None``, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rules._checks import require_count, require_non_negative, require_probability
+from rules.timeline import (
+    PROGRESS_KINDS,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Interruption,
+    Kind,
+    Timeline,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCost:
+    """The checkpoint cost C with a distribution-free confidence interval.
+
+    Attributes:
+        cost_s: median blocking duration of the recent saves, seconds.
+        ci_s: (low, high) confidence interval of the median, seconds; None when there are too
+            few saves for the requested confidence (fewer than 5 at 90%).
+        n: how many durations the median is taken over.
+        source: ``"timing_file"`` or ``"log"``.
+    """
+
+    cost_s: float
+    ci_s: tuple[float, float] | None
+    n: int
+    source: str
+
+
+def estimate_checkpoint_cost(
+    timed_s: Sequence[float] | FloatArray,
+    logged_s: Sequence[float] | FloatArray,
+    *,
+    window: int = 20,
+    confidence: float = 0.9,
+) -> CheckpointCost | None:
+    """Estimate C as the median of the most recent checkpoint durations.
+
+    Durations from timing files are exact and are used whenever there is at least one; the
+    durations read from log lines are used only when there are none (a log often misses the end
+    of a save, so its durations are lower bounds). Non-finite and non-positive durations are
+    dropped (second-resolution stamps give 0 for fast saves). The median resists the occasional
+    save that stalls on a busy filesystem.
+
+    The interval is the order-statistic interval for the median: ``[x_(k), x_(n-k+1)]`` with
+    the largest k such that ``P(B <= k-1) <= (1-confidence)/2`` for ``B ~ Binomial(n, 1/2)``;
+    its coverage is at least ``confidence`` for any continuous distribution (Hollander, Wolfe &
+    Chicken, "Nonparametric Statistical Methods", 3rd ed., section 3.6).
+
+    Args:
+        timed_s: shape (a,), durations from checkpoint timing files, seconds, oldest first.
+        logged_s: shape (b,), durations derived from log lines, seconds, oldest first.
+        window: how many of the most recent durations to use, >= 1.
+        confidence: confidence level of the interval, strictly between 0 and 1.
+
+    Returns:
+        The estimate, or None when neither source has a usable duration.
+
+    Raises:
+        ValueError: ``window`` < 1 or ``confidence`` outside (0, 1).
+    """
+    require_count("window", window, minimum=1)
+    level = require_probability("confidence", confidence)
+    timed = _usable(timed_s)
+    durations, source = (timed, "timing_file") if timed.size else (_usable(logged_s), "log")
+    if durations.size == 0:
+        return None
+    recent = np.sort(durations[-window:])
+    return CheckpointCost(
+        cost_s=float(np.median(recent)),
+        ci_s=_median_ci_s(recent, level),
+        n=int(recent.size),
+        source=source,
+    )
+
+
+def _usable(durations_s: Sequence[float] | FloatArray) -> FloatArray:
+    values = np.asarray(durations_s, np.float64)
+    return values[np.isfinite(values) & (values > 0.0)]
+
+
+def _median_ci_s(sorted_s: FloatArray, confidence: float) -> tuple[float, float] | None:
+    """Order-statistic interval of the median of ``sorted_s`` (ascending); None if too few."""
+    n = int(sorted_s.size)
+    budget = (1.0 - confidence) / 2.0 * 2.0**n  # P(B <= k-1) * 2**n may not exceed this
+    k, tail = 0, 0
+    while k < n and tail + math.comb(n, k) <= budget:
+        tail += math.comb(n, k)
+        k += 1
+    if k == 0:
+        return None
+    return float(sorted_s[k - 1]), float(sorted_s[n - k])
+
+
+@dataclass(frozen=True, slots=True)
+class MtbfEstimate:
+    """The MTBF M with its chi-square confidence bounds.
+
+    Attributes:
+        mtbf_s: ``exposure_s / n_failures``, seconds; None with no failure or no exposure.
+        lower_s: lower confidence bound, seconds; None with no exposure.
+        upper_s: upper confidence bound, seconds; None with no failure (M may be unbounded).
+        n_failures: failures counted.
+        exposure_s: running time observed, seconds.
+    """
+
+    mtbf_s: float | None
+    lower_s: float | None
+    upper_s: float | None
+    n_failures: int
+    exposure_s: float
+
+    @property
+    def ci_s(self) -> tuple[float, float] | None:
+        """(lower_s, upper_s) when both are known, else None."""
+        if self.lower_s is None or self.upper_s is None:
+            return None
+        return self.lower_s, self.upper_s
+
+
+def estimate_mtbf(exposure_s: float, n_failures: int, *, confidence: float = 0.9) -> MtbfEstimate:
+    """Exponential maximum-likelihood MTBF with right-censoring, and its confidence interval.
+
+    ``M = E / n``; the two-sided interval for time-truncated observation is
+    ``[2E / χ²(1−α/2; 2n+2), 2E / χ²(α/2; 2n)]`` with ``α = 1 − confidence`` (DESIGN.md;
+    Meeker & Escobar, "Statistical Methods for Reliability Data", 1998, section 7.6; the
+    Garwood interval, conservative: it covers at or above its nominal rate). With no failure
+    only the lower bound ``2E / χ²(1−α/2; 2)`` exists. Quantiles come from
+    ``χ²(p; k) = 2·gammaincinv(k/2, p)`` (scipy, imported on first use).
+
+    Args:
+        exposure_s: running time E, seconds, finite and >= 0.
+        n_failures: unplanned interruptions n during that time, >= 0.
+        confidence: confidence level, strictly between 0 and 1.
+
+    Returns:
+        The estimate; every number is None when ``exposure_s`` is 0.
+
+    Raises:
+        ValueError: a negative or non-finite exposure, a negative count, a bad confidence.
+    """
+    exposure = require_non_negative("exposure_s", exposure_s)
+    n = require_count("n_failures", n_failures)
+    alpha = 1.0 - require_probability("confidence", confidence)
+    if exposure == 0.0:
+        return MtbfEstimate(None, None, None, n, exposure)
+    from scipy.special import gammaincinv  # lazy: scipy costs CLI start-up time
+
+    # 2E / χ²(p; 2m) = 2E / (2·gammaincinv(m, p)) = E / gammaincinv(m, p)
+    lower_s = exposure / float(gammaincinv(n + 1, 1.0 - alpha / 2.0))
+    if n == 0:
+        return MtbfEstimate(None, lower_s, None, n, exposure)
+    upper_s = exposure / float(gammaincinv(n, alpha / 2.0))
+    return MtbfEstimate(exposure / n, lower_s, upper_s, n, exposure)
+
+
+def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Blocking checkpoint durations, oldest first: (from timing files, from logs).
+
+    A timing-file ``checkpoint_end`` gives its ``duration_s``. A log ``checkpoint_end`` gives its
+    ``duration_s`` when the parser set one, else the time since a log ``checkpoint_start`` that
+    directly precedes it among the log's saves in the same run.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+
+    Returns:
+        Two arrays of seconds (possibly empty), in time order.
+    """
+    ends = timeline.kind == Kind.CHECKPOINT_END
+    timed = timeline.duration_s[ends & timeline.from_timing_file]
+    log_ends = ends & ~timeline.from_timing_file
+    durations_s = np.where(log_ends, timeline.duration_s, np.nan)
+    saves = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END))
+    saves = saves[~timeline.from_timing_file[saves]]
+    before, after = saves[:-1], saves[1:]
+    paired = (
+        (timeline.kind[before] == Kind.CHECKPOINT_START)
+        & log_ends[after]
+        & np.isnan(durations_s[after])
+        & (run_id[before] == run_id[after])
+    )
+    durations_s[after[paired]] = timeline.time_s[after[paired]] - timeline.time_s[before[paired]]
+    logged = durations_s[log_ends]
+    return timed, logged[np.isfinite(logged)]
+
+
+def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
+    """Indices of the observations that mark when checkpoints were taken, ascending.
+
+    One source only, so a save seen in both is not counted twice: timing-file saves when there
+    are any, else log saves. Per run, ``checkpoint_end`` observations, or ``checkpoint_start``
+    ones in a run that has no end (HF Trainer and Lightning log only the start). A save at the
+    same step as the previous one in the same run (another rank's line) is dropped.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+
+    Returns:
+        Shape (s,) indices into the timeline.
+    """
+    ends = timeline.kind == Kind.CHECKPOINT_END
+    timed = timeline.from_timing_file
+    source = timed if (ends & timed).any() else ~timed
+    source_ends = ends & source
+    source_starts = (timeline.kind == Kind.CHECKPOINT_START) & source
+    runs_with_end = np.unique(run_id[source_ends])
+    chosen = np.flatnonzero(source_ends | (source_starts & ~np.isin(run_id, runs_with_end)))
+    steps, runs = timeline.step[chosen], run_id[chosen]
+    keep = np.ones(chosen.size, np.bool_)
+    keep[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
+    return chosen[keep]
+
+
+def current_interval_s(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, *, window: int
+) -> float | None:
+    """The job's checkpoint interval now: median time between consecutive saves of one run.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+        saves: from :func:`save_index`.
+        window: how many of the most recent intervals to use, >= 1.
+
+    Returns:
+        Seconds, or None when no run has two saves.
+    """
+    gaps_s = _within_runs(timeline.time_s[saves], run_id[saves])
+    recent = gaps_s[gaps_s > 0.0][-window:]
+    return float(np.median(recent)) if recent.size else None
+
+
+def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray) -> int | None:
+    """Median step distance between consecutive saves of one run, or None without steps."""
+    steps = _within_runs(timeline.step[saves], run_id[saves])
+    steps = steps[steps > 0]  # NaN compares False
+    return round(float(np.median(steps))) if steps.size else None
+
+
+def step_time_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    cost_s: float | None,
+    since_s: float,
+) -> float | None:
+    """Seconds per training step, from observations at or after ``since_s``.
+
+    The first source that gives a value wins, most direct first:
+
+    1. the median ``duration_s`` of ``step`` observations: the framework's own seconds per step
+       (the HF Trainer parser reads tqdm's rate into it);
+    2. consecutive saves of one run that carry steps: the median of ``(Δt − C)/Δstep`` (one save
+       stalls training for C per pair); needs C. Save lines carry their own time stamps, which
+       step lines often lack (a parser then gives them the last stamp seen);
+    3. consecutive ``step`` observations of one run: the median of ``(Δt − k·C)/Δstep``, k the
+       saves between them (k·C left out when C is unknown).
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+        saves: from :func:`save_index`.
+        cost_s: checkpoint cost C in seconds, or None when unknown.
+        since_s: epoch seconds where the window opens.
+
+    Returns:
+        Seconds per step (> 0), or None when nothing gives it.
+    """
+    recent = timeline.time_s >= since_s
+    stepped = np.flatnonzero(recent & (timeline.kind == Kind.STEP) & np.isfinite(timeline.step))
+    for per_step in (
+        timeline.duration_s[stepped],
+        _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
+        _step_time_from_steps(timeline, run_id, saves, stepped, cost_s),
+    ):
+        per_step = per_step[np.isfinite(per_step) & (per_step > 0.0)]
+        if per_step.size:
+            return float(np.median(per_step))
+    return None
+
+
+def _step_time_from_saves(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
+) -> FloatArray:
+    """Per pair of consecutive saves of one run with steps: ``(Δt − C)/Δstep``."""
+    useful = saves[np.isfinite(timeline.step[saves])]
+    if cost_s is None or useful.size < 2:
+        return np.zeros(0)
+    elapsed_s = _within_runs(timeline.time_s[useful], run_id[useful]) - cost_s
+    return elapsed_s / _within_runs(timeline.step[useful], run_id[useful])
+
+
+def _step_time_from_steps(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, stepped: IntArray, cost_s: float | None
+) -> FloatArray:
+    """Per pair of consecutive step observations of one run: ``(Δt − k·C)/Δstep``."""
+    times = timeline.time_s[stepped]
+    elapsed_s = np.diff(times)
+    if cost_s is not None:
+        save_s = timeline.time_s[saves]
+        stalls = np.searchsorted(save_s, times[1:]) - np.searchsorted(save_s, times[:-1])
+        elapsed_s = elapsed_s - stalls * cost_s
+    same = run_id[stepped][1:] == run_id[stepped][:-1]
+    per_step: FloatArray = elapsed_s[same] / np.diff(timeline.step[stepped])[same]
+    return per_step
+
+
+def failure_times_s(
+    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
+) -> FloatArray:
+    """Failure times moved forward to where the failed run's steps say it had got.
+
+    Tracebacks and progress bars carry no wall-clock time, so a failure is often stamped with
+    the time of the last stamped line, up to a whole checkpoint interval too early, which
+    would shrink the exposure and inflate R. Every observation at step ``s_a`` and time ``t_a``
+    bounds the time step ``s`` was reached from below by ``t_a + (s − s_a)·step_time`` (and a
+    carried time, being early, keeps it a bound). Per interruption, with ``s`` the highest step
+    its failures report, the bound from the observations since the previous interruption moves
+    the interruption later (all its failures by the same shift), but never past the first
+    non-failure line of a log after its first failure (the next run's first line). Interruptions
+    whose failures report no step keep their times.
+
+    Args:
+        timeline: the job's observations.
+        interruptions: from :func:`rules.timeline.cluster_interruptions` on ``timeline``.
+        step_time_s: seconds per training step, > 0.
+
+    Returns:
+        Shape (f,) epoch seconds, aligned with ``timeline.failure_index``.
+    """
+    times, steps = timeline.time_s, timeline.step
+    failures = timeline.failure_index
+    moved_s = times[failures].copy()
+    anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE)
+    next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
+    member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
+    since = 0
+    for k in range(len(interruptions)):
+        members = np.flatnonzero(member == k)
+        first = failures[members[0]]
+        after = np.searchsorted(next_lines, first, "right")
+        until = int(next_lines[after]) if after < next_lines.size else times.size
+        until_s = float(times[until]) if until < times.size else np.inf
+        reached = steps[failures[members]]
+        if np.isfinite(reached).any():
+            step = np.nanmax(reached)
+            window = np.arange(since, until)
+            window = window[anchors[window] & (steps[window] <= step)]
+            if window.size:
+                bound_s = float(np.max(times[window] + (step - steps[window]) * step_time_s))
+                shift_s = max(0.0, min(bound_s, until_s) - times[first])
+                early = members[moved_s[members] < until_s]
+                moved_s[early] = np.minimum(moved_s[early] + shift_s, until_s)
+        since = int(failures[members[-1]]) + 1
+    return moved_s
+
+
+def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) -> float | None:
+    """Restart cost R: median time from an interruption to training progressing again.
+
+    Measured from the interruption's first failure to the first ``step`` or checkpoint
+    observation after its last failure, so it holds detection, queueing, start-up, loading the
+    checkpoint and failed restart attempts. Interruptions the job never recovered from are
+    skipped.
+
+    Args:
+        timeline: the job's observations.
+        interruptions: the interruptions to measure (usually the unplanned ones in the window).
+
+    Returns:
+        Seconds, or None when no interruption was followed by progress.
+    """
+    progress_s = timeline.time_s[timeline.is_kind(*PROGRESS_KINDS)]
+    starts = np.array([i.start_s for i in interruptions], np.float64)
+    ends = np.array([i.end_s for i in interruptions], np.float64)
+    following = np.searchsorted(progress_s, ends, "right")
+    recovered = following < progress_s.size
+    costs_s = progress_s[following[recovered]] - starts[recovered]
+    return float(np.median(costs_s)) if costs_s.size else None
+
+
+def _within_runs(values: FloatArray, runs: IntArray) -> FloatArray:
+    """Differences of consecutive ``values`` whose two ends lie in the same run."""
+    same: BoolArray = runs[1:] == runs[:-1]
+    return np.diff(values)[same]

@@ -1,0 +1,248 @@
+"""One job's estimate: C, M, R, the current and recommended intervals, waste and status."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from rules._checks import require_count, require_positive, require_probability
+from rules.advice import interval_steps
+from rules.estimates import (
+    CheckpointCost,
+    MtbfEstimate,
+    checkpoint_durations_s,
+    current_interval_s,
+    current_interval_steps,
+    estimate_checkpoint_cost,
+    estimate_mtbf,
+    failure_times_s,
+    restart_cost_s,
+    save_index,
+    step_time_s,
+)
+from rules.interval import daly_interval_s, waste_fraction, young_interval_s
+from rules.model import JobEstimate, Observation, Status
+from rules.timeline import (
+    IntArray,
+    Interruption,
+    Timeline,
+    cluster_interruptions,
+    exposure_s,
+    split_runs,
+)
+
+DAY_S = 86400.0
+
+
+def estimate_job(
+    job: str,
+    observations: Iterable[Observation],
+    *,
+    now_s: float,
+    cost_window_saves: int = 20,
+    mtbf_window_s: float = 30 * DAY_S,
+    idle_gap_s: float = 6 * 3600.0,
+    burst_gap_s: float = 60.0,
+    silent_gap_s: float = 1800.0,
+    confidence: float = 0.9,
+    min_saves: int = 3,
+    min_failures: int = 2,
+    drift_ratio_limit: float = 1.5,
+) -> JobEstimate:
+    """Estimate everything about one job's checkpointing from its observations.
+
+    Windows are measured back from the job's newest observation, not from ``now_s``, so a
+    backfill of old logs gives the estimate a live run would have given: C is the median of the
+    last ``cost_window_saves`` save durations; M counts the unplanned interruptions that began,
+    and the exposure run, within ``mtbf_window_s`` before the newest observation. The
+    recommendation is Daly's interval (FGCS 22(3), 2006, eq. 37); its confidence interval is
+    Daly evaluated at the corners of the M and C confidence intervals. Waste fractions are
+    :func:`rules.interval.waste_fraction` with R included when known.
+
+    Failure lines often carry no time of their own and arrive stamped with the last stamped
+    line's time; once the step time is known, each interruption is moved to where its steps say
+    the run had got (:func:`rules.estimates.failure_times_s`), so exposure and R are not cut
+    short. ``n_checkpoints`` counts the job's saves (each once, see
+    :func:`rules.estimates.save_index`), whether or not their duration is known. Status is
+    ``insufficient_data`` when C, M or the current interval is unknown, or there are fewer than
+    ``min_saves`` saves or ``min_failures`` interruptions behind M;
+    ``drift`` when current/recommended lies outside ``[1/drift_ratio_limit, drift_ratio_limit]``;
+    else ``ok``.
+
+    Args:
+        job: the job's name.
+        observations: the job's observations, any order, any kinds (see :class:`Observation`).
+        now_s: epoch seconds of this computation (stored as ``computed_at_s`` only).
+        cost_window_saves: recent saves used for C and the current interval, >= 1.
+        mtbf_window_s: seconds of history used for M, step time and R, > 0.
+        idle_gap_s: silence after which the job is taken to have stopped, seconds, > 0.
+        burst_gap_s: failures this close always form one interruption, seconds, >= 0.
+        silent_gap_s: failures this close with no progress between form one interruption.
+        confidence: level of every confidence interval, in (0, 1).
+        min_saves: saves needed to judge, >= 0.
+        min_failures: interruptions needed behind M to judge, >= 0.
+        drift_ratio_limit: the drift threshold on current/recommended, > 1.
+
+    Returns:
+        The estimate; unknown numbers are None.
+
+    Raises:
+        ValueError: a setting is out of range, or an observation time is not finite.
+    """
+    require_count("min_saves", min_saves)
+    require_count("min_failures", min_failures)
+    require_positive("mtbf_window_s", mtbf_window_s)
+    require_probability("confidence", confidence)
+    if require_positive("drift_ratio_limit", drift_ratio_limit) <= 1.0:
+        raise ValueError(f"drift_ratio_limit must be > 1, got {drift_ratio_limit!r}")
+
+    def runs(timeline: Timeline) -> tuple[list[Interruption], IntArray, IntArray]:
+        interruptions = cluster_interruptions(
+            timeline, gap_s=burst_gap_s, silent_gap_s=silent_gap_s
+        )
+        run_id = split_runs(timeline, interruptions, idle_gap_s=idle_gap_s)
+        return interruptions, run_id, save_index(timeline, run_id)
+
+    timeline = Timeline.of(observations)
+    newest_s = timeline.newest_s
+    since_s = -float("inf") if newest_s is None else newest_s - mtbf_window_s
+    interruptions, run_id, saves = runs(timeline)
+    cost = estimate_checkpoint_cost(
+        *checkpoint_durations_s(timeline, run_id), window=cost_window_saves, confidence=confidence
+    )
+    cost_s = None if cost is None else cost.cost_s
+    step_s = step_time_s(timeline, run_id, saves, cost_s=cost_s, since_s=since_s)
+    n_moved = 0
+    if step_s is not None and interruptions:
+        moved_s = failure_times_s(timeline, interruptions, step_time_s=step_s)
+        n_moved = int(np.count_nonzero(moved_s > timeline.time_s[timeline.failure_index]))
+        timeline = timeline.with_failure_times(moved_s)
+        interruptions, run_id, saves = runs(timeline)
+    recent = [i for i in interruptions if i.start_s >= since_s]
+    counted = [i for i in recent if not i.planned]
+    exposure = exposure_s(timeline, run_id, since_s=since_s)
+    mtbf = estimate_mtbf(exposure, len(counted), confidence=confidence)
+    current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
+    restart_s = restart_cost_s(timeline, counted)
+
+    young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
+    if cost_s is not None and mtbf.mtbf_s is not None:
+        young_s = young_interval_s(mtbf.mtbf_s, cost_s)
+        daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
+        ci_s = _daly_ci_s(mtbf, cost)
+        waste_recommended = waste_fraction(daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+        if current_s is not None:
+            waste_current = waste_fraction(current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+            ratio = current_s / daly_s
+    n_checkpoints = int(saves.size)
+    if ratio is None or n_checkpoints < min_saves or mtbf.n_failures < min_failures:
+        status = Status.INSUFFICIENT_DATA
+    elif 1.0 / drift_ratio_limit <= ratio <= drift_ratio_limit:
+        status = Status.OK
+    else:
+        status = Status.DRIFT
+    steps_now = current_interval_steps(timeline, run_id, saves)
+    if steps_now is None and current_s is not None and step_s is not None:
+        steps_now = interval_steps(current_s, step_s)
+    return JobEstimate(
+        job=job,
+        computed_at_s=now_s,
+        checkpoint_cost_s=cost_s,
+        checkpoint_cost_ci_s=None if cost is None else cost.ci_s,
+        checkpoint_cost_source=None if cost is None else cost.source,
+        n_checkpoints=n_checkpoints,
+        mtbf_s=mtbf.mtbf_s,
+        mtbf_ci_s=mtbf.ci_s,
+        n_failures=mtbf.n_failures,
+        exposure_s=exposure,
+        restart_cost_s=restart_s,
+        current_interval_s=current_s,
+        young_interval_s=young_s,
+        daly_interval_s=daly_s,
+        recommended_interval_s=daly_s,
+        recommended_interval_ci_s=ci_s,
+        step_time_s=step_s,
+        current_interval_steps=steps_now,
+        recommended_interval_steps=(
+            None if daly_s is None or step_s is None else interval_steps(daly_s, step_s)
+        ),
+        waste_fraction_current=waste_current,
+        waste_fraction_recommended=waste_recommended,
+        drift_ratio=ratio,
+        status=status,
+        newest_event_s=newest_s,
+        failure_classes=dict(Counter(i.failure_class for i in counted)),
+        notes=_notes(cost, mtbf, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures),
+    )
+
+
+def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:
+    """Daly's interval over the corners of the M and C confidence intervals (C's point value
+    stands in for its interval when that is unknown)."""
+    if mtbf.ci_s is None or cost is None:
+        return None
+    costs_s = cost.ci_s or (cost.cost_s, cost.cost_s)
+    corners = [daly_interval_s(m, c) for m, c in itertools.product(mtbf.ci_s, costs_s)]
+    return min(corners), max(corners)
+
+
+def _notes(
+    cost: CheckpointCost | None,
+    mtbf: MtbfEstimate,
+    recent: list[Interruption],
+    current_s: float | None,
+    step_s: float | None,
+    n_moved: int,
+    mtbf_window_s: float,
+    min_failures: int,
+) -> tuple[str, ...]:
+    """Human-readable caveats about the estimate, most important first."""
+    notes: list[str] = []
+    window = _duration(mtbf_window_s)
+    if cost is None:
+        notes.append("no checkpoint duration seen: C is unknown (a timing file gives it exactly)")
+    elif cost.source == "log":
+        notes.append(
+            "C from log lines is a lower bound: logs may not mark the end of every part of a "
+            "save (HF Trainer logs no end of the optimizer-state write); a timing file is exact"
+        )
+    if mtbf.n_failures == 0 and mtbf.lower_s is not None:
+        notes.append(
+            f"no failure in {_duration(mtbf.exposure_s)} of running time (last {window}): "
+            f"M is at least {_duration(mtbf.lower_s)}"
+        )
+    elif 0 < mtbf.n_failures < min_failures:
+        notes.append(f"only {mtbf.n_failures} interruption(s) in the last {window}: M is rough")
+    planned = Counter(i.failure_class for i in recent if i.planned)
+    if planned:
+        listed = ", ".join(f"{name}: {count}" for name, count in sorted(planned.items()))
+        notes.append(f"planned ends ({listed}) censor the running time; they are not failures")
+    preempted = sum(count for name, count in planned.items() if "preempt" in name)
+    if preempted and cost is not None and mtbf.exposure_s > 0:
+        combined_s = mtbf.exposure_s / (mtbf.n_failures + preempted)
+        notes.append(
+            f"{preempted} preemption(s) also lose the work since the last checkpoint; counting "
+            f"them as failures, M would be {_duration(combined_s)} and the interval "
+            f"{_duration(daly_interval_s(combined_s, cost.cost_s))}"
+        )
+    if n_moved:
+        notes.append(
+            f"{n_moved} failure line(s) carried an earlier line's time; their time was inferred "
+            "from the steps the run had reached"
+        )
+    if current_s is None:
+        notes.append("no run with two saves: the current interval is unknown")
+    if step_s is None:
+        notes.append("no step timing: the interval cannot be given in steps")
+    return tuple(notes)
+
+
+def _duration(seconds: float) -> str:
+    """A short human duration: ``45 s``, ``12.5 min``, ``3.2 h``, ``30 d``."""
+    for unit_s, unit in ((DAY_S, "d"), (3600.0, "h"), (60.0, "min")):
+        if seconds >= unit_s:
+            return f"{seconds / unit_s:.3g} {unit}"
+    return f"{seconds:.3g} s"

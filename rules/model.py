@@ -1,0 +1,117 @@
+"""Values that flow into and out of the rules: observations in, estimates and decisions out.
+
+``rules`` never imports ``parsers`` or ``agent``: the agent turns stored events into
+:class:`Observation` values (times as Unix epoch seconds, UTC) and hands them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """Verdict on a job's checkpoint interval (the ``status`` key of ``estimates --json``)."""
+
+    OK = "ok"
+    DRIFT = "drift"
+    INSUFFICIENT_DATA = "insufficient_data"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One stored event reduced to what the estimators need.
+
+    Attributes:
+        kind: an event kind string: ``checkpoint_start``, ``checkpoint_end``, ``failure``,
+            ``restart``, ``resume``, ``run_start``, ``run_end`` or ``step``.
+        time_s: Unix epoch seconds (UTC) of the event.
+        step: training step, if known.
+        duration_s: for ``checkpoint_end``, the blocking checkpoint cost in seconds, if known;
+            for ``step``, seconds per step when the log gives it (e.g. tqdm's rate).
+        failure_class: for ``failure``, the snake_case class.
+        planned: for ``failure``, a planned end (time limit, cancel): censors, does not count.
+        from_timing_file: True when read from a checkpoint timing file (exact C), not a log.
+        persist_s: for asynchronous saves, background persist seconds (not blocking).
+        source: an identifier of the file the event came from (runs never span two sources'
+            gaps silently; used to tell runs apart when a new log file starts).
+    """
+
+    kind: str
+    time_s: float
+    step: int | None = None
+    duration_s: float | None = None
+    failure_class: str | None = None
+    planned: bool = False
+    from_timing_file: bool = False
+    persist_s: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobEstimate:
+    """Everything known about one job's checkpointing at one moment.
+
+    Field names and meanings are the public ``ckpt-advisor estimates --json`` contract
+    (DESIGN.md). Unknown numbers are ``None``, never 0. Seconds throughout.
+    """
+
+    job: str
+    computed_at_s: float
+    checkpoint_cost_s: float | None
+    checkpoint_cost_ci_s: tuple[float, float] | None
+    checkpoint_cost_source: str | None  # "timing_file" | "log" | None
+    n_checkpoints: int
+    mtbf_s: float | None
+    mtbf_ci_s: tuple[float, float] | None
+    n_failures: int
+    exposure_s: float
+    restart_cost_s: float | None
+    current_interval_s: float | None
+    young_interval_s: float | None
+    daly_interval_s: float | None
+    recommended_interval_s: float | None
+    recommended_interval_ci_s: tuple[float, float] | None
+    step_time_s: float | None
+    current_interval_steps: int | None
+    recommended_interval_steps: int | None
+    waste_fraction_current: float | None
+    waste_fraction_recommended: float | None
+    drift_ratio: float | None
+    status: Status
+    newest_event_s: float | None
+    failure_classes: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+class Action(StrEnum):
+    """What the notifier should do after a drift decision."""
+
+    NONE = "none"
+    NOTIFY = "notify"
+    REPEAT = "repeat"
+    RESOLVE = "resolve"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertState:
+    """What was last told about a job (persisted by the agent between decisions).
+
+    Attributes:
+        in_drift: True while a drift episode is open (a drift message was sent, not resolved).
+        last_sent_s: epoch seconds of the last message for the open episode, or None.
+        last_recommended_s: the recommended interval in that message, or None.
+    """
+
+    in_drift: bool = False
+    last_sent_s: float | None = None
+    last_recommended_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The drift rule's verdict: what to do and the state to remember afterwards."""
+
+    action: Action
+    reason: str
+    next_state: AlertState

@@ -1,0 +1,90 @@
+"""Config loading: defaults, the DESIGN.md keys, and errors that name the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import ConfigError, load_config, parse_config
+
+DESIGN_EXAMPLE = """
+[store]
+path = "/var/lib/ckpt-advisor/ckpt-advisor.db"
+
+[schedule]
+estimate_every = "5m"
+
+[[jobs]]
+name = "llama-70b"
+logs = ["/shared/runs/llama-70b/logs/*.log"]
+timings = ["/shared/runs/llama-70b/ckpt_timings.jsonl"]
+
+[slack]
+channel = "#training-alerts"
+token_env = "SLACK_BOT_TOKEN"
+base_url = "https://slack.com/api/"
+"""
+
+
+def test_design_example_loads_with_durations_in_seconds(tmp_path: Path) -> None:
+    """The config shown in DESIGN.md loads, and "5m" becomes 300 seconds."""
+    path = tmp_path / "c.toml"
+    path.write_text(DESIGN_EXAMPLE)
+    config = load_config(path)
+    assert config.schedule.estimate_every == 300.0
+    assert config.jobs[0].name == "llama-70b"
+    assert config.jobs[0].timings == ["/shared/runs/llama-70b/ckpt_timings.jsonl"]
+    assert config.slack.channel == "#training-alerts"
+    assert str(config.store.path) == "/var/lib/ckpt-advisor/ckpt-advisor.db"
+
+
+def test_empty_config_has_every_default() -> None:
+    """An empty file is a valid config: every key has a default."""
+    config = parse_config({})
+    assert config.jobs == []
+    assert config.estimation.drift_ratio == 1.5
+    assert config.parse.timezone == "UTC"
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("[store]\npth = 1\n", "store.pth: unknown key"),
+        ('[schedule]\nestimate_every = "soon"\n', "schedule.estimate_every: not a duration"),
+        ('[[jobs]]\nname = "a"\nlogs = ["rel/*.log"]\n', "jobs[0].logs: glob 'rel/*.log' must be"),
+        ('[[jobs]]\nname = "a"\n[[jobs]]\nname = "a"\n', "jobs: job name 'a' appears twice"),
+        ('[parse]\ntimezone = "Mars/Olympus"\n', "parse.timezone: unknown time zone"),
+        ('[slack]\nbase_url = "slack.com"\n', "slack.base_url: base_url 'slack.com' must start"),
+        ("[store\n", "invalid TOML"),
+    ],
+)
+def test_bad_config_names_file_and_key(tmp_path: Path, toml: str, expected: str) -> None:
+    """Each kind of mistake is reported with the file path and the offending key."""
+    path = tmp_path / "bad.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    """A config path that does not exist is reported as such, naming the path."""
+    with pytest.raises(ConfigError, match=r"nope\.toml: cannot read config"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_token_from_environment_then_credentials_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token comes from the named variable, else from systemd's credentials directory."""
+    config = parse_config({"slack": {"token_env": "MY_TOKEN"}})
+    monkeypatch.delenv("MY_TOKEN", raising=False)
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    assert config.slack_token() is None
+    (tmp_path / "MY_TOKEN").write_text("xoxb-from-file\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    assert config.slack_token() == "xoxb-from-file"
+    monkeypatch.setenv("MY_TOKEN", "xoxb-from-env")
+    assert config.slack_token() == "xoxb-from-env"

@@ -1,0 +1,188 @@
+"""End to end: the daemon as a subprocess, real files, real SQLite, real slack-sdk to a loopback
+Slack. A training log goes in; one Slack recommendation comes out."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.synth import simulate
+from rules.interval import daly_interval_s
+from tests.agent.fake_slack import FakeSlack
+
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
+
+
+def _write_config(tmp: Path, slack: FakeSlack | None, *, estimate_every: str = "1s") -> Path:
+    watched = tmp / "runs"
+    watched.mkdir(exist_ok=True)
+    slack_section = (
+        f'[slack]\nchannel = "#training-alerts"\ntoken_env = "{TOKEN_ENV}"\n'
+        f'base_url = "{slack.base_url}"\ntimeout = "5s"\n'
+        if slack
+        else ""
+    )
+    config = tmp / "config.toml"
+    config.write_text(
+        f'[store]\npath = "{tmp / "state" / "ckpt.db"}"\n\n'
+        f'[schedule]\nestimate_every = "{estimate_every}"\nafter_failure = "0.2s"\n'
+        f'poll_every = "0.2s"\n\n'
+        f'[[jobs]]\nname = "llama-8b"\nlogs = ["{watched}/**/*.log"]\n'
+        f'timings = ["{watched}/**/ckpt_timings.jsonl"]\ngpus = 64\n\n' + slack_section
+    )
+    return config
+
+
+@pytest.fixture
+def daemon_env(fake_slack: FakeSlack) -> dict[str, str]:
+    env = dict(os.environ)
+    env[TOKEN_ENV] = fake_slack.token
+    return env
+
+
+def _start(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def stop_daemon() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+
+
+def _estimates(db: Path) -> list[dict[str, object]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "estimates", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_week_of_training_posts_one_recommendation_near_daly(
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    daemon_env: dict[str, str],
+    stop_daemon: list[subprocess.Popen[str]],
+) -> None:
+    """A week of log + timing file copied into a watched dir yields exactly one Slack message
+    whose recommended interval is within 15% of the Daly interval of the true M and C."""
+    mtbf_s, cost_s = 6 * 3600.0, 240.0
+    job = simulate(mtbf_s=mtbf_s, cost_s=cost_s, interval_steps=1200, step_time_s=6.0, seed=3)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "train.log").write_text("".join(text for _, text in job.log))
+    (staging / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
+    config = _write_config(tmp_path, fake_slack)
+    proc = _start(config, daemon_env)
+    stop_daemon.append(proc)
+    time.sleep(1.0)
+    shutil.copytree(staging, tmp_path / "runs" / "job-1234")
+
+    [request] = fake_slack.wait_for(1, timeout_s=30)
+    assert request.path == "/api/chat.postMessage"
+    assert request.headers["authorization"] == f"Bearer {fake_slack.token}"
+    body = request.body
+    assert body["channel"] == "#training-alerts"
+    assert "llama-8b" in body["text"]
+    assert "save_steps=" in json.dumps(body["blocks"])
+
+    [est] = _estimates(tmp_path / "state" / "ckpt.db")
+    truth = daly_interval_s(mtbf_s, cost_s)
+    assert est["status"] == "drift"
+    assert est["n_failures"] == job.n_interruptions
+    assert est["n_checkpoints"] == job.n_saves
+    assert abs(float(est["recommended_interval_s"]) / truth - 1) < 0.15  # type: ignore[arg-type]
+    assert abs(float(est["checkpoint_cost_s"]) / cost_s - 1) < 0.01  # type: ignore[arg-type]
+
+    time.sleep(3.0)  # several more estimate cycles: the same episode is not posted again
+    assert len(fake_slack.messages) == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+
+
+def test_live_lines_of_real_hf_runs_are_stored_once(
+    tmp_path: Path,
+    daemon_env: dict[str, str],
+    stop_daemon: list[subprocess.Popen[str]],
+    fake_slack: FakeSlack,
+) -> None:
+    """The captured HF crash and resume runs, appended line by line to a watched file while the
+    daemon runs, give 5 checkpoints and 1 failure; a restart of the daemon repeats nothing."""
+    config = _write_config(tmp_path, fake_slack)
+    proc = _start(config, daemon_env)
+    stop_daemon.append(proc)
+    log = tmp_path / "runs" / "train.log"
+    with log.open("ab") as fh:
+        for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
+            for line in (FIXTURES / name).read_bytes().splitlines(keepends=True):
+                fh.write(line)
+                fh.flush()
+                time.sleep(0.005)
+    db = tmp_path / "state" / "ckpt.db"
+    deadline = time.monotonic() + 20
+    est: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        rows = _estimates(db) if db.exists() else []
+        if rows and rows[0]["n_checkpoints"] == 5:
+            est = rows[0]
+            break
+        time.sleep(0.3)
+    assert est.get("n_checkpoints") == 5
+    assert est["n_failures"] == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    events_before = subprocess.run(
+        [sys.executable, "-m", "agent", "events", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+
+    proc2 = _start(config, daemon_env)
+    stop_daemon.append(proc2)
+    time.sleep(2.0)
+    proc2.send_signal(signal.SIGTERM)
+    assert proc2.wait(timeout=20) == 0
+    events_after = subprocess.run(
+        [sys.executable, "-m", "agent", "events", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert events_after == events_before
+    assert fake_slack.messages == []  # one failure is not enough evidence to advise
+
+
+def test_bad_config_exits_2_naming_key(tmp_path: Path) -> None:
+    """`run` with an invalid config exits with code 2 before starting, naming file and key."""
+    config = tmp_path / "c.toml"
+    config.write_text('[schedule]\nestimate_evry = "5m"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert f"{config}: schedule.estimate_evry: unknown key" in proc.stderr

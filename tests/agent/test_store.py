@@ -1,0 +1,127 @@
+"""The SQLite store: schema, WAL, atomic event+offset commits, clear errors naming the path."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent.store import FileState, Store, StoreError
+from parsers.events import Event, EventKind
+from rules.model import AlertState
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def _new_file(job: str = "j") -> FileState:
+    return FileState(
+        0,
+        job,
+        "/logs/a.log",
+        dev=1,
+        ino=2,
+        head_hash="h",
+        head_len=10,
+        offset=0,
+        lineno=0,
+        truncations=0,
+    )
+
+
+def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 1) -> Event:
+    return Event(kind, line, "hf_trainer", time=T0, step=step)
+
+
+def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
+    """A new store file is created with its directory, in WAL mode, at schema version 1."""
+    db = tmp_path / "deep" / "dir" / "s.db"
+    Store(db).close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "1"
+
+
+def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
+    """Events and the new offset land in one commit and are read back as typed values."""
+    store = Store(tmp_path / "s.db")
+    state = store.commit_read(
+        _new_file(), offset=120, lineno=3, events=[_event(2, step=25)], now_s=1.0
+    )
+    assert (state.id, state.offset, state.lineno) == (1, 120, 3)
+    assert store.find_files("j", 1, 2) == [state]
+    [stored] = store.events(job="j")
+    assert stored.event == Event(EventKind.CHECKPOINT_START, 2, "hf_trainer", time=T0, step=25)
+    assert stored.to_json()["time"] == "2026-11-01T12:00:00+00:00"
+
+
+def test_failed_commit_keeps_old_offset_and_no_events(tmp_path: Path) -> None:
+    """If the transaction fails, neither the events nor the offset are stored."""
+    store = Store(tmp_path / "s.db")
+    state = store.commit_read(_new_file(), offset=10, lineno=1, events=[], now_s=1.0)
+    bad = Event(EventKind.STEP, 5, "x", time=T0, step=2**70)  # overflows SQLite INTEGER
+    with pytest.raises(OverflowError):
+        store.commit_read(state, offset=99, lineno=9, events=[_event(4), bad], now_s=2.0)
+    [again] = store.find_files("j", 1, 2)
+    assert (again.offset, again.lineno) == (10, 1)
+    assert store.count_events() == 0
+
+
+def test_newer_schema_is_refused_naming_the_path(tmp_path: Path) -> None:
+    """A store written by a newer ckpt-advisor is not touched; the error names the file."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    with pytest.raises(StoreError, match=rf"{db}: schema version 99 is newer"):
+        Store(db)
+
+
+def test_not_a_database_is_refused_naming_the_path(tmp_path: Path) -> None:
+    """A file that is not SQLite gives a StoreError naming it, not a traceback."""
+    db = tmp_path / "s.db"
+    db.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match=str(db)):
+        Store(db)
+
+
+def test_readonly_reader_sees_committed_data_and_cannot_write(tmp_path: Path) -> None:
+    """A CLI reader opens read-only, sees what the daemon committed, and cannot write."""
+    db = tmp_path / "s.db"
+    writer = Store(db)
+    writer.commit_read(_new_file(), offset=5, lineno=1, events=[_event(1)], now_s=1.0)
+    reader = Store(db, readonly=True)
+    assert reader.count_events() == 1
+    with pytest.raises(StoreError, match="read-only"):
+        reader.save_estimate("j", 1.0, "ok", {})
+    with pytest.raises(StoreError, match="no database here"):
+        Store(tmp_path / "missing.db", readonly=True)
+
+
+def test_estimate_history_latest_per_job(tmp_path: Path) -> None:
+    """The latest estimate per job is the newest saved; history keeps them all in order."""
+    store = Store(tmp_path / "s.db")
+    store.save_estimate("a", 1.0, "ok", {"job": "a", "n": 1})
+    store.save_estimate("b", 2.0, "drift", {"job": "b", "n": 1})
+    store.save_estimate("a", 3.0, "drift", {"job": "a", "n": 2})
+    assert store.estimate_history(latest_only=True) == [{"job": "a", "n": 2}, {"job": "b", "n": 1}]
+    assert [e["n"] for e in store.estimate_history(job="a")] == [1, 2]
+    assert store.estimate_history(since_s=2.5) == [{"job": "a", "n": 2}]
+
+
+def test_decision_and_message_are_recorded_together_then_delivered_in_order(tmp_path: Path) -> None:
+    """Alert state and the queued message are written in one step; the outbox keeps order."""
+    store = Store(tmp_path / "s.db")
+    first = store.record_decision(
+        "a", AlertState(True, 10.0, 3600.0), message={"text": "1"}, action="notify", now_s=10.0
+    )
+    second = store.record_decision(
+        "b", AlertState(True, 11.0, 60.0), message={"text": "2"}, action="notify", now_s=11.0
+    )
+    assert store.alert_state("a") == AlertState(True, 10.0, 3600.0)
+    assert [m.id for m in store.queued_messages()] == [first, second]
+    assert first is not None
+    store.mark_message(first, state="sent", now_s=12.0, ts="171.1")
+    assert [m.payload for m in store.queued_messages()] == [{"text": "2"}]
+    assert store.messages("a")[0]["state"] == "sent"

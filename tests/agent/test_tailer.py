@@ -1,0 +1,142 @@
+"""The tailer on real files: offsets, partial lines, restarts, rotation, truncation, long lines."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent.store import Store
+from agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def _record(step: int) -> str:
+    start = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(hours=step)
+    end = start + timedelta(seconds=30)
+    return json.dumps({"step": step, "start": start.isoformat(), "end": end.isoformat()}) + "\n"
+
+
+def _tailer(store: Store, pattern: str, *, timing: bool = True, backfill: bool = False) -> Tailer:
+    return Tailer(
+        store,
+        [WatchSpec("j", (pattern,), timing=timing)],
+        clock=lambda: NOW,
+        tz=UTC,
+        backfill=backfill,
+    )
+
+
+def _steps(store: Store) -> list[int | None]:
+    return [e.event.step for e in store.events(job="j")]
+
+
+def test_reads_new_file_from_start_then_only_appended_lines(tmp_path: Path) -> None:
+    """A file seen first is read from byte 0; the next scan reads only what was appended."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "ckpt_timings.jsonl"
+    path.write_text(_record(1) + _record(2))
+    tailer = _tailer(store, str(tmp_path / "*.jsonl"))
+    assert tailer.scan().events == 2
+    with path.open("a") as fh:
+        fh.write(_record(3))
+    stats = tailer.scan()
+    assert (stats.events, stats.lines) == (1, 1)
+    assert _steps(store) == [1, 2, 3]
+    assert all(e.from_timing_file and e.event.duration_s == 30.0 for e in store.events(job="j"))
+
+
+def test_partial_last_line_waits_for_its_newline_across_restart(tmp_path: Path) -> None:
+    """A line without its newline is not parsed, and is parsed once after a restart completes it."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    rec = _record(2)
+    path.write_text(_record(1) + rec[:20])
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    assert _steps(store) == [1]
+    tailer.close()
+    with path.open("a") as fh:
+        fh.write(rec[20:])
+    restarted = _tailer(store, str(path))
+    restarted.scan()
+    assert _steps(store) == [1, 2]
+    assert restarted.scan().events == 0
+
+
+def test_rename_rotation_drains_old_file_and_reads_new_from_zero(tmp_path: Path) -> None:
+    """Lines written to a file just before it is renamed away are still read; the new file
+    under the old name is read from its start."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    with path.open("a") as fh:
+        fh.write(_record(2))
+    os.rename(path, tmp_path / "t.jsonl.1")
+    path.write_text(_record(3))
+    tailer.scan()
+    assert _steps(store) == [1, 2, 3]
+
+
+def test_copytruncate_restarts_at_zero_and_is_counted(tmp_path: Path) -> None:
+    """A file that became shorter than the offset is read again from 0 and counted."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1) + _record(2))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    with path.open("r+") as fh:
+        fh.truncate(0)
+    with path.open("a") as fh:
+        fh.write(_record(3))
+    stats = tailer.scan()
+    assert stats.truncations == 1
+    assert _steps(store) == [1, 2, 3]
+    assert store.files("j")[0].truncations == 1
+
+
+def test_overlong_line_is_skipped_and_later_lines_parsed(tmp_path: Path) -> None:
+    """A line longer than the limit is skipped and counted; the lines after it are read."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    with path.open("w") as fh:
+        fh.write(_record(1))
+        fh.write("x" * (MAX_LINE_BYTES * 3) + "\n")
+        fh.write(_record(2))
+    stats = _tailer(store, str(path)).scan()
+    assert stats.skipped_lines == 1
+    assert _steps(store) == [1, 2]
+
+
+def test_backfill_dates_untimed_failure_from_the_log_not_the_read_time(tmp_path: Path) -> None:
+    """In a backfill, a traceback (no timestamp) is dated from the log itself (the tqdm bar
+    clock, else the latest earlier timestamp), marked estimated, never the time of reading."""
+    store = Store(tmp_path / "s.db")
+    log = tmp_path / "train.log"
+    log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    _tailer(store, str(log), timing=False, backfill=True).scan()
+    [failure] = [e for e in store.events(job="j") if e.event.kind == "failure"]
+    assert failure.event.time_estimated
+    assert failure.event.time is not None
+    assert datetime(2026, 11, 29, 22, 11, 42, tzinfo=UTC) <= failure.event.time
+    assert failure.event.time < datetime(2026, 11, 29, 22, 11, 46, tzinfo=UTC)
+
+
+def test_live_untimed_line_gets_the_read_time(tmp_path: Path) -> None:
+    """A line with no timestamp appended while tailing gets the time it was read."""
+    store = Store(tmp_path / "s.db")
+    log = tmp_path / "train.log"
+    lightning = (FIXTURES / "lightning_crash.log").read_bytes()
+    log.write_bytes(b"")
+    tailer = _tailer(store, str(log), timing=False)
+    tailer.scan()
+    log.write_bytes(lightning)
+    tailer.scan()
+    saves = [e for e in store.events(job="j") if e.event.kind == "checkpoint_start"]
+    assert [e.event.step for e in saves] == [40, 80, 120]
+    assert all(e.event.time == NOW and e.event.time_estimated for e in saves)

@@ -1,0 +1,42 @@
+"""Shared helpers for the parser tests: feed lines the way the agent's tailer does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+
+from parsers import StreamParser, make_parser
+from parsers.events import Event
+
+REAL_LOGS = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of ``path`` decoded as the tailer does: UTF-8 with replacement, split on ``\\n``."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def parse(
+    lines: Iterable[str], fmt: str = "auto", tz: tzinfo = UTC
+) -> tuple[list[Event], StreamParser]:
+    """Feed ``lines`` (numbered from 1) to a new parser, then finish it."""
+    parser = make_parser(fmt, tz=tz)
+    events: list[Event] = []
+    for lineno, line in enumerate(lines, start=1):
+        events.extend(parser.feed(line, lineno))
+    events.extend(parser.finish())
+    return events, parser
+
+
+def utc(text: str) -> datetime:
+    """``"2026-11-29 22:11:38.483"`` as an aware UTC datetime."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def summary(events: Iterable[Event]) -> list[tuple[object, ...]]:
+    """(kind, line, time, step, duration_s, failure_class) of each event, in order."""
+    return [(e.kind, e.line, e.time, e.step, e.duration_s, e.failure_class) for e in events]

@@ -1,0 +1,110 @@
+"""The public API the agent codes against, and the package's purity."""
+
+from __future__ import annotations
+
+import ast
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+import parsers
+from parsers import available_formats, make_parser
+from parsers.hf_trainer import HfTrainer
+from parsers.lightning import Lightning
+from parsers.stack import Header, Pattern, Stack
+
+PACKAGE = Path(parsers.__file__).parent
+FORBIDDEN_IMPORTS = {
+    "agent",
+    "rules",
+    "watchdog",
+    "apscheduler",
+    "slack_sdk",
+    "sqlite3",
+    "sqlalchemy",
+    "os",
+    "pathlib",
+    "io",
+    "shutil",
+    "subprocess",
+    "socket",
+    "threading",
+    "asyncio",
+    "time",
+    "glob",
+    "tempfile",
+    "urllib",
+    "requests",
+    "builtins",
+}
+FORBIDDEN_CALLS = {"open", "input", "print", "exec", "eval", "__import__"}
+
+
+def test_available_formats_lists_auto_stacks_and_timing_files() -> None:
+    """``auto`` first, then every stack, then the timing formats."""
+    assert available_formats() == ["auto", "hf_trainer", "lightning", "timing_jsonl", "timing_csv"]
+
+
+def test_every_format_makes_a_parser() -> None:
+    """Each listed format builds a parser named after it (``auto`` until it detects)."""
+    for fmt in available_formats():
+        assert make_parser(fmt).name == fmt
+
+
+def test_an_unknown_format_is_named_with_the_known_ones() -> None:
+    """The error names the bad format and lists every known one."""
+    with pytest.raises(
+        ValueError, match=r"'megatron'.*auto, hf_trainer, lightning, timing_jsonl, timing_csv"
+    ):
+        make_parser("megatron")
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.glob("*.py"))
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda p: p.name)
+def test_parsers_import_no_io_and_no_sibling_package(module: Path) -> None:
+    """No module imports agent/rules, an I/O library, or calls open/print: parsers stay pure."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & FORBIDDEN_IMPORTS
+    calls = {
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    assert not calls & FORBIDDEN_CALLS
+
+
+STACK_CLASSES: list[type[Stack]] = [HfTrainer, Lightning]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [p for stack in STACK_CLASSES for p in stack.patterns],
+    ids=lambda p: p.name,
+)
+def test_every_pattern_matches_its_own_sample_line(pattern: Pattern) -> None:
+    """Each table entry's documented real sample line holds its keyword and matches its regex."""
+    assert pattern.keyword in pattern.sample
+    assert pattern.regex.search(pattern.sample)
+    assert pattern.source
+
+
+@pytest.mark.parametrize(
+    "header",
+    [h for stack in STACK_CLASSES for h in stack.headers],
+    ids=lambda h: h.keyword,
+)
+def test_every_header_matches_its_own_sample_line(header: Header) -> None:
+    """Each record header's sample line matches and its time parses."""
+    m = header.regex.search(header.sample)
+    assert m is not None
+    assert header.parse_time(m["time"], UTC).tzinfo is UTC

@@ -1,0 +1,258 @@
+"""Estimators of C, M, R, the current interval and the step time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rules.estimates import (
+    checkpoint_durations_s,
+    current_interval_s,
+    current_interval_steps,
+    estimate_checkpoint_cost,
+    estimate_mtbf,
+    failure_times_s,
+    restart_cost_s,
+    save_index,
+    step_time_s,
+)
+from rules.model import Observation
+from rules.timeline import Timeline, cluster_interruptions, split_runs
+from tests.rules.simulate import T0, hf_like_crash, obs
+
+
+def prepared(observations: list[Observation]) -> tuple[Timeline, np.ndarray]:
+    """The timeline and its run labels (idle gap 6 h)."""
+    timeline = Timeline.of(observations)
+    return timeline, split_runs(timeline, cluster_interruptions(timeline), idle_gap_s=21600)
+
+
+def test_cost_is_the_median_of_the_most_recent_window() -> None:
+    """Only the last `window` durations count: old slow saves fall out of C."""
+    durations = [1000.0] * 30 + [10.0, 20.0, 30.0, 40.0, 50.0]
+    cost = estimate_checkpoint_cost(durations, [], window=5)
+    assert cost is not None
+    assert (cost.cost_s, cost.n, cost.source) == (30.0, 5, "timing_file")
+
+
+def test_timing_file_durations_win_over_log_durations() -> None:
+    """Log durations are ignored as soon as one timing-file duration exists."""
+    cost = estimate_checkpoint_cost([90.0], [10.0, 10.0, 10.0])
+    assert cost is not None
+    assert (cost.cost_s, cost.n, cost.source) == (90.0, 1, "timing_file")
+
+
+def test_log_durations_are_used_when_there_is_no_timing_file() -> None:
+    """Without timing-file durations C comes from the log, and says so."""
+    cost = estimate_checkpoint_cost([], [10.0, 30.0, 20.0, 0.0, math.nan])
+    assert cost is not None
+    assert (cost.cost_s, cost.n, cost.source) == (20.0, 3, "log")
+
+
+def test_cost_is_none_without_any_duration() -> None:
+    """No durations at all (or only unusable ones) give None, not 0."""
+    assert estimate_checkpoint_cost([], []) is None
+    assert estimate_checkpoint_cost([0.0], [-1.0]) is None
+
+
+def test_cost_interval_is_the_order_statistic_interval_of_the_median() -> None:
+    """For n = 20 at 90% the interval is [x(6), x(15)]: P(Bin(20, 1/2) <= 5) = 0.0207 <= 0.05."""
+    cost = estimate_checkpoint_cost([float(v) for v in range(20, 0, -1)], [], window=20)
+    assert cost is not None
+    assert cost.cost_s == 10.5
+    assert cost.ci_s == (6.0, 15.0)
+
+
+def test_cost_interval_is_none_when_too_few_saves_reach_the_confidence() -> None:
+    """With 4 saves even [min, max] covers the median only 87.5% of the time: no 90% interval."""
+    few = estimate_checkpoint_cost([1.0, 2.0, 3.0, 4.0], [])
+    five = estimate_checkpoint_cost([1.0, 2.0, 3.0, 4.0, 5.0], [])
+    assert few is not None and few.ci_s is None
+    assert five is not None and five.ci_s == (1.0, 5.0)
+
+
+def test_cost_rejects_bad_settings() -> None:
+    """window < 1 and confidence outside (0, 1) are ValueErrors naming the setting."""
+    with pytest.raises(ValueError, match="window"):
+        estimate_checkpoint_cost([1.0], [], window=0)
+    with pytest.raises(ValueError, match="confidence"):
+        estimate_checkpoint_cost([1.0], [], confidence=1.0)
+
+
+def test_mtbf_with_one_failure_has_the_closed_form_chi_square_bounds() -> None:
+    """n = 1: M = E, bounds 2E/χ²(0.95; 4) = E/4.7439 and 2E/χ²(0.05; 2) = E/(−ln 0.95)."""
+    mtbf = estimate_mtbf(1000.0, 1)
+    assert mtbf.mtbf_s == 1000.0
+    assert mtbf.lower_s == pytest.approx(2000.0 / 9.487729, rel=1e-6)
+    assert mtbf.upper_s == pytest.approx(1000.0 / -math.log(0.95), rel=1e-9)
+    assert mtbf.ci_s == (mtbf.lower_s, mtbf.upper_s)
+
+
+def test_mtbf_with_ten_failures_matches_chi_square_tables() -> None:
+    """n = 10 over 100 days: M = 10 d, 90% bounds 200/33.924 d and 200/10.851 d."""
+    day_s = 86400.0
+    mtbf = estimate_mtbf(100 * day_s, 10)
+    assert mtbf.mtbf_s == pytest.approx(10 * day_s)
+    assert mtbf.lower_s == pytest.approx(200 * day_s / 33.924438, rel=1e-6)
+    assert mtbf.upper_s == pytest.approx(200 * day_s / 10.850811, rel=1e-6)
+
+
+def test_mtbf_without_failures_has_only_a_lower_bound() -> None:
+    """n = 0: M unknown, lower bound 2E/χ²(0.95; 2) = E/(−ln 0.05), no upper bound."""
+    mtbf = estimate_mtbf(1000.0, 0)
+    assert mtbf.mtbf_s is None and mtbf.upper_s is None and mtbf.ci_s is None
+    assert mtbf.lower_s == pytest.approx(1000.0 / -math.log(0.05), rel=1e-9)
+
+
+def test_mtbf_without_exposure_is_entirely_unknown() -> None:
+    """No running time gives None everywhere (never 0 or infinity)."""
+    mtbf = estimate_mtbf(0.0, 3)
+    assert (mtbf.mtbf_s, mtbf.lower_s, mtbf.upper_s) == (None, None, None)
+
+
+def test_mtbf_rejects_bad_arguments() -> None:
+    """Negative exposure, negative counts and bad confidences are ValueErrors naming them."""
+    with pytest.raises(ValueError, match="exposure_s"):
+        estimate_mtbf(-1.0, 1)
+    with pytest.raises(ValueError, match="n_failures"):
+        estimate_mtbf(1.0, -1)
+    with pytest.raises(ValueError, match="confidence"):
+        estimate_mtbf(1.0, 1, confidence=0.0)
+
+
+def test_log_durations_come_from_the_parser_or_from_start_end_pairs() -> None:
+    """A log end without duration takes the time since its start; timing durations stay apart."""
+    timeline, run_id = prepared(
+        [
+            obs("checkpoint_start", 0, step=10),
+            obs("checkpoint_end", 40, step=10),
+            obs("checkpoint_end", 100, step=20, duration_s=25.0),
+            obs("checkpoint_end", 101, step=20, duration_s=31.0, from_timing_file=True),
+            obs("checkpoint_end", 200, step=30),  # no start before it: no duration
+        ]
+    )
+    timed, logged = checkpoint_durations_s(timeline, run_id)
+    assert timed.tolist() == [31.0]
+    assert logged.tolist() == [40.0, 25.0]
+
+
+def test_saves_prefer_ends_and_fall_back_to_starts_per_run() -> None:
+    """A run with ends uses them; a run with only starts (HF Trainer) uses its starts."""
+    timeline, run_id = prepared(
+        [
+            obs("run_start", 0),
+            obs("checkpoint_start", 100, step=100),
+            obs("checkpoint_end", 130, step=100),
+            obs("checkpoint_start", 700, step=700),
+            obs("checkpoint_end", 730, step=700),
+            obs("failure", 800, failure_class="oom"),
+            obs("restart", 900),
+            obs("checkpoint_start", 1000, step=800),
+            obs("checkpoint_start", 1400, step=1200),
+            obs("checkpoint_start", 1400.5, step=1200),  # another rank's line
+        ]
+    )
+    saves = save_index(timeline, run_id)
+    assert (timeline.time_s[saves] - T0).tolist() == [130, 730, 1000, 1400]
+    assert current_interval_s(timeline, run_id, saves, window=20) == 500.0
+    assert current_interval_steps(timeline, run_id, saves) == 500
+
+
+def test_current_interval_is_none_without_two_saves_in_one_run() -> None:
+    """One save per run gives no interval (the gap across a failure is not an interval)."""
+    timeline, run_id = prepared(
+        [
+            obs("checkpoint_end", 0, step=1),
+            obs("failure", 10, failure_class="oom"),
+            obs("restart", 20),
+            obs("checkpoint_end", 500, step=2),
+        ]
+    )
+    saves = save_index(timeline, run_id)
+    assert current_interval_s(timeline, run_id, saves, window=20) is None
+    assert current_interval_steps(timeline, run_id, saves) is None
+
+
+def test_step_time_from_step_lines_leaves_out_the_save_stalls() -> None:
+    """2 s per step, steps logged every 100, a 60 s save inside every fifth gap: 2.0 s/step."""
+    lines = []
+    t = 0.0
+    for k in range(1, 51):
+        t += 200.0
+        lines.append(obs("step", t, step=100 * k))
+        if k % 5 == 0:
+            lines.append(obs("checkpoint_end", t + 60.0, step=100 * k, duration_s=60.0))
+            t += 60.0
+    timeline, run_id = prepared(lines)
+    saves = save_index(timeline, run_id)
+    assert step_time_s(timeline, run_id, saves, cost_s=60.0, since_s=-np.inf) == 2.0
+
+
+def test_step_time_from_saves_needs_c() -> None:
+    """Without step lines: (Δt − C)/Δstep over saves, and None when C is unknown."""
+    timeline, run_id = prepared(
+        [obs("checkpoint_end", 1000.0 * k + 40.0 * k, step=500 * k) for k in range(1, 6)]
+    )
+    saves = save_index(timeline, run_id)
+    assert step_time_s(timeline, run_id, saves, cost_s=40.0, since_s=-np.inf) == 2.0
+    assert step_time_s(timeline, run_id, saves, cost_s=None, since_s=-np.inf) is None
+
+
+def test_restart_cost_runs_from_the_failure_to_progress_again() -> None:
+    """R = first failure of the burst to the first step after it; median over interruptions."""
+    timeline = Timeline.of(
+        [
+            obs("step", 0, step=1),
+            obs("failure", 100, failure_class="oom"),
+            obs("failure", 110, failure_class="python_exception"),
+            obs("restart", 400),
+            obs("step", 700, step=2),
+            obs("failure", 1000, failure_class="oom"),
+            obs("step", 2000, step=3),
+            obs("failure", 3000, failure_class="oom"),  # never recovered: skipped
+        ]
+    )
+    interruptions = cluster_interruptions(timeline)
+    assert len(interruptions) == 3
+    assert restart_cost_s(timeline, interruptions) == pytest.approx((600 + 1000) / 2)
+    assert restart_cost_s(timeline, []) is None
+
+
+def test_step_time_prefers_the_frameworks_own_seconds_per_step() -> None:
+    """tqdm's s/it on step observations wins over anything derived from time stamps."""
+    timeline, run_id = prepared(
+        [obs("step", 0, step=k * 10, duration_s=2.5) for k in range(5)]  # carried-forward times
+        + [obs("checkpoint_end", 1000.0 * k, step=500 * k, duration_s=40.0) for k in (1, 2)]
+    )
+    saves = save_index(timeline, run_id)
+    assert step_time_s(timeline, run_id, saves, cost_s=40.0, since_s=-np.inf) == 2.5
+
+
+def test_failures_stamped_too_early_move_to_where_their_steps_got() -> None:
+    """The burst moves by the step-extrapolated 600 s, all of it, so it stays one interruption."""
+    timeline = Timeline.of(hf_like_crash())
+    interruptions = cluster_interruptions(timeline)
+    moved_s = failure_times_s(timeline, interruptions, step_time_s=2.0)
+    assert (moved_s - T0).tolist() == [1640.0, 1640.0, 1641.0]
+    moved = timeline.with_failure_times(moved_s)
+    [interruption] = cluster_interruptions(moved)
+    assert (interruption.start_s - T0, interruption.end_s - T0) == (1640.0, 1641.0)
+    assert interruption.failure_class == "cuda_illegal_memory_access"
+
+
+def test_moved_failures_never_pass_the_next_runs_first_line() -> None:
+    """With a step time far too slow, the failure stops at the next run's first line."""
+    timeline = Timeline.of(hf_like_crash())
+    moved_s = failure_times_s(timeline, cluster_interruptions(timeline), step_time_s=100.0)
+    assert (moved_s - T0).tolist() == [2500.0, 2500.0, 2500.0]
+
+
+def test_failures_without_a_step_keep_their_time() -> None:
+    """An interruption whose failures report no step is not moved."""
+    timeline = Timeline.of(
+        [obs("step", 0, step=1), obs("failure", 10, failure_class="oom"), obs("restart", 99)]
+    )
+    moved_s = failure_times_s(timeline, cluster_interruptions(timeline), step_time_s=5.0)
+    assert (moved_s - T0).tolist() == [10.0]

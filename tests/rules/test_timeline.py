@@ -1,0 +1,185 @@
+"""Interruptions, runs and exposure read from a job's timeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rules.model import Observation
+from rules.timeline import Kind, Timeline, cluster_interruptions, exposure_s, split_runs
+from tests.rules.simulate import T0, obs
+
+
+def steps(first_s: float, last_s: float, every_s: float, first_step: int = 0) -> list[Observation]:
+    """``step`` observations every ``every_s`` seconds from ``first_s`` to ``last_s``."""
+    times = np.arange(first_s, last_s + every_s / 2, every_s)
+    return [obs("step", t, step=first_step + i) for i, t in enumerate(times.tolist())]
+
+
+def crash_burst(at_s: float) -> list[Observation]:
+    """A CUDA crash as 8 ranks, the launcher and Slurm report it within 20 seconds."""
+    burst = [obs("failure", at_s + 0.1 * r, failure_class="python_exception") for r in range(3)]
+    burst.append(obs("failure", at_s + 0.5, failure_class="cuda_illegal_memory_access"))
+    burst += [obs("failure", at_s + 1 + r, failure_class="nccl_error") for r in range(4)]
+    burst.append(obs("failure", at_s + 12, failure_class="child_failed"))
+    burst.append(obs("failure", at_s + 20, failure_class="slurm_task_failure"))
+    return burst
+
+
+def test_a_burst_from_all_ranks_launcher_and_slurm_is_one_interruption() -> None:
+    """8 rank lines + launcher + Slurm within seconds give 1 interruption classed by root cause."""
+    timeline = Timeline.of(steps(0, 3600, 10) + crash_burst(3605))
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.failure_class == "cuda_illegal_memory_access"
+    assert interruption.n_observations == 10
+    assert interruption.start_s == T0 + 3605
+    assert interruption.end_s == T0 + 3625
+    assert not interruption.planned
+
+
+def test_a_burst_of_generic_classes_only_keeps_its_first_class() -> None:
+    """With no specific class in the burst, the first generic one names it."""
+    timeline = Timeline.of([obs("failure", 0, failure_class="signal"), obs("failure", 1)])
+    assert [i.failure_class for i in cluster_interruptions(timeline)] == ["signal"]
+
+
+def test_failures_separated_by_progress_are_separate_interruptions() -> None:
+    """Two crashes an hour apart with steps between count twice."""
+    timeline = Timeline.of(
+        steps(0, 1000, 10) + crash_burst(1005) + steps(2000, 5000, 10) + crash_burst(5005)
+    )
+    assert len(cluster_interruptions(timeline)) == 2
+
+
+def test_failed_restart_attempts_before_progress_join_the_interruption() -> None:
+    """Restarts failing before any step, even hours later after queueing, join the interruption."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("failure", 1005, failure_class="ecc_error"),
+            obs("restart", 8000),
+            obs("resume", 8030, step=90),
+            obs("failure", 8100, failure_class="nccl_error"),
+            obs("restart", 20000),
+            obs("failure", 20060, failure_class="python_exception"),
+            obs("restart", 30000),
+            *steps(30100, 40000, 10, first_step=90),
+        ]
+    )
+    [interruption] = cluster_interruptions(timeline)
+    assert (interruption.start_s, interruption.end_s) == (T0 + 1005, T0 + 20060)
+    assert interruption.failure_class == "ecc_error"
+    assert interruption.n_observations == 3
+
+
+def test_watchdog_timeouts_after_a_silent_gap_join_the_interruption() -> None:
+    """The NCCL watchdog firing 10 minutes after the crash, with nothing logged, is the same one."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("failure", 1005, failure_class="cuda_illegal_memory_access"),
+            obs("failure", 1605, failure_class="nccl_timeout"),
+        ]
+    )
+    assert len(cluster_interruptions(timeline)) == 1
+
+
+def test_failures_far_apart_with_nothing_between_are_separate() -> None:
+    """A log with only failure lines days apart does not fold them into one."""
+    timeline = Timeline.of([obs("failure", 0), obs("failure", 86400), obs("failure", 2 * 86400)])
+    assert len(cluster_interruptions(timeline)) == 3
+
+
+def test_a_planned_end_makes_the_whole_burst_planned() -> None:
+    """Time limit + dying ranks' NCCL errors is one planned interruption named time_limit."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("failure", 1001, failure_class="nccl_error"),
+            obs("failure", 1002, failure_class="time_limit", planned=True),
+        ]
+    )
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.planned
+    assert interruption.failure_class == "time_limit"
+
+
+def test_exposure_excludes_downtime_and_counts_the_censored_tail() -> None:
+    """Running time = start-to-failure plus restart-to-newest; the hour down is not counted."""
+    timeline = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 1000, 10),
+            *crash_burst(1000),
+            obs("restart", 4620),
+            obs("resume", 4650, step=50),
+            *steps(4700, 6000, 10, first_step=50),
+        ]
+    )
+    interruptions = cluster_interruptions(timeline)
+    run_id = split_runs(timeline, interruptions, idle_gap_s=6 * 3600)
+    # run 1: 0 -> 1000 (failure); run 2: 4620 (restart) -> 6000 (newest)
+    assert exposure_s(timeline, run_id) == pytest.approx(1000 + 1380)
+    assert exposure_s(timeline, run_id, since_s=T0 + 500) == pytest.approx(500 + 1380)
+
+
+def test_an_idle_gap_and_a_clean_run_end_are_not_exposure() -> None:
+    """Silence longer than idle_gap_s and the time after run_end are downtime."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("run_end", 1000),
+            *steps(5000, 6000, 10),
+            *steps(20000, 21000, 10),
+        ]
+    )
+    run_id = split_runs(timeline, [], idle_gap_s=3600)
+    assert exposure_s(timeline, run_id) == pytest.approx(3000)
+    assert np.unique(run_id).size == 3
+
+
+def test_a_new_log_file_starts_a_new_run_but_timing_files_do_not() -> None:
+    """The gap before a new log source's first line is downtime; a timing file adds no break."""
+    first = [obs("step", t, step=t, source="a.log") for t in (0, 100, 200)]
+    timing = [obs("checkpoint_end", 150, duration_s=5.0, from_timing_file=True, source="t.jsonl")]
+    second = [obs("step", t, step=t, source="b.log") for t in (1000, 1100)]
+    timeline = Timeline.of(first + timing + second)
+    run_id = split_runs(timeline, [], idle_gap_s=3600)
+    assert run_id.tolist() == [0, 0, 0, 0, 1, 1]
+    assert exposure_s(timeline, run_id) == pytest.approx(300)
+
+
+def test_timeline_sorts_observations_and_codes_kinds() -> None:
+    """Observations in any order come out sorted, with unknown kinds as OTHER and NaN for None."""
+    timeline = Timeline.of([obs("step", 5, step=3), obs("mystery", 1), obs("checkpoint_end", 2)])
+    assert timeline.time_s.tolist() == [T0 + 1, T0 + 2, T0 + 5]
+    assert timeline.kind.tolist() == [Kind.OTHER, Kind.CHECKPOINT_END, Kind.STEP]
+    assert np.isnan(timeline.step[:2]).all() and timeline.step[2] == 3
+    assert timeline.newest_s == T0 + 5
+
+
+def test_timeline_rejects_non_finite_times() -> None:
+    """A NaN time is a ValueError, not a silently misplaced event."""
+    with pytest.raises(ValueError, match="time_s"):
+        Timeline.of([Observation("step", float("nan"))])
+
+
+def test_clustering_rejects_negative_gaps() -> None:
+    """gap_s must be >= 0 and the error names it."""
+    with pytest.raises(ValueError, match="gap_s"):
+        cluster_interruptions(Timeline.of([]), gap_s=-1.0)
+
+
+def test_a_restart_stamped_like_its_failure_still_counts_as_a_failed_attempt() -> None:
+    """Ties in time keep line order: restart, then failure at the same stamp, joins the burst."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("failure", 1005, failure_class="ecc_error"),
+            obs("run_start", 9000),
+            obs("resume", 9000, step=50),
+            obs("failure", 9000, failure_class="nccl_error"),
+        ]
+    )
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.n_observations == 2
