@@ -79,15 +79,24 @@ def _print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped: never fold a row; let the reader's tools cut
+        console.width = 10_000
+    console.print(table, crop=False)
+
+
+def _short_time(iso: str | None) -> str:
+    """``2026-11-23T03:15:48.123+00:00`` → ``2026-11-23 03:15:48`` (tables say UTC)."""
+    return "-" if iso is None else iso[:19].replace("T", " ")
 
 
 def _num(value: float | None, fmt: str = "{:.3g}") -> str:
@@ -175,13 +184,13 @@ def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool) -> None:
         _print_json_lines(rows)
         return
     _table(
-        f"{len(rows)} event(s)",
+        f"{len(rows)} event(s); times UTC",
         ["source:line", "kind", "time", "step", "duration", "class", "parser"],
         [
             [
                 f"{Path(r['source']).name}:{r['line']}",
                 r["kind"],
-                r["time"] or "-",
+                _short_time(r["time"]),
                 _num(r["step"], "{}"),
                 format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",
                 r["failure_class"] or "-",
@@ -286,35 +295,22 @@ def estimates(
         return
     if not rows:
         _fail("no estimates stored yet" + (f" for job {job!r}" if job else ""))
+    newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
     _table(
-        "estimates",
-        [
-            "job",
-            "computed",
-            "status",
-            "C",
-            "MTBF (90% CI)",
-            "fail",
-            "ckpt",
-            "current",
-            "recommended",
-            "setting",
-        ],
+        f"estimates (computed up to {newest} UTC)",
+        ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"],
         [_estimate_row(r) for r in rows],
     )
 
 
 def _estimate_row(r: dict[str, Any]) -> list[str]:
     ci = r.get("mtbf_ci_s")
-    mtbf = format_duration(r["mtbf_s"])
-    if ci:
-        mtbf += f" ({format_duration(ci[0])}–{format_duration(ci[1])})"
     return [
         r["job"],
-        (r["computed_at"] or "-")[:19],
         r["status"],
         format_duration(r["checkpoint_cost_s"]),
-        mtbf,
+        format_duration(r["mtbf_s"]),
+        f"{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),
         format_duration(r["current_interval_s"]),
@@ -345,12 +341,12 @@ def events(
         _print_json_lines(rows)
         return
     _table(
-        f"{len(rows)} event(s)",
+        f"{len(rows)} event(s); times UTC, ~ = inferred",
         ["job", "time", "kind", "step", "duration", "class", "source:line"],
         [
             [
                 r["job"],
-                (r["time"] or "-")[:23] + ("~" if r["time_estimated"] else ""),
+                _short_time(r["time"]) + ("~" if r["time_estimated"] else ""),
                 r["kind"],
                 _num(r["step"], "{}"),
                 format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",

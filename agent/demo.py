@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from agent.config import parse_config
 from agent.daemon import build_daemon
+from agent.notifier import unescape_slack
 from agent.synth import SynthJob, simulate
 from agent.units import format_duration
 from rules.interval import daly_interval_s
@@ -101,7 +103,7 @@ def run_demo(
     try:
         replay(job, root / "logs", replay_s)
         deadline = time.monotonic() + 30
-        messages: list[dict[str, object]] = []
+        messages: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             messages = daemon.store.messages(JOB)
             latest = daemon.store.estimate_history(job=JOB, latest_only=True)
@@ -117,32 +119,44 @@ def run_demo(
     )
 
 
+def _blocks_as_text(payload: dict[str, Any]) -> str:
+    """A posted Block Kit message as terminal text: header, then each section's lines."""
+    lines = []
+    for block in payload.get("blocks", []):
+        text = block.get("text", {}).get("text", "")
+        lines.extend(unescape_slack(text.replace("*", "")).splitlines())
+    return "\n".join("  " + line for line in lines)
+
+
 def _report(
     root: Path,
     job: SynthJob,
-    latest: list[dict[str, object]],
-    messages: list[dict[str, object]],
+    latest: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
     echo: Callable[[str], None],
 ) -> int:
-    truth_daly_s = daly_interval_s(TRUE_MTBF_S, TRUE_COST_S)
     if not messages or not latest:
         echo("The daemon made no recommendation (see the log above).")
         return 1
     est = latest[0]
-    payload = messages[-1]["payload"]
-    text = payload["text"] if isinstance(payload, dict) else str(payload)
-    echo("What the daemon would post to Slack:\n")
-    echo("  " + str(text).replace("\n", "\n  ") + "\n")
+    echo(
+        f"While the week replayed the daemon posted {len(messages)} message(s): one when the "
+        "evidence first sufficed, again only when the advice moved materially. The last:\n"
+    )
+    echo(_blocks_as_text(messages[-1]["payload"]) + "\n")
+    echo("The latest estimate, after the whole week, beside the truth the job was made with:\n")
     echo(f"{'':24}{'truth':>14}{'estimated':>14}")
     rows = [
         ("checkpoint cost C", TRUE_COST_S, est["checkpoint_cost_s"]),
         ("MTBF M", TRUE_MTBF_S, est["mtbf_s"]),
         ("current interval", job.interval_s, est["current_interval_s"]),
-        ("Daly interval", truth_daly_s, est["daly_interval_s"]),
+        ("Daly interval", daly_interval_s(TRUE_MTBF_S, TRUE_COST_S), est["daly_interval_s"]),
     ]
     for name, truth, got in rows:
         shown = format_duration(float(got)) if isinstance(got, int | float) else "-"
         echo(f"{name:24}{format_duration(truth):>14}{shown:>14}")
+    if est.get("recommended_setting"):
+        echo(f"{'recommended setting':24}{'':>14}{est['recommended_setting']:>14}")
     echo(f"\nFiles, config and store: {root}")
     echo(f"Try: ckpt-advisor estimates --db {root / 'state' / 'ckpt-advisor.db'}")
     return 0

@@ -1,0 +1,103 @@
+"""The command line as users and scripts call it: the DESIGN.md JSON contracts and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent.cli import main
+
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+PARSE_KEYS = {"kind", "time", "step", "duration_s", "failure_class", "line", "source", "parser"}
+ESTIMATE_KEYS = {
+    "job", "computed_at", "checkpoint_cost_s", "n_checkpoints", "mtbf_s", "mtbf_ci_s",
+    "n_failures", "exposure_s", "current_interval_s", "young_interval_s", "daly_interval_s",
+    "recommended_interval_s", "step_time_s", "recommended_interval_steps",
+    "waste_fraction_current", "waste_fraction_recommended", "drift_ratio", "status",
+}  # fmt: skip
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_ingest_of_the_two_hf_runs_reports_5_checkpoints_and_1_failure(tmp_path: Path) -> None:
+    """Backfilling the captured HF crash and resume runs gives 5 saves and 1 failure, with every
+    contract key present and unknown numbers null rather than 0."""
+    db = str(tmp_path / "s.db")
+    code, _, err = _run(
+        "ingest", str(FIXTURES / "hf_trainer_crash.log"), str(FIXTURES / "hf_trainer_resume.log"),
+        "--job", "hf", "--db", db,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "5 checkpoint(s), 1 failure(s)" in err
+    code, out, _ = _run("estimates", "--db", db, "--json")
+    [est] = json.loads(out)
+    assert est.keys() >= ESTIMATE_KEYS
+    assert (est["job"], est["n_checkpoints"], est["n_failures"]) == ("hf", 5, 1)
+    assert est["status"] == "insufficient_data"
+    assert est["checkpoint_cost_source"] == "log"
+    assert 0.0 < est["checkpoint_cost_s"] < 0.1  # "saved in" lines 7–72 ms after the start
+    assert est["mtbf_s"] > 0
+
+
+def test_ingest_twice_stores_nothing_twice(tmp_path: Path) -> None:
+    """A second ingest of the same file resumes at its stored offset: no event is duplicated."""
+    db = str(tmp_path / "s.db")
+    log = str(FIXTURES / "lightning_crash.log")
+    _run("ingest", log, "--job", "lt", "--db", db)
+    _, first, _ = _run("events", "--db", db, "--json")
+    _run("ingest", log, "--job", "lt", "--db", db)
+    _, second, _ = _run("events", "--db", db, "--json")
+    assert first == second
+    rows = [json.loads(line) for line in first.splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "checkpoint_start"] == [40, 80, 120]
+    assert all(r["job"] == "lt" and r.keys() >= PARSE_KEYS for r in rows)
+
+
+def test_parse_json_has_the_contract_keys_per_event() -> None:
+    """`parse --json` prints one object per event with the DESIGN.md keys and real values."""
+    code, out, _ = _run("parse", str(FIXTURES / "hf_trainer_crash.log"), "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert all(r.keys() >= PARSE_KEYS for r in rows)
+    saves = [r for r in rows if r["kind"] == "checkpoint_start"]
+    assert [(r["step"], r["line"], r["time"]) for r in saves] == [
+        (25, 28, "2026-11-29T22:11:38.483000+00:00"),
+        (50, 39, "2026-11-29T22:11:42.640000+00:00"),
+    ]
+    [failure] = [r for r in rows if r["kind"] == "failure"]
+    assert failure["failure_class"] == "cuda_illegal_memory_access"
+
+
+def test_interval_calculator_json() -> None:
+    """`interval` gives Young sqrt(2MC) and Daly's eq. 37 for durations written with units."""
+    code, out, _ = _run("interval", "--mtbf", "1d", "--cost", "5m", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["young_interval_s"] == pytest.approx(7200.0)
+    assert data["daly_interval_s"] == pytest.approx(7001.389, abs=1e-3)
+    assert data["waste_fraction_young"] == pytest.approx(300 / 7200 + 7200 / (2 * 86400))
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("interval", "--mtbf", "soon", "--cost", "5m"), 2, "not a duration: 'soon'"),
+        (("parse", "/nonexistent/train.log"), 1, "/nonexistent/train.log: No such file"),
+        (("parse", "--format", "nope", str(FIXTURES / "hf_trainer_crash.log")), 2, "nope"),
+        (("estimates", "--db", "/nonexistent/s.db"), 1, "/nonexistent/s.db: no database here"),
+        (("check-config", "--config", "/nonexistent/c.toml"), 2, "cannot read config"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_a_message_naming_it(
+    args: tuple[str, ...], code: int, message: str
+) -> None:
+    """Bad input exits non-zero and the message names the bad value, file or key."""
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == code
+    assert message in result.stderr + result.stdout
