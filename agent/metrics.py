@@ -52,6 +52,12 @@ _JOB_GAUGES: Final = {
     "job_status": "1 for the estimate's status (status=ok|drift|insufficient_data), else 0.",
     "estimate_timestamp_seconds": "Unix time of the job's latest estimate.",
 }
+_SECOND_LABEL: Final = {
+    "checkpoint_cost_bound_seconds": ("bound",),
+    "mtbf_bound_seconds": ("bound",),
+    "waste_fraction": ("interval",),
+    "job_status": ("status",),
+}
 _FILE_GAUGES: Final = {
     "file_lag_bytes": "Bytes written to a followed file but not read yet.",
     "file_last_read_timestamp_seconds": "Unix time new bytes were last read from the file.",
@@ -82,17 +88,10 @@ class _SnapshotCollector(Collector):
         return self._families(self.snapshot)
 
     def _families(self, snap: _Snapshot) -> Iterator[GaugeMetricFamily]:
-        labels = {
-            name: ["job", "bound"]
-            if name.endswith("bound_seconds")
-            else ["job", "interval"]
-            if name == "waste_fraction"
-            else ["job", "status"]
-            if name == "job_status"
-            else ["job"]
-            for name in _JOB_GAUGES
+        fam = {
+            name: _gauge(name, text, ["job", *_SECOND_LABEL.get(name, ())])
+            for name, text in _JOB_GAUGES.items()
         }
-        fam = {name: _gauge(name, text, labels[name]) for name, text in _JOB_GAUGES.items()}
         gpus = dict(snap.gpus)
         for e in snap.estimates:
             _job_samples(fam, e, gpus.get(e.job))

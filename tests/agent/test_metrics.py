@@ -13,41 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.metrics import CountingNotifier, Metrics, metric_names
 from agent.notifier import NotifyError, NotifyErrorKind
 from agent.tailer import FilePosition, ScanStats
-from rules.model import JobEstimate, Status
+from rules.model import Status
+from tests.agent.test_notifier import _estimate
 
 DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"
-
-
-def _estimate(**changes: object) -> JobEstimate:
-    base: dict[str, object] = dict(
-        job="llama",
-        computed_at_s=1_800_000_000.0,
-        checkpoint_cost_s=240.0,
-        checkpoint_cost_ci_s=(230.0, 250.0),
-        checkpoint_cost_source="timing_file",
-        n_checkpoints=80,
-        mtbf_s=21600.0,
-        mtbf_ci_s=(15000.0, 33000.0),
-        n_failures=24,
-        exposure_s=518400.0,
-        restart_cost_s=None,
-        current_interval_s=7200.0,
-        young_interval_s=3220.0,
-        daly_interval_s=3100.0,
-        recommended_interval_s=3100.0,
-        recommended_interval_ci_s=None,
-        step_time_s=6.0,
-        current_interval_steps=1200,
-        recommended_interval_steps=516,
-        waste_fraction_current=0.20,
-        waste_fraction_recommended=0.15,
-        drift_ratio=2.32,
-        status=Status.DRIFT,
-        notes=(),
-        failure_classes={},
-        newest_event_s=None,
-    )
-    return JobEstimate(**{**base, **changes})  # type: ignore[arg-type]
 
 
 def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -64,12 +33,12 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     a job with unknown M has no M sample rather than 0; files export lag and last read."""
     metrics = Metrics()
     unknown = _estimate(job="new", mtbf_s=None, mtbf_ci_s=None, status=Status.INSUFFICIENT_DATA)
-    metrics.set_estimates([_estimate(), unknown], {"llama": 64})
+    metrics.set_estimates([_estimate(job="llama"), unknown], {"llama": 64})
     metrics.set_files([FilePosition("llama", "/r/a.log", 100, 150, 1_800_000_001.0)])
     s = _samples(metrics)
     llama = (("job", "llama"),)
-    assert s[("ckpt_advisor_mtbf_bound_seconds", (("bound", "lower"), *llama))] == 15000.0
-    assert s[("ckpt_advisor_excess_gpu_hours_per_day", llama)] == (0.20 - 0.15) * 64 * 24
+    assert s[("ckpt_advisor_mtbf_bound_seconds", (("bound", "lower"), *llama))] == 12_000.0
+    assert s[("ckpt_advisor_excess_gpu_hours_per_day", llama)] == (0.35 - 0.15) * 64 * 24
     assert s[("ckpt_advisor_drift", llama)] == 1.0
     assert s[("ckpt_advisor_job_status", (("job", "new"), ("status", "insufficient_data")))] == 1
     assert ("ckpt_advisor_mtbf_seconds", (("job", "new"),)) not in s
@@ -119,7 +88,7 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     ]
     used = {name for e in exprs for name in re.findall(r"\bckpt_advisor_[a-z_]+", e)}
     metrics = Metrics()
-    metrics.set_estimates([_estimate()], {"llama": 8})
+    metrics.set_estimates([_estimate(job="llama")], {"llama": 8})
     metrics.set_files([FilePosition("llama", "/r/a.log", 0, 0, None)])
     exported = metric_names(metrics)
     assert used - exported == set()
