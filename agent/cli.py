@@ -9,7 +9,6 @@ that need them, so ``--help`` stays fast.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -18,11 +17,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from agent.logfmt import FORMATS, setup_logging
 from agent.units import format_duration, parse_duration_s
 
 if TYPE_CHECKING:
     from agent.config import Config
-    from agent.store import Store
+    from agent.status import Heartbeat, Verdict
+    from agent.store import OutboxItem, Store
 
 EXIT_CONFIG = 2
 
@@ -30,18 +31,6 @@ EXIT_CONFIG = 2
 def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"ckpt-advisor: {message}", err=True)
     sys.exit(code)
-
-
-def setup_logging(level: str = "INFO") -> None:
-    """One event per line on stderr (journald adds the time): ``LEVEL logger: message``."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
-    for noisy in ("apscheduler", "watchdog", "slack_sdk", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _load_config(path: str) -> Config:
@@ -121,15 +110,31 @@ def main() -> None:
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--log-level", default="INFO", show_default=True)
-def run(config_path: str, log_level: str) -> None:
-    """Run the daemon: tail the configured logs, estimate on a schedule, notify."""
+@click.option(
+    "--log-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text: one line per event for journald; json: one JSON object per line.",
+)
+def run(config_path: str, log_level: str, log_format: str) -> None:
+    """Run the daemon: tail the configured logs, estimate on a schedule, notify.
+
+    Under systemd it reports readiness and pings the watchdog (Type=notify). SIGHUP re-reads
+    the config; SIGTERM stops it cleanly.
+    """
+    import signal
+
+    # Until the daemon installs its own handlers, SIGTERM ends start-up cleanly (exit 0).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     config = _load_config(config_path)
-    setup_logging(log_level)
+    token = config.slack_token()
+    setup_logging(log_level, log_format, secrets=[token] if token else [])
     from agent.daemon import build_daemon
     from agent.store import StoreError
 
     try:
-        daemon = build_daemon(config)
+        daemon = build_daemon(config, config_path=config_path)
     except StoreError as exc:
         _fail(str(exc))
     daemon.install_signal_handlers()
@@ -153,6 +158,123 @@ def check_config(config_path: str) -> None:
     token = config.slack_token()
     where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
     click.echo(f"recommendations go to {where}")
+    listen = config.metrics.address()
+    click.echo(f"metrics at http://{listen[0]}:{listen[1]}/metrics" if listen else "metrics: off")
+
+
+@main.command("slack-test")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--text", default=None, help="Message text (default: a short test message).")
+def slack_test(config_path: str, text: str | None) -> None:
+    """Post a test message to the configured Slack channel, to check token and channel.
+
+    Exits 2 when no token or channel is configured, 1 when Slack refuses the message.
+    """
+    import socket
+
+    from agent.notifier import NotifyError, SlackNotifier, escape_slack
+
+    config = _load_config(config_path)
+    token = config.slack_token()
+    if not token:
+        _fail(
+            f"{config_path}: no Slack token: set ${config.slack.token_env} or the credential "
+            f"file $CREDENTIALS_DIRECTORY/{config.slack.token_env}",
+            EXIT_CONFIG,
+        )
+    if not config.slack.channel:
+        _fail(f"{config_path}: slack.channel is not set", EXIT_CONFIG)
+    body = escape_slack(text or f"ckpt-advisor test message from {socket.gethostname()}")
+    notifier = SlackNotifier(
+        token, config.slack.channel, base_url=config.slack.base_url, timeout_s=config.slack.timeout
+    )
+    try:
+        ts = notifier.send({"text": body, "blocks": None})
+    except NotifyError as exc:
+        _fail(exc.message)
+    click.echo(f"posted to {config.slack.channel} (ts {ts})")
+
+
+@main.command()
+@db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@click.option(
+    "--max-queue-age",
+    default="1h",
+    show_default=True,
+    callback=_duration,
+    help="Unhealthy when a Slack message has waited longer.",
+)
+def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age: float) -> None:
+    """Is the daemon alive and current? Exits 1 when unhealthy (usable as a check).
+
+    Shows the last scan and estimate, files that lag, and what is queued for Slack.
+    """
+    from agent.status import assess, heartbeat_path, read_heartbeat
+
+    store = _open_store(db, config_path, readonly=True)
+    hb = read_heartbeat(heartbeat_path(store.path))
+    queued = store.queued_messages()
+    now_s = datetime.now(UTC).timestamp()
+    verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "healthy": verdict.healthy,
+                    "problems": verdict.problems,
+                    "daemon": hb.to_json() if hb else None,
+                    "lagging": [f.path for f in verdict.lagging],
+                    "queued": [
+                        {
+                            "id": q.id,
+                            "job": q.job,
+                            "action": q.action,
+                            "created_s": q.created_s,
+                            "attempts": q.attempts,
+                        }
+                        for q in queued
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_status(hb, verdict, queued, now_s)
+    sys.exit(0 if verdict.healthy else 1)
+
+
+def _ago(epoch_s: float | None, now_s: float) -> str:
+    return "never" if epoch_s is None else f"{format_duration(max(0.0, now_s - epoch_s))} ago"
+
+
+def _print_status(
+    hb: Heartbeat | None, verdict: Verdict, queued: list[OutboxItem], now_s: float
+) -> None:
+    click.echo("healthy" if verdict.healthy else "UNHEALTHY")
+    for problem in verdict.problems:
+        click.echo(f"  problem: {problem}")
+    if hb is not None:
+        click.echo(
+            f"daemon pid {hb.pid}, up since {_ago(hb.started_s, now_s)}, jobs: "
+            + (", ".join(hb.jobs) or "none")
+        )
+        click.echo(
+            f"last scan {_ago(hb.last_scan_s, now_s)}; last estimate "
+            f"{_ago(hb.last_estimate_s, now_s)}; {len(hb.files)} file(s) followed"
+        )
+    for f in verdict.lagging:
+        click.echo(
+            f"  lagging: {f.path} ({f.job}): {f.lag_bytes:,} bytes behind, last read "
+            f"{_ago(f.last_read_s, now_s)}"
+        )
+    click.echo(f"{len(queued)} message(s) queued for Slack")
+    for q in queued:
+        click.echo(
+            f"  #{q.id} {q.job} {q.action}, queued {_ago(q.created_s, now_s)}, "
+            f"{q.attempts} attempt(s)"
+        )
 
 
 @main.command()

@@ -58,6 +58,8 @@ class ScheduleConfig(_Section):
     estimate_every: Seconds = Field(default=300.0, gt=0)
     after_failure: Seconds = Field(default=30.0, ge=0)
     poll_every: Seconds = Field(default=2.0, gt=0)
+    estimate_timeout: Seconds = Field(default=600.0, gt=0)
+    """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
 
 
 class EstimationConfig(_Section):
@@ -118,6 +120,46 @@ class SlackConfig(_Section):
         return value if value.endswith("/") else value + "/"
 
 
+class MetricsConfig(_Section):
+    """``[metrics]``: the Prometheus endpoint, off unless ``listen`` is set.
+
+    ``listen`` is ``"host:port"``, ``"[v6addr]:port"``, or ``":port"``/``"port"`` for loopback
+    (``127.0.0.1``): metrics name jobs and paths, so they are not published beyond the host
+    unless asked.
+    """
+
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            listen_address(value)
+        return value
+
+    def address(self) -> tuple[str, int] | None:
+        """``(host, port)`` to bind, or None when metrics are off."""
+        return None if self.listen is None else listen_address(self.listen)
+
+
+def listen_address(value: str) -> tuple[str, int]:
+    """Split ``"host:port"`` (``"[::1]:9464"``, ``":9464"``, ``"9464"``) into host and port.
+
+    Raises:
+        ValueError: no port, a port outside 1-65535, or an unclosed ``[``.
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError(f"listen {value!r}: unclosed '['")
+        host = host[1:-1]
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"listen {value!r} must be host:port with a port from 1 to 65535")
+    return host or "127.0.0.1", int(port)
+
+
 class Config(_Section):
     """The whole configuration file (DESIGN.md, "Contracts")."""
 
@@ -127,6 +169,7 @@ class Config(_Section):
     parse: ParseConfig = Field(default_factory=ParseConfig)
     jobs: list[JobConfig] = Field(default_factory=list)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
     @field_validator("jobs")
     @classmethod

@@ -8,31 +8,47 @@ keyword argument so tests pass real-but-local ones. :class:`Daemon` runs three t
 * watchdog's observer thread only sets a wake-up flag;
 * APScheduler runs the estimate job every ``estimate_every`` (UTC, coalesced, one instance at a
   time) and once more soon after a new failure is stored.
+
+Under systemd (``Type=notify``) the main loop says ``READY=1`` after the first scan, pings
+``WATCHDOG=1`` only while the tailer and the scheduler are healthy, and says ``STOPPING=1`` on
+shutdown; after every scan it updates the Prometheus metrics and the heartbeat file that
+``ckpt-advisor status`` reads. SIGHUP re-reads the config file.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import FrameType
+from typing import Any
 from zoneinfo import ZoneInfo
 
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.schedulers.background import BackgroundScheduler
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from agent.advisor import Advisor, EstimateSettings
-from agent.config import Config
+from agent.config import Config, ConfigError, load_config
+from agent.metrics import CountingNotifier, Metrics
 from agent.notifier import LogNotifier, Notifier, SlackNotifier
+from agent.sdnotify import SystemdNotifier
+from agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
 from agent.store import Store
-from agent.tailer import Tailer, WatchSpec
+from agent.tailer import ScanStats, Tailer, WatchSpec
 from rules.drift import DriftRule
 
 log = logging.getLogger(__name__)
+
+START_EXTEND_S = 60.0
+"""While the first scan reads a long history, the start timeout is pushed this far ahead."""
 
 
 def utc_now() -> datetime:
@@ -114,14 +130,26 @@ class Daemon:
         store: Store,
         notifier: Notifier,
         clock: Callable[[], datetime],
+        systemd: SystemdNotifier | None = None,
+        metrics: Metrics | None = None,
+        config_path: Path | None = None,
+        notifier_fixed: bool = True,
     ) -> None:
         self.config = config
+        self.config_path = config_path
         self.store = store
         self.clock = clock
+        self.systemd = systemd or SystemdNotifier()
+        self.metrics = metrics or Metrics()
+        self._notifier_fixed = notifier_fixed
         self.tailer = Tailer(
-            store, watch_specs(config), clock=clock, tz=ZoneInfo(config.parse.timezone)
+            store,
+            watch_specs(config),
+            clock=clock,
+            tz=ZoneInfo(config.parse.timezone),
+            on_progress=self._on_progress,
         )
-        self.advisor = make_advisor(config, store, notifier, clock)
+        self.advisor = make_advisor(config, store, CountingNotifier(notifier, self.metrics), clock)
         self.jobs = [j.name for j in config.jobs]
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -130,6 +158,16 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._observer: BaseObserver | None = None
+        self._reload = threading.Event()
+        self._ready = False
+        self._extended_at_s = float("-inf")
+        self._started_s = clock().timestamp()
+        self._last_scan_s: float | None = None
+        self._last_estimate_s: float | None = None
+        self._estimate_started: float | None = None  # time.monotonic() of a run in progress
+        self._heartbeat_warned = False
+        self._problem: str | None = None
+        self._http: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -138,15 +176,162 @@ class Daemon:
         self._stop.set()
         self._wake.set()
 
+    def request_reload(self) -> None:
+        """Ask the main loop to re-read the config file before its next scan (signal-safe)."""
+        self._reload.set()
+        self._wake.set()
+
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT stop the daemon cleanly."""
+        """SIGTERM and SIGINT stop the daemon cleanly; SIGHUP reloads the config."""
 
         def handler(signum: int, _frame: FrameType | None) -> None:
             log.info("received %s, stopping", signal.Signals(signum).name)
             self.stop()
 
+        def hup(_signum: int, _frame: FrameType | None) -> None:
+            log.info("received SIGHUP, reloading %s", self.config_path)
+            self.request_reload()
+
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGHUP, hup)
+
+    def reload(self) -> bool:
+        """Re-read the config file and apply it; returns True if applied.
+
+        New and removed jobs and globs, the schedule, the estimation settings and Slack take
+        effect at once. ``store.path``, ``metrics.listen`` and ``parse.timezone`` need a
+        restart (a warning says so). A config that does not load is rejected with an error
+        naming the file and key, and the running config is kept.
+        """
+        if self.config_path is None:
+            log.warning("reload asked, but the daemon was not started from a config file")
+            return False
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            self.metrics.reloads.labels("rejected").inc()
+            log.error("config reload rejected, keeping the running config: %s", exc)
+            return False
+        old = self.config
+        for key, before, after in (
+            ("store.path", old.store.path, new.store.path),
+            ("metrics.listen", old.metrics.listen, new.metrics.listen),
+            ("parse.timezone", old.parse.timezone, new.parse.timezone),
+        ):
+            if before != after:
+                log.warning("%s changed in %s: takes effect after a restart", key, self.config_path)
+        self.config = new
+        self.jobs = [j.name for j in new.jobs]
+        self.tailer.set_specs(watch_specs(new))
+        notifier = self.advisor.notifier
+        if not self._notifier_fixed:
+            notifier = CountingNotifier(make_notifier(new), self.metrics)
+        self.advisor = make_advisor(new, self.store, notifier, self.clock)
+        if self.scheduler.running:
+            self.scheduler.reschedule_job(
+                "estimate", trigger="interval", seconds=new.schedule.estimate_every
+            )
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
+        self._start_observer()
+        self.metrics.reloads.labels("ok").inc()
+        log.info("config reloaded from %s: %d job(s)", self.config_path, len(self.jobs))
+        return True
+
+    # -- health ---------------------------------------------------------------------------
+
+    def problem(self) -> str | None:
+        """Why the scheduler is unhealthy, or None. The main loop's own health is implied: it
+        is the caller. A run longer than ``schedule.estimate_timeout`` counts as stuck."""
+        if self._ready and not self.scheduler.running:
+            return "scheduler is not running"
+        thread = getattr(self.scheduler, "_thread", None)
+        if self._ready and thread is not None and not thread.is_alive():
+            return "scheduler thread died"
+        started = self._estimate_started
+        if started is not None:
+            running_s = time.monotonic() - started
+            if running_s > self.config.schedule.estimate_timeout:
+                return f"estimate run stuck for {running_s:.0f}s"
+        return None
+
+    def _on_progress(self, _nbytes: int) -> None:
+        """Called by the tailer while it reads: a long scan is progress, not a hang."""
+        if not self._ready:
+            now_s = time.monotonic()
+            if now_s - self._extended_at_s >= START_EXTEND_S / 4:
+                self._extended_at_s = now_s
+                self.systemd.extend_timeout(START_EXTEND_S)
+        elif self.problem() is None:
+            self.systemd.watchdog()
+
+    def _status_line(self, stats: ScanStats) -> str:
+        files = len(self.tailer.positions())
+        text = f"{len(self.jobs)} job(s), {files} file(s); last scan {stats.lines} line(s)"
+        if self._last_estimate_s is not None:
+            at = datetime.fromtimestamp(self._last_estimate_s, UTC).strftime("%H:%M:%S")
+            text += f"; last estimate {at} UTC"
+        return text
+
+    def _after_scan(self, stats: ScanStats, duration_s: float) -> None:
+        """Metrics, heartbeat file, STATUS and the watchdog ping, once per loop."""
+        now_s = self.clock().timestamp()
+        self._last_scan_s = now_s
+        positions = self.tailer.positions()
+        self.metrics.observe_scan(stats, duration_s, now_s)
+        self.metrics.set_files(positions)
+        problem = self.problem()
+        self.metrics.healthy.set(0 if problem else 1)
+        self._write_heartbeat(
+            problem, [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
+        )
+        if problem != self._problem:
+            if problem is not None:
+                log.error("unhealthy, withholding watchdog pings: %s", problem)
+            else:
+                log.info("healthy again: %s", self._problem)
+            self._problem = problem
+        if problem is not None:
+            self.systemd.status(f"unhealthy: {problem}")
+            return
+        if stats.lines or not self._ready:
+            self.systemd.status(self._status_line(stats))
+        self.systemd.watchdog()
+
+    def _write_heartbeat(
+        self, problem: str | None, files: list[FileLag], *, stopped: bool = False
+    ) -> None:
+        now_s = self.clock().timestamp()
+        hb = Heartbeat(
+            pid=os.getpid(),
+            started_s=self._started_s,
+            updated_s=now_s,
+            poll_every_s=self.config.schedule.poll_every,
+            estimate_every_s=self.config.schedule.estimate_every,
+            jobs=list(self.jobs),
+            last_scan_s=self._last_scan_s,
+            last_estimate_s=self._last_estimate_s,
+            problem=problem,
+            stopped_s=now_s if stopped else None,
+            files=files,
+        )
+        try:
+            write_heartbeat(heartbeat_path(self.store.path), hb)
+        except OSError as exc:
+            if not self._heartbeat_warned:
+                self._heartbeat_warned = True
+                log.warning("cannot write the heartbeat for `ckpt-advisor status`: %s", exc)
+
+    def _start_metrics(self) -> None:
+        address = self.config.metrics.address()
+        if address is None:
+            return
+        host, port = address
+        self._http = self.metrics.serve(host, port)
+        log.info("metrics at http://%s:%d/metrics", host, port)
 
     def _start_observer(self) -> None:
         observer = Observer()
@@ -166,7 +351,22 @@ class Daemon:
 
     def estimate_now(self) -> None:
         """The scheduled job: estimate every configured job, then deliver queued messages."""
-        self.advisor.run(self.jobs)
+        self._estimate_started = start = time.monotonic()
+        try:
+            estimates = self.advisor.run(self.jobs)
+        finally:
+            self._estimate_started = None
+            self.metrics.estimate_seconds.observe(time.monotonic() - start)
+        self._last_estimate_s = self.clock().timestamp()
+        self.metrics.last_estimate.set(self._last_estimate_s)
+        self.metrics.set_estimates(estimates, {j.name: j.gpus for j in self.config.jobs if j.gpus})
+        self.metrics.queued.set(len(self.store.queued_messages()))
+
+    def _on_scheduler_event(self, event: Any) -> None:
+        if event.code == EVENT_JOB_ERROR:
+            self.metrics.scheduler_errors.inc()
+        else:
+            self.metrics.scheduler_misses.inc()
 
     def _after_failure(self, jobs: set[str]) -> None:
         when = self.clock() + timedelta(seconds=self.config.schedule.after_failure)
@@ -176,12 +376,24 @@ class Daemon:
         )
 
     def run(self) -> int:
-        """Run until stopped; returns the process exit code."""
+        """Run until stopped; returns the process exit code (1 if metrics cannot be served)."""
         log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.path)
+        try:
+            self._start_metrics()
+        except OSError as exc:
+            log.error("cannot serve metrics at %s: %s", self.config.metrics.listen, exc)
+            return 1
+        self.scheduler.add_listener(
+            self._on_scheduler_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
+        )
         self._start_observer()
         first = True
         try:
             while not self._stop.is_set():
+                if self._reload.is_set():
+                    self._reload.clear()
+                    self.reload()
+                started = time.monotonic()
                 stats = self.tailer.scan()
                 if stats.events:
                     log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
@@ -195,16 +407,24 @@ class Daemon:
                         next_run_time=self.clock(),
                     )
                     self.scheduler.start()
+                    self._ready = True
+                    self.systemd.ready(self._status_line(stats))
                 elif stats.failure_jobs:
                     self._after_failure(stats.failure_jobs)
+                self._after_scan(stats, time.monotonic() - started)
                 self._wake.wait(self.config.schedule.poll_every)
                 self._wake.clear()
         finally:
+            self.systemd.stopping()
+            if self._http is not None:
+                self._http.shutdown()
+                self._http.server_close()
             if self._observer is not None:
                 self._observer.stop()
                 self._observer.join(timeout=5)
             if self.scheduler.running:
                 self.scheduler.shutdown(wait=True)
+            self._write_heartbeat(None, [], stopped=True)
             self.tailer.close()
             log.info("ckpt-advisor stopped")
         return 0
@@ -216,12 +436,23 @@ def build_daemon(
     store: Store | None = None,
     notifier: Notifier | None = None,
     clock: Callable[[], datetime] | None = None,
+    systemd: SystemdNotifier | None = None,
+    metrics: Metrics | None = None,
+    config_path: str | Path | None = None,
 ) -> Daemon:
-    """The composition root: a :class:`Daemon` from config, each adapter overridable."""
+    """The composition root: a :class:`Daemon` from config, each adapter overridable.
+
+    ``config_path`` is the file SIGHUP re-reads. A ``notifier`` passed in is kept across
+    reloads; the default one is rebuilt from the reloaded ``[slack]``.
+    """
     store = store or Store(config.store.path)
     return Daemon(
         config,
         store=store,
         notifier=notifier or make_notifier(config),
         clock=clock or utc_now,
+        systemd=systemd,
+        metrics=metrics,
+        config_path=Path(config_path) if config_path is not None else None,
+        notifier_fixed=notifier is not None,
     )

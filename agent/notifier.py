@@ -35,6 +35,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from agent.units import format_duration
+from rules.interval import excess_gpu_hours_per_day
 from rules.model import Action, Decision, JobEstimate
 
 MAX_BLOCKS: Final = 50
@@ -162,7 +163,8 @@ def _waste_fact(e: JobEstimate, gpus: int | None) -> str:
     if saved > 0:
         text += f"; saves {_percent(saved)} of run time"
         if gpus is not None:
-            text += f" = {saved * gpus * 24:,.1f} GPU-hours/day on {gpus:,} GPUs"
+            gpu_hours = excess_gpu_hours_per_day(now, best, gpus)
+            text += f" = {gpu_hours:,.1f} GPU-hours/day on {gpus:,} GPUs"
     return text
 
 

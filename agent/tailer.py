@@ -58,8 +58,30 @@ class ScanStats:
     lines: int = 0
     events: int = 0
     skipped_lines: int = 0
+    parse_misses: int = 0
     truncations: int = 0
     failure_jobs: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePosition:
+    """How far one followed file has been read, for metrics and ``ckpt-advisor status``.
+
+    ``size_bytes - offset_bytes`` is the lag: bytes written but not yet read (an incomplete
+    last line stays there until its newline arrives). ``last_read_s`` is the Unix time new
+    bytes were last read from the file, None if none were since the daemon started.
+    """
+
+    job: str
+    path: str
+    offset_bytes: int
+    size_bytes: int
+    last_read_s: float | None
+
+    @property
+    def lag_bytes(self) -> int:
+        """Bytes behind the end of the file (never negative)."""
+        return max(0, self.size_bytes - self.offset_bytes)
 
 
 @dataclass
@@ -70,6 +92,7 @@ class _Tracked:
     live_from: int
     last_time: datetime | None = None
     skipping: bool = False
+    last_read_s: float | None = None
 
 
 def _parser_format(spec: WatchSpec, path: str) -> str:
@@ -122,6 +145,27 @@ class Tailer:
             os.close(fd)
         self._fds.clear()
         self._tracked.clear()
+
+    def set_specs(self, specs: list[WatchSpec]) -> None:
+        """Follow a new set of globs (a config reload). Files whose job or glob is gone are
+        closed; the others keep their open file and parser state; new ones are found by the
+        next :meth:`scan`."""
+        self.specs = specs
+        for path, tracked in list(self._tracked.items()):
+            if tracked.spec not in specs:
+                self._tracked.pop(path)
+                os.close(self._fds.pop(path))
+
+    def positions(self) -> list[FilePosition]:
+        """The read position and current size of every followed file, sorted by path."""
+        out = []
+        for path, t in sorted(self._tracked.items()):
+            try:
+                size = os.fstat(self._fds[path]).st_size
+            except OSError:
+                continue
+            out.append(FilePosition(t.spec.job, path, t.state.offset, size, t.last_read_s))
+        return out
 
     def watched_dirs(self) -> set[str]:
         """Directories to hand to watchdog: the fixed prefix of every glob that exists."""
@@ -246,6 +290,7 @@ class Tailer:
     def _read(self, t: _Tracked, path: str, stats: ScanStats, *, truncated: bool = False) -> None:
         fd = self._fds[path]
         offset, lineno = t.state.offset, t.state.lineno
+        misses_before = t.parser.misses
         pending: list[Event] = []
         since_commit = 0
         buf = b""
@@ -256,6 +301,7 @@ class Tailer:
                 break
             buf += chunk
             stats.bytes_read += len(chunk)
+            t.last_read_s = self._clock().timestamp()
             if self._on_progress:
                 self._on_progress(len(chunk))
             cut = buf.rfind(b"\n")
@@ -288,6 +334,7 @@ class Tailer:
         if self._backfill:
             for ev in t.parser.finish():
                 pending.append(self._resolve_time(t, ev, False, fd))
+        stats.parse_misses += t.parser.misses - misses_before
         if pending or offset != t.state.offset or truncated or t.state.id == 0:
             self._commit(t, offset, lineno, pending, stats, truncated)
 

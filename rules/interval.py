@@ -96,3 +96,28 @@ def waste_fraction(
     cost = require_positive("cost_s", cost_s)
     restart = require_non_negative("restart_s", restart_s)
     return cost / interval + interval / (2.0 * mtbf) + restart / mtbf
+
+
+def excess_gpu_hours_per_day(
+    waste_fraction_current: float, waste_fraction_recommended: float, gpus: int
+) -> float:
+    """GPU-hours a day lost by running at the current interval instead of the recommended one.
+
+    ``(W(T_current) − W(T_recommended)) × gpus × 24``: the waste fractions of
+    :func:`waste_fraction` are fractions of wall-clock time, and every GPU of the job loses that
+    fraction of each 24-hour day. Negative when the current interval is the better one.
+
+    Args:
+        waste_fraction_current: W at the current interval (dimensionless).
+        waste_fraction_recommended: W at the recommended interval (dimensionless).
+        gpus: GPUs the job runs on, >= 1.
+
+    Returns:
+        GPU-hours per day.
+
+    Raises:
+        ValueError: ``gpus`` is below 1.
+    """
+    if gpus < 1:
+        raise ValueError(f"gpus must be at least 1, got {gpus}")
+    return (waste_fraction_current - waste_fraction_recommended) * gpus * 24.0

@@ -88,3 +88,28 @@ def test_token_from_environment_then_credentials_file(
     assert config.slack_token() == "xoxb-from-file"
     monkeypatch.setenv("MY_TOKEN", "xoxb-from-env")
     assert config.slack_token() == "xoxb-from-env"
+
+
+@pytest.mark.parametrize(
+    ("listen", "address"),
+    [
+        (None, None),
+        ("9464", ("127.0.0.1", 9464)),
+        (":9464", ("127.0.0.1", 9464)),
+        ("0.0.0.0:9464", ("0.0.0.0", 9464)),
+        ("[::1]:9464", ("::1", 9464)),
+    ],
+)
+def test_metrics_listen_defaults_to_loopback(
+    listen: str | None, address: tuple[str, int] | None
+) -> None:
+    """[metrics] listen is off by default, and a bare port binds to loopback only."""
+    data = {} if listen is None else {"metrics": {"listen": listen}}
+    assert parse_config(data).metrics.address() == address
+
+
+@pytest.mark.parametrize("listen", ["localhost:http", "host:0", "host:70000", "[::1:9464"])
+def test_bad_metrics_listen_names_the_key(listen: str) -> None:
+    """A listen value without a usable port is rejected, naming metrics.listen."""
+    with pytest.raises(ConfigError, match=r"c\.toml: metrics\.listen: listen"):
+        parse_config({"metrics": {"listen": listen}}, "c.toml")

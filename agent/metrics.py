@@ -1,0 +1,287 @@
+"""Prometheus metrics of the daemon (prometheus-client), served at ``[metrics] listen``.
+
+Three kinds of families:
+
+* per job, from the latest estimate of each job (``set_estimates``): C and M with their
+  confidence bounds, the current and recommended interval, the waste fractions, the excess
+  GPU-hours per day, the drift ratio and state;
+* per followed file, from the tailer after each scan (``set_files``): bytes behind and the time
+  of the last read;
+* counters and histograms the daemon adds to as it goes: lines, events, parse misses, skipped
+  lines, truncations, notifications, scans, scheduler runs and misses, config reloads.
+
+Per-job and per-file values are replaced as a whole snapshot, so a scrape never sees half of an
+update and a job removed by a config reload disappears. The registry belongs to one
+:class:`Metrics` (not prometheus-client's global one), so several daemons in one test process
+do not collide. :func:`metric_names` lists every exported name, for the Grafana dashboard's test.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from agent.notifier import Notifier, NotifyError
+from agent.tailer import FilePosition, ScanStats
+from rules.interval import excess_gpu_hours_per_day
+from rules.model import JobEstimate, Status
+
+PREFIX: Final = "ckpt_advisor_"
+
+_JOB_GAUGES: Final = {
+    "checkpoint_cost_seconds": "Checkpoint cost C: median blocking seconds of recent saves.",
+    "checkpoint_cost_bound_seconds": "Confidence bounds of C (bound=lower|upper), seconds.",
+    "mtbf_seconds": "Mean time between failures M (censored exponential MLE), seconds.",
+    "mtbf_bound_seconds": "Chi-square confidence bounds of M (bound=lower|upper), seconds.",
+    "checkpoints": "Checkpoint saves seen in the estimate window.",
+    "failures": "Unplanned interruptions counted toward M.",
+    "current_interval_seconds": "The job's current checkpoint interval, seconds.",
+    "recommended_interval_seconds": "The recommended (Daly 2006) checkpoint interval, seconds.",
+    "waste_fraction": "Fraction of run time lost, W = C/T + T/2M + R/M (interval=current|"
+    "recommended).",
+    "excess_gpu_hours_per_day": "GPU-hours/day lost at the current interval versus the "
+    "recommended one (jobs with gpus set).",
+    "drift_ratio": "Current interval / recommended interval.",
+    "drift": "1 while the estimate's status is drift, else 0.",
+    "job_status": "1 for the estimate's status (status=ok|drift|insufficient_data), else 0.",
+    "estimate_timestamp_seconds": "Unix time of the job's latest estimate.",
+}
+_SECOND_LABEL: Final = {
+    "checkpoint_cost_bound_seconds": ("bound",),
+    "mtbf_bound_seconds": ("bound",),
+    "waste_fraction": ("interval",),
+    "job_status": ("status",),
+}
+_FILE_GAUGES: Final = {
+    "file_lag_bytes": "Bytes written to a followed file but not read yet.",
+    "file_last_read_timestamp_seconds": "Unix time new bytes were last read from the file.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    estimates: tuple[JobEstimate, ...] = ()
+    gpus: tuple[tuple[str, int], ...] = ()
+    files: tuple[FilePosition, ...] = ()
+
+
+def _gauge(name: str, help_text: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, help_text, labels=list(labels))
+
+
+class _SnapshotCollector(Collector):
+    """Yields the per-job and per-file families from the current snapshot."""
+
+    def __init__(self) -> None:
+        self.snapshot = _Snapshot()
+
+    def describe(self) -> Iterable[Any]:
+        return self._families(_Snapshot())
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self.snapshot)
+
+    def _families(self, snap: _Snapshot) -> Iterator[GaugeMetricFamily]:
+        fam = {
+            name: _gauge(name, text, ["job", *_SECOND_LABEL.get(name, ())])
+            for name, text in _JOB_GAUGES.items()
+        }
+        gpus = dict(snap.gpus)
+        for e in snap.estimates:
+            _job_samples(fam, e, gpus.get(e.job))
+        yield from fam.values()
+        lag = _gauge("file_lag_bytes", _FILE_GAUGES["file_lag_bytes"], ["job", "path"])
+        read = _gauge(
+            "file_last_read_timestamp_seconds",
+            _FILE_GAUGES["file_last_read_timestamp_seconds"],
+            ["job", "path"],
+        )
+        for f in snap.files:
+            lag.add_metric([f.job, f.path], f.lag_bytes)
+            if f.last_read_s is not None:
+                read.add_metric([f.job, f.path], f.last_read_s)
+        yield lag
+        yield read
+
+
+def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate, gpus: int | None) -> None:
+    """Add one job's samples; unknown values are left out (absent, not 0)."""
+    job = [e.job]
+
+    def put(name: str, value: float | None, *extra: str) -> None:
+        if value is not None:
+            fam[name].add_metric([*job, *extra], value)
+
+    put("checkpoint_cost_seconds", e.checkpoint_cost_s)
+    put("mtbf_seconds", e.mtbf_s)
+    for name, ci in (
+        ("checkpoint_cost_bound_seconds", e.checkpoint_cost_ci_s),
+        ("mtbf_bound_seconds", e.mtbf_ci_s),
+    ):
+        if ci is not None:
+            put(name, ci[0], "lower")
+            put(name, ci[1], "upper")
+    put("checkpoints", e.n_checkpoints)
+    put("failures", e.n_failures)
+    put("current_interval_seconds", e.current_interval_s)
+    put("recommended_interval_seconds", e.recommended_interval_s)
+    put("waste_fraction", e.waste_fraction_current, "current")
+    put("waste_fraction", e.waste_fraction_recommended, "recommended")
+    if gpus and e.waste_fraction_current is not None and e.waste_fraction_recommended is not None:
+        put(
+            "excess_gpu_hours_per_day",
+            excess_gpu_hours_per_day(e.waste_fraction_current, e.waste_fraction_recommended, gpus),
+        )
+    put("drift_ratio", e.drift_ratio)
+    put("drift", float(e.status is Status.DRIFT))
+    for status in Status:
+        put("job_status", float(e.status is status), str(status))
+    put("estimate_timestamp_seconds", e.computed_at_s)
+
+
+class Metrics:
+    """The daemon's metric families in their own registry; :meth:`serve` exposes them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._snapshot = _SnapshotCollector()
+        r.register(self._snapshot)
+        self._lock = threading.Lock()
+        self.lines = Counter(
+            PREFIX + "lines", "Complete lines read from followed files.", registry=r
+        )
+        self.read_bytes = Counter(
+            PREFIX + "read_bytes", "Bytes read from followed files.", registry=r
+        )
+        self.events = Counter(PREFIX + "events", "Events parsed and stored.", registry=r)
+        self.parse_misses = Counter(
+            PREFIX + "parse_misses",
+            "Lines or timing records that looked like data but could not be read.",
+            registry=r,
+        )
+        self.skipped_lines = Counter(
+            PREFIX + "skipped_lines", "Lines skipped for being longer than 1 MiB.", registry=r
+        )
+        self.truncations = Counter(
+            PREFIX + "truncations", "Files found shorter than their read offset.", registry=r
+        )
+        self.scan_seconds = Histogram(
+            PREFIX + "scan_duration_seconds", "Wall time of one scan of all files.", registry=r
+        )
+        self.last_scan = Gauge(
+            PREFIX + "last_scan_timestamp_seconds", "Unix time the last scan ended.", registry=r
+        )
+        self.notifications = Counter(
+            PREFIX + "notifications",
+            "Delivery attempts by result: sent, deferred (transient error, stays queued), "
+            "failed (permanent error).",
+            ["result"],
+            registry=r,
+        )
+        self.queued = Gauge(
+            PREFIX + "notifications_queued", "Messages waiting in the outbox.", registry=r
+        )
+        self.estimate_seconds = Histogram(
+            PREFIX + "estimate_run_duration_seconds",
+            "Wall time of one scheduled estimate run (all jobs, then delivery).",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
+        self.last_estimate = Gauge(
+            PREFIX + "last_estimate_timestamp_seconds",
+            "Unix time the last estimate run ended.",
+            registry=r,
+        )
+        self.scheduler_misses = Counter(
+            PREFIX + "scheduler_misses",
+            "Scheduled runs skipped: missed their time or an earlier run was still going.",
+            registry=r,
+        )
+        self.scheduler_errors = Counter(
+            PREFIX + "scheduler_errors", "Scheduled runs that raised.", registry=r
+        )
+        self.reloads = Counter(
+            PREFIX + "config_reloads",
+            "SIGHUP reloads by result (ok|rejected).",
+            ["result"],
+            registry=r,
+        )
+        self.healthy = Gauge(
+            PREFIX + "healthy", "1 while the tailer and the scheduler are healthy.", registry=r
+        )
+        for result in ("sent", "deferred", "failed"):
+            self.notifications.labels(result)
+        for result in ("ok", "rejected"):
+            self.reloads.labels(result)
+
+    def observe_scan(self, stats: ScanStats, duration_s: float, now_s: float) -> None:
+        """Add one scan's counts."""
+        self.lines.inc(stats.lines)
+        self.read_bytes.inc(stats.bytes_read)
+        self.events.inc(stats.events)
+        self.parse_misses.inc(stats.parse_misses)
+        self.skipped_lines.inc(stats.skipped_lines)
+        self.truncations.inc(stats.truncations)
+        self.scan_seconds.observe(duration_s)
+        self.last_scan.set(now_s)
+
+    def set_files(self, files: Sequence[FilePosition]) -> None:
+        """Replace the per-file snapshot."""
+        with self._lock:
+            old = self._snapshot.snapshot
+            self._snapshot.snapshot = _Snapshot(old.estimates, old.gpus, tuple(files))
+
+    def set_estimates(self, estimates: Sequence[JobEstimate], gpus: dict[str, int]) -> None:
+        """Replace the per-job snapshot (``gpus``: job → GPU count, for GPU-hours)."""
+        with self._lock:
+            old = self._snapshot.snapshot
+            self._snapshot.snapshot = _Snapshot(
+                tuple(estimates), tuple(sorted(gpus.items())), old.files
+            )
+
+    def serve(self, host: str, port: int) -> Any:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread; returns the server, whose
+        ``shutdown()`` stops it. Raises OSError if the address cannot be bound."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server
+
+
+class CountingNotifier:
+    """A :class:`~agent.notifier.Notifier` that counts each delivery attempt's result."""
+
+    def __init__(self, inner: Notifier, metrics: Metrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+
+    def __repr__(self) -> str:
+        return f"CountingNotifier({self.inner!r})"
+
+    def send(self, message: dict[str, Any]) -> str:
+        """Send through the wrapped notifier; same return value and errors."""
+        try:
+            ts = self.inner.send(message)
+        except NotifyError as exc:
+            self._metrics.notifications.labels("deferred" if exc.transient else "failed").inc()
+            raise
+        self._metrics.notifications.labels("sent").inc()
+        return ts
+
+
+def metric_names(metrics: Metrics) -> set[str]:
+    """Every sample name the registry can expose (``_total``, ``_bucket``, … included)."""
+    names = set()
+    for family in metrics.registry.collect():
+        names.add(family.name)
+        names.update(sample.name for sample in family.samples)
+        if family.type == "counter":
+            names.add(family.name + "_total")
+        if family.type == "histogram":
+            names.update(family.name + s for s in ("_bucket", "_sum", "_count"))
+    return names

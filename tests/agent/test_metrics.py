@@ -1,0 +1,96 @@
+"""The Prometheus families, and the shipped Grafana dashboard queries only exported names."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.metrics import CountingNotifier, Metrics, metric_names
+from agent.notifier import NotifyError, NotifyErrorKind
+from agent.tailer import FilePosition, ScanStats
+from rules.model import Status
+from tests.agent.test_notifier import _estimate
+
+DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"
+
+
+def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+
+
+def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
+    """Per-job gauges carry C, M and bounds, intervals, waste and GPU-hours (with gpus set);
+    a job with unknown M has no M sample rather than 0; files export lag and last read."""
+    metrics = Metrics()
+    unknown = _estimate(job="new", mtbf_s=None, mtbf_ci_s=None, status=Status.INSUFFICIENT_DATA)
+    metrics.set_estimates([_estimate(job="llama"), unknown], {"llama": 64})
+    metrics.set_files([FilePosition("llama", "/r/a.log", 100, 150, 1_800_000_001.0)])
+    s = _samples(metrics)
+    llama = (("job", "llama"),)
+    assert s[("ckpt_advisor_mtbf_bound_seconds", (("bound", "lower"), *llama))] == 12_000.0
+    assert s[("ckpt_advisor_excess_gpu_hours_per_day", llama)] == (0.35 - 0.15) * 64 * 24
+    assert s[("ckpt_advisor_drift", llama)] == 1.0
+    assert s[("ckpt_advisor_job_status", (("job", "new"), ("status", "insufficient_data")))] == 1
+    assert ("ckpt_advisor_mtbf_seconds", (("job", "new"),)) not in s
+    assert ("ckpt_advisor_excess_gpu_hours_per_day", (("job", "new"),)) not in s
+    assert s[("ckpt_advisor_file_lag_bytes", (("job", "llama"), ("path", "/r/a.log")))] == 50
+    metrics.set_estimates([unknown], {})
+    assert ("ckpt_advisor_drift", llama) not in _samples(metrics)  # a removed job disappears
+
+
+def test_scan_counters_and_notification_results_add_up() -> None:
+    """observe_scan adds each count; CountingNotifier counts sent, deferred and failed."""
+    metrics = Metrics()
+    stats = ScanStats(lines=10, events=3, parse_misses=2, skipped_lines=1, truncations=1)
+    metrics.observe_scan(stats, 0.01, 1.0)
+    metrics.observe_scan(stats, 0.01, 2.0)
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.errors = [NotifyError(NotifyErrorKind.TRANSIENT, "503"), None]
+
+        def send(self, message: dict[str, object]) -> str:
+            error = self.errors.pop(0) if self.errors else None
+            if error is not None:
+                raise error
+            return "1.0"
+
+    counting = CountingNotifier(Flaky(), metrics)
+    with pytest.raises(NotifyError):
+        counting.send({"text": "x"})
+    assert counting.send({"text": "x"}) == "1.0"
+    s = _samples(metrics)
+    assert s[("ckpt_advisor_lines_total", ())] == 20
+    assert s[("ckpt_advisor_parse_misses_total", ())] == 4
+    assert s[("ckpt_advisor_truncations_total", ())] == 2
+    assert s[("ckpt_advisor_last_scan_timestamp_seconds", ())] == 2.0
+    assert s[("ckpt_advisor_notifications_total", (("result", "deferred"),))] == 1
+    assert s[("ckpt_advisor_notifications_total", (("result", "sent"),))] == 1
+    assert s[("ckpt_advisor_notifications_total", (("result", "failed"),))] == 0
+
+
+def test_every_metric_the_dashboard_queries_is_exported() -> None:
+    """Each ckpt_advisor_* name in the Grafana dashboard's queries is a name the daemon
+    exports (so no panel is silently empty), and every job-level family appears somewhere."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])] + [
+        dashboard["templating"]["list"][1]["definition"]
+    ]
+    used = {name for e in exprs for name in re.findall(r"\bckpt_advisor_[a-z_]+", e)}
+    metrics = Metrics()
+    metrics.set_estimates([_estimate(job="llama")], {"llama": 8})
+    metrics.set_files([FilePosition("llama", "/r/a.log", 0, 0, None)])
+    exported = metric_names(metrics)
+    assert used - exported == set()
+    families = {fam.name for fam in metrics.registry.collect()}
+    assert families - {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in used} == set()

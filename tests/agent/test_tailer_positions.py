@@ -1,0 +1,57 @@
+"""What the tailer reports for metrics and status (lag, last read, parse misses) and how it
+follows a new set of globs after a config reload. Real files, real SQLite."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent.store import Store
+from agent.tailer import FilePosition, Tailer, WatchSpec
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+RECORD = json.dumps({"step": 1, "end": "2026-11-01T00:00:30+00:00", "duration_s": 30}) + "\n"
+
+
+def _tailer(store: Store, specs: list[WatchSpec]) -> Tailer:
+    return Tailer(store, specs, clock=lambda: NOW, tz=UTC)
+
+
+def test_positions_show_lag_of_an_unfinished_line_and_last_read(tmp_path: Path) -> None:
+    """After a scan a file's lag is the bytes of its incomplete last line; last read is the
+    clock's time of the read."""
+    path = tmp_path / "ckpt_timings.jsonl"
+    path.write_text(RECORD + '{"step": 2')
+    tailer = _tailer(Store(tmp_path / "s.db"), [WatchSpec("j", (str(path),), timing=True)])
+    tailer.scan()
+    [pos] = tailer.positions()
+    assert pos == FilePosition("j", str(path), len(RECORD), len(RECORD) + 10, NOW.timestamp())
+    assert pos.lag_bytes == 10
+
+
+def test_bad_timing_records_are_counted_as_parse_misses(tmp_path: Path) -> None:
+    """A timing record that cannot be read is one parse miss in the scan's stats."""
+    path = tmp_path / "ckpt_timings.jsonl"
+    path.write_text(RECORD + "{not json}\n" + RECORD.replace('"step": 1', '"step": 2'))
+    tailer = _tailer(Store(tmp_path / "s.db"), [WatchSpec("j", (str(path),), timing=True)])
+    stats = tailer.scan()
+    assert (stats.lines, stats.parse_misses) == (3, 1)
+
+
+def test_set_specs_drops_removed_jobs_and_finds_new_ones(tmp_path: Path) -> None:
+    """After set_specs, files of a removed spec are no longer followed and a new spec's files
+    are read on the next scan."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(RECORD)
+    b.write_text(RECORD)
+    store = Store(tmp_path / "s.db")
+    spec_a = WatchSpec("a", (str(a),), timing=True)
+    spec_b = WatchSpec("b", (str(b),), timing=True)
+    tailer = _tailer(store, [spec_a])
+    tailer.scan()
+    tailer.set_specs([spec_b])
+    a.write_text(RECORD * 2)
+    tailer.scan()
+    assert [p.job for p in tailer.positions()] == ["b"]
+    assert (store.count_events("a"), store.count_events("b")) == (1, 1)
