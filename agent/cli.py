@@ -282,7 +282,12 @@ def _print_status(
 @click.option("--format", "fmt", default="auto", show_default=True, help="Parser, or auto.")
 @click.option("--tz", default="UTC", show_default=True, help="Zone of naive timestamps.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
-def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool) -> None:
+@click.option(
+    "--misses",
+    is_flag=True,
+    help="Instead of events, list the lines that look like errors but matched no pattern.",
+)
+def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool, misses: bool) -> None:
     """Show the events recognised in FILES (nothing is stored)."""
     from zoneinfo import ZoneInfo
 
@@ -302,6 +307,11 @@ def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool) -> None:
         except OSError as exc:
             _fail(f"{path}: {exc.strerror}")
         rows.extend(_event_json(e, path) for e in parser.finish())
+        if misses:
+            for lineno, text in parser.unmatched:
+                click.echo(f"{path}:{lineno}: {text}")
+    if misses:
+        return
     if as_json:
         _print_json_lines(rows)
         return

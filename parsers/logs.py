@@ -9,7 +9,9 @@ Per physical line:
    none of the keywords (literals of every header, pattern and failure start) stops here: most
    of a big log is bar redraws, and they cost a few substring scans.
 4. Otherwise the line is cut into record pieces (``\\r``, bars dropped) and each piece goes to
-   the traceback tracker first, then, if not part of a traceback, to the stack.
+   the failure recogniser first (``parsers/failures.py``: launcher banners, tracebacks, the
+   torchrun/NCCL/Slurm/kernel rules), then, if it did not take it, to the stack; an
+   error-looking piece nobody took is reported as unmatched (``StreamParser.unmatched``).
 
 With several candidate stacks (``auto``), the pieces of each keyword line are first offered to
 every stack until one :meth:`~parsers.stack.Stack.detects` its own line (before step 2, since a
@@ -24,11 +26,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from parsers.events import Event, EventKind
+from parsers.failures import KEYWORDS as FAILURE_KEYWORDS
+from parsers.failures import FailureLines
 from parsers.stack import Stack
 from parsers.stream import Diagnostics, StreamParser
 from parsers.text import last_bar, records, strip_ansi
-from parsers.traceback import KEYWORDS as FAILURE_KEYWORDS
-from parsers.traceback import TracebackTracker
 
 AUTO = "auto"
 
@@ -53,7 +55,7 @@ class LogParser(StreamParser):
         self._candidates = tuple(stacks)
         self._stack: Stack | None = stacks[0] if len(stacks) == 1 else None
         super().__init__(self._stack.name if self._stack else AUTO, diagnostics)
-        self._tracebacks = TracebackTracker()
+        self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
         self._keywords = self._keywords_of(self._candidates)
         self._bar_origin: datetime | None = None
@@ -77,7 +79,7 @@ class LogParser(StreamParser):
                 if self._bar_origin is not None:
                     self._bar_time = self._bar_origin + timedelta(seconds=bar.elapsed_s)
                 self._note(events, stack.on_bar(bar, lineno, glued_time))
-        if wanted or self._tracebacks.active or (stack is not None and stack.pending):
+        if wanted or self._failures.active or (stack is not None and stack.pending):
             for piece in records(line):
                 self._feed_piece(events, piece, lineno)
         return self._dated(events)
@@ -100,13 +102,17 @@ class LogParser(StreamParser):
 
     def _finish(self) -> list[Event]:
         events = self._stack.finish() if self._stack is not None else []
-        return self._dated(events + self._tracebacks.finish())
+        return self._dated(events + self._failures.finish())
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:
-        consumed, failures = self._tracebacks.feed(piece, lineno, self._last_step)
+        consumed, failures = self._failures.feed(piece, lineno, self._last_step)
         events.extend(failures)
-        if not consumed and self._stack is not None:
-            self._note(events, self._stack.feed(piece, lineno))
+        if consumed:
+            return
+        found = self._stack.feed(piece, lineno) if self._stack is not None else []
+        self._note(events, found)
+        if not found:
+            self._failures.unmatched(piece, lineno)
 
     def _detect(self, piece: str) -> bool:
         for stack in self._candidates:
@@ -121,6 +127,8 @@ class LogParser(StreamParser):
         for event in new:
             if event.step is not None:
                 self._last_step = event.step
+            if event.time is not None and not event.time_estimated:
+                self._failures.note_time(event.time)
         events.extend(new)
 
     @staticmethod

@@ -11,6 +11,10 @@ MAX_ERRORS = 100
 """How many of the most recent bad lines :attr:`StreamParser.errors` keeps."""
 
 
+MAX_UNMATCHED = 1000
+"""How many of the most recent unrecognised error-looking lines are kept."""
+
+
 class Diagnostics:
     """Bad input seen by a parser: a running count and the most recent reasons.
 
@@ -18,16 +22,26 @@ class Diagnostics:
         misses: number of lines (or records) that looked like data but could not be read.
         errors: the last :data:`MAX_ERRORS` of them as ``(lineno, reason)``; ``lineno`` is 0
             for a problem found by ``finish()``.
+        n_unmatched: lines that look like errors (``Error``, ``FATAL``, ``Killed``, …) but that
+            no failure rule, traceback or stack pattern recognised.
+        unmatched: the last :data:`MAX_UNMATCHED` of them as ``(lineno, text)``.
     """
 
     def __init__(self) -> None:
         self.misses = 0
         self.errors: deque[tuple[int, str]] = deque(maxlen=MAX_ERRORS)
+        self.n_unmatched = 0
+        self.unmatched: deque[tuple[int, str]] = deque(maxlen=MAX_UNMATCHED)
 
     def report(self, lineno: int, reason: str) -> None:
         """Count one miss at 1-based ``lineno`` and remember why."""
         self.misses += 1
         self.errors.append((lineno, reason))
+
+    def report_unmatched(self, lineno: int, text: str) -> None:
+        """Remember a line that looks like an error but that no pattern recognised."""
+        self.n_unmatched += 1
+        self.unmatched.append((lineno, text))
 
 
 class StreamParser(ABC):
@@ -60,6 +74,11 @@ class StreamParser(ABC):
     def errors(self) -> deque[tuple[int, str]]:
         """The most recent misses as ``(lineno, reason)``, oldest first (at most 100)."""
         return self._diagnostics.errors
+
+    @property
+    def unmatched(self) -> deque[tuple[int, str]]:
+        """Error-looking lines no pattern recognised, as ``(lineno, text)`` (at most 1000)."""
+        return self._diagnostics.unmatched
 
     def feed(self, line: str, lineno: int) -> list[Event]:
         """Parse one physical line and return the events it completes.

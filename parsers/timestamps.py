@@ -105,3 +105,97 @@ def parse_iso_or_epoch(value: str | float, tz: tzinfo = UTC) -> datetime:
     if parsed.tzinfo is None:
         return _aware(parsed, tz)
     return _to_utc(parsed)
+
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTHS = {name: number for number, name in enumerate(_MONTH_NAMES, 1)}
+_HALF_YEAR_S = 183 * 86400
+
+
+def resolve_year(month: int, day: int, reference: datetime | None, year_hint: int | None) -> int:
+    """The year of a stamp printed without one (``E1206 18:44:12``, ``Feb 14 05:03:41``).
+
+    ``reference`` is the last full date seen in the same file: the stamp is taken in the year
+    that puts it within half a year of it (so ``Jan 2`` after ``2024-12-31`` is 2025). Without a
+    reference, ``year_hint`` (``make_parser(year_hint=…)``) is used as is.
+
+    Raises:
+        ValueError: neither a reference nor a hint: the year is unknown, never guessed.
+    """
+    if reference is None:
+        if year_hint is None:
+            raise ValueError("stamp has no year and none is known yet")
+        return year_hint
+    year = reference.year
+    for candidate in (year, year + 1, year - 1):
+        try:
+            moment = datetime(candidate, month, day, tzinfo=reference.tzinfo)
+        except ValueError:  # Feb 29 in a non-leap year
+            continue
+        if abs((moment - reference).total_seconds()) <= _HALF_YEAR_S:
+            return candidate
+    return year
+
+
+def parse_mmdd_hms(
+    mmdd: str, hms: str, tz: tzinfo, reference: datetime | None, year_hint: int | None
+) -> datetime:
+    """Parse a glog-style ``<MMDD> HH:MM:SS`` stamp (no year) read in ``tz``.
+
+    ``mmdd`` is ``(tm_mon+1)*100+tm_mday`` printed with ``%d``, so the month is NOT zero-padded
+    in c10's logger (``321`` = Mar 21, ``1206`` = Dec 6; ``c10/util/Logging.cpp``, FORMATS.md
+    §0.4) and is in torch ≥2.4's launcher (``0801``). The sub-second part that follows the
+    stamp is not passed: c10 prints CLOCK_MONOTONIC nanoseconds there, not wall time.
+
+    Raises:
+        ValueError: no real date, or no year known (see :func:`resolve_year`).
+    """
+    if not (3 <= len(mmdd) <= 4 and mmdd.isdigit()):
+        raise ValueError(f"not a MMDD date: {mmdd!r}")
+    month, day = int(mmdd[:-2]), int(mmdd[-2:])
+    hour, minute, second = (int(part) for part in hms.split(":"))
+    year = resolve_year(month, day, reference, year_hint)
+    return _aware(datetime(year, month, day, hour, minute, second), tz)
+
+
+def parse_syslog_time(
+    text: str, tz: tzinfo, reference: datetime | None, year_hint: int | None
+) -> datetime:
+    """Parse ``Mon DD HH:MM:SS`` (journalctl/syslog, no year, e.g. ``Feb 14 05:03:41``) in ``tz``.
+
+    Raises:
+        ValueError: not that shape, no real date, or no year known (see :func:`resolve_year`).
+    """
+    parts = text.split()
+    if len(parts) != 3 or parts[0] not in _MONTHS or not parts[1].isdigit():
+        raise ValueError(f"not a 'Mon DD HH:MM:SS' time: {text[:40]!r}")
+    month, day = _MONTHS[parts[0]], int(parts[1])
+    hour, minute, second = (int(part) for part in parts[2].split(":"))
+    year = resolve_year(month, day, reference, year_hint)
+    return _aware(datetime(year, month, day, hour, minute, second), tz)
+
+
+def parse_ctime(text: str, tz: tzinfo) -> datetime:
+    """Parse ``Www Mmm DD HH:MM:SS YYYY`` in ``tz`` (``dmesg -T``: ``Sun Feb 20 06:16:58 2022``).
+
+    Raises:
+        ValueError: not that shape or no real date.
+    """
+    parts = text.split()
+    if len(parts) != 5 or parts[1] not in _MONTHS or not parts[2].isdigit():
+        raise ValueError(f"not a ctime-style time: {text[:40]!r}")
+    hour, minute, second = (int(part) for part in parts[3].split(":"))
+    moment = datetime(int(parts[4]), _MONTHS[parts[1]], int(parts[2]), hour, minute, second)
+    return _aware(moment, tz)
+
+
+def parse_elastic_time(text: str, tz: tzinfo) -> datetime:
+    """Parse torchelastic's ``YYYY-MM-DD_HH:MM:SS`` (``ChildFailedError`` banner ``time :``).
+
+    ``datetime.fromtimestamp(ts).isoformat(sep="_")`` in
+    ``torch/distributed/elastic/multiprocessing/errors/__init__.py``: local time, in ``tz``.
+
+    Raises:
+        ValueError: not that shape or no real date.
+    """
+    return parse_ymd_hms(text.replace("_", " ", 1), tz)

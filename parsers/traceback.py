@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from parsers.events import Event, EventKind
+from parsers.vocabulary import GENERIC_CLASSES
 
 PARSER_NAME = "traceback"
 """``Event.parser`` of the failures found here."""
@@ -28,7 +29,7 @@ FALLBACK_CLASS = "python_exception"
 
 HEADER = "Traceback (most recent call last):"
 
-KEYWORDS = (HEADER, "Error: ", "Exception: ")
+KEYWORDS = (HEADER[:-1], "Error: ", "Exception: ")
 """Literals one of which is in every line that can start a failure (prefilter)."""
 
 MESSAGE_TAIL_LINES = 8
@@ -72,9 +73,23 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
     ),
     FailureClass(
         "cuda_illegal_memory_access",
-        re.compile(r"illegal memory access"),
+        # a terminal copy can hard-wrap it: "an illegal me" / "mory access" (FORMATS.md §0.8)
+        re.compile(r"illegal memory access|illegal m(?:e(?:m(?:o(?:ry?)?)?)?)?$"),
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "c10/cuda/CUDAException.cpp (FORMATS.md §12); fixtures/real/hf_trainer_crash.log line 65",
+    ),
+    FailureClass(
+        "cuda_ecc",
+        re.compile(r"uncorrectable ECC error|ECC error encountered", re.IGNORECASE),
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "cudaGetErrorString(cudaErrorECCUncorrectable) via c10/cuda/CUDAException.cpp",
+    ),
+    FailureClass(
+        "nccl_hang",
+        re.compile(r"watchdog hang"),
+        "[Rank 0] Terminating the process after attempting to dump debug info, due to "
+        "ProcessGroupNCCL watchdog hang.",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp heartbeat monitor (FORMATS.md §11)",
     ),
     FailureClass(
         "nccl_timeout",
@@ -99,6 +114,27 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "c10/cuda/CUDAException.cpp (FORMATS.md §12)",
     ),
     FailureClass(
+        "killed",
+        re.compile(r"killed by signal: Killed|terminated with signal SIGKILL"),
+        "RuntimeError: DataLoader worker (pid 18009) is killed by signal: Killed. ",
+        "torch/utils/data/_utils/signal_handling.py via torch/csrc/DataLoader.cpp, torch 2.13 "
+        "(tests/parsers/fixtures/torch/dataloader.log); torch/multiprocessing/spawn.py",
+    ),
+    FailureClass(
+        "segfault",
+        re.compile(r"killed by signal: Segmentation fault|terminated with signal SIGSEGV"),
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
+        "SIGSEGV",
+        "torch/multiprocessing/spawn.py ProcessExitedException; torch/csrc/DataLoader.cpp",
+    ),
+    FailureClass(
+        "abort",
+        re.compile(r"killed by signal: Aborted|terminated with signal SIGABRT"),
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal "
+        "SIGABRT",
+        "torch/multiprocessing/spawn.py ProcessExitedException; torch/csrc/DataLoader.cpp",
+    ),
+    FailureClass(
         "keyboard_interrupt",
         re.compile(r"^KeyboardInterrupt\b"),
         "KeyboardInterrupt",
@@ -108,8 +144,9 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
 )
 """Failure classes, most specific first; the first whose pattern is found wins."""
 
-_RANK_PREFIX = re.compile(r"(?:\[[A-Za-z_]*\d+\]: ?)+")
-"""``[rank0]: `` (torch.distributed excepthook), ``[default0]:`` (torchrun --tee), stacked."""
+_RANK_PREFIX = re.compile(r"(?:\[[A-Za-z_]*\d+\]: ?| {0,4}\d{1,5}: )+")
+"""``[rank0]: `` (torch.distributed excepthook), ``[default0]:`` (torchrun --tee), `` 3: ``
+(srun ``--label``, ``write_labelled_message.c``), stacked (FORMATS.md §0.5)."""
 
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::(?: .*)?)?")
 """``<ExcType>: <message>`` or a bare ``<ExcType>``, as the last line of a traceback."""
@@ -123,6 +160,18 @@ _CHAIN_MARKERS = frozenset(
         "The above exception was the direct cause of the following exception:",
     )
 )
+
+_SPAWN_CHILD = re.compile(r"-- Process \d+ terminated with the following error:")
+"""``torch.multiprocessing.spawn``: the child's traceback follows its parent's exception line
+(``ProcessRaisedException``, tests/parsers/fixtures/torch/spawn.log): one failure."""
+
+_RICH_HEADER = "╭"
+_RICH_FRAME = ("│", "╰")
+"""``rich.traceback`` boxes (``╭──── Traceback (most recent call last) ────╮``, ``│ … │``)."""
+
+REPORTED_ELSEWHERE = "ChildFailedError"
+"""A traceback ending in this exception gives no event: ``parsers/launcher.py`` reads the
+banner that follows it (its root cause has the time and the class)."""
 
 
 def classify_failure(exception_line: str) -> FailureClass | None:
@@ -184,27 +233,28 @@ class TracebackTracker:
         prefix = _RANK_PREFIX.match(text)
         key = prefix.group() if prefix else ""
         body = (text[prefix.end() :] if prefix else text).rstrip()
+        is_header = body.endswith(HEADER) or (body.startswith(_RICH_HEADER) and HEADER[:-1] in body)
         events = self._close_stale(lineno)
         tb = self._open.get(key)
-        if tb is not None and tb.ended and not _continues_after_exception(tb, body):
-            events.append(self._close(key))
+        if tb is not None and tb.ended and not _continues_after_exception(tb, body, is_header):
+            events.extend(self._close(key, body))
             tb = None
         if tb is None:
-            if body.endswith(HEADER):
+            if is_header:
                 self._open[key] = _OpenTraceback(lineno, step, last_line=lineno)
                 return True, events
             bare = self._bare_failure(key, body, lineno, step)
             events.extend(bare)
             return bool(bare), events
-        if body.endswith(HEADER):
+        if is_header:
             if tb.chained:
                 tb.ended = tb.chained = False
             else:  # a new traceback while this one never printed its exception line
-                events.append(self._close(key))
+                events.extend(self._close(key))
                 self._open[key] = tb = _OpenTraceback(lineno, step)
         elif tb.ended:  # a blank line or a chain marker (see _continues_after_exception)
-            tb.chained = tb.chained or body in _CHAIN_MARKERS
-        elif body and body[0] not in " \t":
+            tb.chained = tb.chained or bool(body)
+        elif body and body[0] not in " \t" and not body.startswith(_RICH_FRAME):
             if not _EXCEPTION_LINE.fullmatch(body):
                 return False, events
             tb.exception_lines.append(body)
@@ -215,11 +265,11 @@ class TracebackTracker:
 
     def finish(self) -> list[Event]:
         """Close every open traceback (end of file, or the file went idle) and return them."""
-        return [self._close(key) for key in list(self._open)]
+        return [event for key in list(self._open) for event in self._close(key)]
 
     def _close_stale(self, lineno: int) -> list[Event]:
         stale = [k for k, tb in self._open.items() if lineno - tb.last_line > MAX_GAP_LINES]
-        return [self._close(key) for key in stale]
+        return [event for key in stale for event in self._close(key)]
 
     def _bare_failure(self, key: str, body: str, lineno: int, step: int | None) -> list[Event]:
         if lineno <= self._tail_until.get(key, 0) or not _BARE_EXCEPTION_LINE.fullmatch(body):
@@ -230,19 +280,32 @@ class TracebackTracker:
         self._tail_until[key] = lineno + MESSAGE_TAIL_LINES
         return [_failure_event(lineno, step, failure_class, body)]
 
-    def _close(self, key: str) -> Event:
+    def _close(self, key: str, next_body: str = "") -> list[Event]:
+        """The event of the open traceback of ``key``; ``next_body`` is the line after it, joined
+        to its exception line when that was hard-wrapped (``…an illegal me`` / ``mory access…``).
+        """
         tb = self._open.pop(key)
-        for exception_line in reversed(tb.exception_lines):
-            failure_class = classify_failure(exception_line)
-            if failure_class is not None:
-                return _failure_event(tb.line, tb.step, failure_class, tb.exception_lines[-1])
+        if tb.exception_lines and tb.exception_lines[-1].split(":")[0].endswith(REPORTED_ELSEWHERE):
+            return []
+        lines = tb.exception_lines
+        if lines and next_body and next_body[0] not in " \t":
+            lines = [*lines[:-1], lines[-1] + next_body]
+        found = [c for c in map(classify_failure, reversed(lines)) if c is not None]
+        specific = [c for c in found if c.name not in GENERIC_CLASSES]
+        chosen = specific or found
+        failure_class = chosen[0] if chosen else None
         detail = tb.exception_lines[-1] if tb.exception_lines else "traceback cut short"
-        return _failure_event(tb.line, tb.step, None, detail)
+        return [_failure_event(tb.line, tb.step, failure_class, detail)]
 
 
-def _continues_after_exception(tb: _OpenTraceback, body: str) -> bool:
+def _continues_after_exception(tb: _OpenTraceback, body: str, is_header: bool) -> bool:
     """True for the lines that may follow an exception line inside the same traceback."""
-    return not body or body in _CHAIN_MARKERS or (tb.chained and body.endswith(HEADER))
+    return (
+        not body
+        or body in _CHAIN_MARKERS
+        or _SPAWN_CHILD.fullmatch(body) is not None
+        or (tb.chained and is_header)
+    )
 
 
 def _failure_event(

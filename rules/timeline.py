@@ -58,15 +58,20 @@ PROGRESS_KINDS = (Kind.STEP, Kind.CHECKPOINT_START, Kind.CHECKPOINT_END)
 GENERIC_FAILURE_CLASSES = frozenset(
     {
         "python_exception",
-        "signal",
         "child_failed",
         "exit_code",
+        "killed",
+        "abort",
+        "segfault",
+        "terminated",
+        "signal",
         "slurm_task_failure",
         "unknown",
     }
 )
 """Failure classes that say *that* a process died, not *why* (a traceback's last line, a signal,
-the launcher's ``ChildFailedError``, srun's exit code). The root cause of a burst is its first
+the launcher's ``ChildFailedError``, srun's exit code); equal to ``parsers/vocabulary.py``
+``GENERIC_CLASSES`` (a test checks it). The root cause of a burst is its first
 class outside this set; a burst with only generic classes keeps its first one."""
 
 

@@ -37,14 +37,11 @@ def test_an_unknown_exception_is_a_python_exception() -> None:
     assert _failures(_traceback("ValueError: bad shape")) == [(1, "python_exception")]
 
 
-def test_the_same_traceback_from_two_ranks_gives_two_events() -> None:
-    """Back-to-back copies from two ranks are two tracebacks: one event each, no more."""
+def test_the_same_traceback_from_two_ranks_gives_one_event() -> None:
+    """Back-to-back copies of one failure from two ranks are one interruption: one event."""
     lines = _traceback("RuntimeError: CUDA error: an illegal memory access was encountered")
     lines = [f"[rank0]: {line}" for line in lines] + [f"[rank1]: {line}" for line in lines]
-    assert _failures(lines) == [
-        (1, "cuda_illegal_memory_access"),
-        (6, "cuda_illegal_memory_access"),
-    ]
+    assert _failures(lines) == [(1, "cuda_illegal_memory_access")]
 
 
 def test_interleaved_rank_tracebacks_do_not_mix() -> None:
@@ -126,9 +123,13 @@ def test_a_traceback_cut_short_is_flushed_by_finish() -> None:
 
 
 def test_a_new_traceback_closes_one_cut_short() -> None:
-    """A second header before the first one's exception line makes two failures."""
-    lines = ["Traceback (most recent call last):", *FRAMES, *_traceback("MemoryError: x")]
-    assert _failures(lines) == [(1, "python_exception"), (5, "python_exception")]
+    """A second header before the first one's exception line closes the first one."""
+    lines = [
+        "Traceback (most recent call last):",
+        *FRAMES,
+        *_traceback("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+    ]
+    assert _failures(lines) == [(1, "python_exception"), (5, "cuda_oom")]
 
 
 def test_a_traceback_silent_for_many_lines_is_closed() -> None:

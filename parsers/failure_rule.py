@@ -1,0 +1,50 @@
+"""One line that tells a job was interrupted (or restarted): the table entry of a failure rule.
+
+Rule tables live in ``parsers/launcher.py`` (torchrun), ``parsers/nccl.py`` (c10d, NCCL, C++
+aborts), ``parsers/slurm.py`` and ``parsers/kernel.py`` (NVIDIA Xid, Linux OOM killer);
+``parsers/failures.py`` runs them over every log line whatever the training stack.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from parsers.events import EventKind
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRule:
+    """One message, searched anywhere in a record piece (after any prefix).
+
+    Attributes:
+        name: short identifier, unique over all tables.
+        keyword: a literal present in every line the regex matches (prefilter).
+        regex: searched in the piece; an optional ``time`` group is the event's time, read
+            with ``parse_time``.
+        classify: the match to a ``failure_class`` (see ``parsers/vocabulary.py``), or ``None``
+            when this match is not the rule's message after all (the piece goes on).
+        sample: a real line with this message (FORMATS.md or a capture under
+            tests/parsers/fixtures/).
+        source: the file and version that prints it.
+        kind: ``FAILURE``, ``RESTART``, or ``None`` for a line that is recognised but is a
+            consequence of an earlier failure (``Sending process … closing signal SIGTERM``):
+            it gives no event.
+        parse_time: ``parse_time(time_text, tz)`` → aware UTC datetime, raising ValueError.
+    """
+
+    name: str
+    keyword: str
+    regex: re.Pattern[str]
+    classify: Callable[[re.Match[str]], str | None]
+    sample: str
+    source: str
+    kind: EventKind | None = EventKind.FAILURE
+    parse_time: Callable[[str, tzinfo], datetime] | None = None
+
+
+def fixed(failure_class: str) -> Callable[[re.Match[str]], str]:
+    """A ``classify`` that always gives ``failure_class``."""
+    return lambda _m: failure_class

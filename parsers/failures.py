@@ -1,0 +1,250 @@
+"""Everything in a log that says a job was interrupted, and why — whatever the training stack.
+
+:class:`FailureLines` is fed every record piece the log parser looks at, before the stack. It
+runs, in order:
+
+1. an open ``ChildFailedError`` banner (``parsers/launcher.py``) takes its own lines;
+2. the Python traceback tracker (``parsers/traceback.py``);
+3. the rule tables of ``parsers/launcher.py``, ``nccl.py``, ``slurm.py`` and ``kernel.py``.
+
+Class names are the vocabulary of ``parsers/vocabulary.py``.
+
+**Time.** A rule's own ``time`` group (Slurm's ``CANCELLED AT``), else the line's prefix:
+c10/glog ``[E1206 18:44:12.715298746 file:line]`` and torch ≥2.4 launcher ``W0801
+13:23:17.366000 pid file:line]`` (month and day only: the year comes from the last full date
+seen in the file, else ``year_hint``, else the time is left out; the c10 fraction is
+CLOCK_MONOTONIC, so only whole seconds are kept), torch 2.2–2.3 launcher ``[2024-05-08
+08:47:31,261]``, ``dmesg -T`` ``[Sun Feb 20 06:16:58 2022]``, journalctl ``Feb 14 05:03:41 host
+kernel:``. ``dmesg``'s ``[ 1843.308145]`` is seconds since boot: no time.
+
+**One interruption, few events.** Every rank prints its own watchdog lines, Slurm prints
+``*** JOB`` and ``*** STEP`` for one kill, the launcher re-reports the death. A failure whose
+*family* (its class; all ``nccl_*`` classes are one family, all ``gpu_*`` another) was already
+reported within :data:`DEDUP_LINES` lines (counted from the last line of that family), with no
+training progress in between and less than :data:`DEDUP_SECONDS` apart, is recognised but
+gives no event — unless it carries a time and the one reported had none. The rules layer
+still clusters what remains.
+
+**Unrecognised lines.** A piece that looks like an error (:data:`ERROR_LOOKING`) but that no
+rule, traceback or stack pattern consumed is handed to ``report_unmatched`` so that
+``ckpt-advisor parse --misses`` can list it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+
+from parsers import kernel, launcher, nccl, slurm
+from parsers.events import Event, EventKind
+from parsers.failure_rule import FailureRule
+from parsers.stack import ParseContext
+from parsers.timestamps import parse_ctime, parse_mmdd_hms, parse_syslog_time, parse_ymd_hms
+from parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
+from parsers.traceback import TracebackTracker
+from parsers.vocabulary import PLANNED_CLASSES
+
+RULES: tuple[FailureRule, ...] = (*launcher.RULES, *nccl.RULES, *slurm.RULES, *kernel.RULES)
+"""Every failure rule, in matching order (first match wins)."""
+
+_PARSER_OF = {
+    rule.name: module.PARSER_NAME
+    for module in (launcher, nccl, slurm, kernel)
+    for rule in module.RULES
+}
+"""``Event.parser`` of each rule's events: its module's name for the source (``torchrun``, …)."""
+
+DEDUP_LINES = 200
+"""Lines within which a failure of an already reported family is the same interruption."""
+
+ERROR_LOOKING = re.compile(
+    r"\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|Fatal|Killed|killed|Aborted|CANCELLED|FAILED"
+    r"|failed|Terminated|Segmentation fault|oom)\b"
+)
+"""Words that make an unconsumed piece worth showing as unrecognised."""
+
+MISS_KEYWORDS = (
+    "rror",
+    "xception",
+    "FATAL",
+    "Fatal",
+    "illed",
+    "Abort",
+    "fault",
+    "CANCELLED",
+    "FAILED",
+    "failed",
+    "Terminated",
+    "oom",
+)
+"""Literals, one of which is in every :data:`ERROR_LOOKING` match (prefilter)."""
+
+KEYWORDS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [*TRACEBACK_KEYWORDS, launcher.BANNER_START, *(r.keyword for r in RULES), *MISS_KEYWORDS]
+    )
+)
+"""Literals one of which is in every line that this module must see (prefilter)."""
+
+_GLOG = re.compile(
+    r"(?<![\w.])[FEWIV](?P<mmdd>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.\d{6,9}(?: +\d+)? [^\s\]]+:\d+\]"
+)
+_BRACKET_YMD = re.compile(r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?)\]")
+_DMESG_T = re.compile(r"\[(?P<time>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
+_SYSLOG = re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: ")
+_FAMILIES = (("nccl_", "nccl"), ("gpu_", "gpu"))
+
+
+def family(failure_class: str) -> str:
+    """The dedup family of a class: ``nccl`` for ``nccl_*``, ``gpu`` for ``gpu_*``, else itself."""
+    for prefix, name in _FAMILIES:
+        if failure_class.startswith(prefix):
+            return name
+    return failure_class
+
+
+DEDUP_SECONDS = 600
+"""Two timed failures of one family further apart than this are two interruptions."""
+
+
+def _same_interruption(
+    seen: tuple[int, int | None, datetime | None], event: Event, step: int | None
+) -> bool:
+    last_line, reported_step, reported_time = seen
+    if event.line - last_line > DEDUP_LINES or (step is not None and reported_step != step):
+        return False
+    if event.time is None:
+        return True
+    if reported_time is None:
+        return False  # this one adds the time the first report lacked
+    return abs((event.time - reported_time).total_seconds()) <= DEDUP_SECONDS
+
+
+class FailureLines:
+    """Failure recogniser over record pieces (see the module docstring)."""
+
+    def __init__(
+        self, context: ParseContext, report_unmatched: Callable[[int, str], None] | None = None
+    ) -> None:
+        self._context = context
+        self._report_unmatched = report_unmatched
+        self._tracebacks = TracebackTracker()
+        self._banner: launcher.ChildFailedBanner | None = None
+        self._reference: datetime | None = None
+        self._seen: dict[str, tuple[int, int | None, datetime | None]] = {}
+        """family → (last line of that family, step when reported, time of the report)."""
+
+    @property
+    def active(self) -> bool:
+        """True while a traceback or banner is open: every line must then be fed."""
+        return self._banner is not None or self._tracebacks.active
+
+    def note_time(self, time: datetime) -> None:
+        """Remember a full date seen in the file (year of later month/day-only stamps)."""
+        self._reference = time
+
+    def feed(self, piece: str, lineno: int, step: int | None) -> tuple[bool, list[Event]]:
+        """Take one record piece; return ``(consumed, events)`` as the traceback tracker does."""
+        if self._banner is not None:
+            done = self._banner.feed(piece, lineno)
+            if not done:
+                return True, []
+            banner, self._banner = self._banner, None
+            return True, self._kept([banner.event(self._context.tz)], step)
+        if piece.rstrip().endswith(launcher.BANNER_START + ":"):
+            self._banner = launcher.ChildFailedBanner(lineno, step)
+        consumed, events = self._tracebacks.feed(piece, lineno, step)
+        if not consumed:
+            consumed, events = self._rules(piece, lineno, step, events)
+        return consumed, self._kept(events, step)
+
+    def finish(self) -> list[Event]:
+        """Close an open banner and every open traceback."""
+        events = self._tracebacks.finish()
+        if self._banner is not None:
+            events.append(self._banner.event(self._context.tz))
+            self._banner = None
+        return self._kept(events, None)
+
+    def unmatched(self, piece: str, lineno: int) -> None:
+        """Report ``piece`` if it looks like an error (it was consumed by nothing)."""
+        if self._report_unmatched is not None and ERROR_LOOKING.search(piece):
+            self._report_unmatched(lineno, piece.strip()[:300])
+
+    def _rules(
+        self, piece: str, lineno: int, step: int | None, events: list[Event]
+    ) -> tuple[bool, list[Event]]:
+        for rule in RULES:
+            if rule.keyword not in piece:
+                continue
+            m = rule.regex.search(piece)
+            if m is None:
+                continue
+            failure_class = rule.classify(m)
+            if failure_class is None:
+                continue
+            if rule.kind is None:
+                return True, events
+            time = self._time(rule, m, piece, lineno)
+            is_failure = rule.kind is EventKind.FAILURE
+            event = Event(
+                rule.kind,
+                lineno,
+                _PARSER_OF[rule.name],
+                time=time,
+                step=step,
+                failure_class=failure_class if is_failure else None,
+                planned=is_failure and failure_class in PLANNED_CLASSES,
+                detail=piece.strip()[:200],
+            )
+            return True, [*events, event]
+        return False, events
+
+    def _time(
+        self, rule: FailureRule, m: re.Match[str], piece: str, lineno: int
+    ) -> datetime | None:
+        tz = self._context.tz
+        try:
+            if rule.parse_time is not None and m.groupdict().get("time"):
+                return self._full(rule.parse_time(m["time"], tz))
+            prefix = piece[: m.start()]
+            glog = _GLOG.search(prefix)
+            if glog is not None:
+                return parse_mmdd_hms(
+                    glog["mmdd"], glog["hms"], tz, self._reference, self._context.year_hint
+                )
+            for regex, parse in ((_BRACKET_YMD, parse_ymd_hms), (_DMESG_T, parse_ctime)):
+                found = regex.search(prefix)
+                if found is not None:
+                    return self._full(parse(found["time"], tz))
+            syslog = _SYSLOG.search(prefix)
+            if syslog is not None:
+                return parse_syslog_time(
+                    syslog["time"], tz, self._reference, self._context.year_hint
+                )
+        except ValueError as exc:
+            if "no year" not in str(exc):
+                self._context.report(lineno, f"bad timestamp: {exc}")
+        return None
+
+    def _full(self, time: datetime) -> datetime:
+        self._reference = time
+        return time
+
+    def _kept(self, events: list[Event], step: int | None) -> list[Event]:
+        """Drop failures of a family already reported in this interruption (module docstring)."""
+        kept: list[Event] = []
+        for event in events:
+            if event.kind is not EventKind.FAILURE or event.failure_class is None:
+                kept.append(event)
+                continue
+            name = family(event.failure_class)
+            seen = self._seen.get(name)
+            repeat = seen is not None and _same_interruption(seen, event, step)
+            if repeat and seen is not None:
+                self._seen[name] = (max(event.line, seen[0]), seen[1], seen[2])
+                continue
+            self._seen[name] = (event.line, step, event.time)
+            kept.append(event)
+        return kept

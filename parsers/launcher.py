@@ -1,0 +1,172 @@
+"""torchrun / torch.distributed.elastic: restarts, worker deaths and the ChildFailedError banner.
+
+Messages from ``torch/distributed/elastic/agent/server/api.py`` and
+``multiprocessing/api.py`` (FORMATS.md §10), in every prefix generation: torch ≤2.1
+``WARNING:torch.distributed.elastic.multiprocessing.api:``, 2.2–2.3
+``[2024-05-08 08:47:31,261] torch.distributed.elastic…: [WARNING]``, ≥2.4
+``W1129 23:02:56.390000 15009 torch/distributed/elastic/multiprocessing/api.py:1028]`` (real,
+tests/parsers/fixtures/torch/). The prefix gives the time (``parsers/failures.py``).
+
+The banner that ``ChildFailedError`` prints (``multiprocessing/errors/__init__.py``) is read by
+:class:`ChildFailedBanner`: one failure, at the ``ChildFailedError`` line, timed by the Root
+Cause's ``time :`` field, classified by its ``traceback :`` field (``Signal 6 (SIGABRT)
+received by PID …``, or the worker's own traceback when ``@record`` wrote ``error.json``), else
+``child_failed``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, tzinfo
+
+from parsers.events import Event, EventKind
+from parsers.failure_rule import FailureRule, fixed
+from parsers.timestamps import parse_elastic_time
+from parsers.traceback import classify_failure
+from parsers.vocabulary import GENERIC_CLASSES, exit_code_class, signal_class
+
+PARSER_NAME = "torchrun"
+
+_SIGNAL_NUMBERS = {"SIGKILL": 9, "SIGABRT": 6, "SIGSEGV": 11, "SIGTERM": 15}
+
+RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "worker_group_restart",
+        "attempts left; will restart worker group",
+        re.compile(r"Worker group (?:FAILED|UNHEALTHY)\. \d+/\d+ attempts left; will restart"),
+        fixed("restart"),
+        "W1129 23:04:27.003000 16649 torch/distributed/elastic/agent/server/api.py:725] [default] "
+        "Worker group FAILED. 1/1 attempts left; will restart worker group",
+        "torch/distributed/elastic/agent/server/api.py, torch 1.9-2.13",
+        kind=EventKind.RESTART,
+    ),
+    FailureRule(
+        "membership_restart",
+        "; will restart worker group",
+        re.compile(r"Detected \d+ new nodes from group_rank=\d+; will restart worker group"),
+        fixed("restart"),
+        "[default] Detected 1 new nodes from group_rank=0; will restart worker group",
+        "torch/distributed/elastic/agent/server/api.py (FORMATS.md §10)",
+        kind=EventKind.RESTART,
+    ),
+    FailureRule(
+        "worker_failed",
+        "failed (exitcode: ",
+        re.compile(r"failed \(exitcode: (?P<code>-?\d{1,4})\) local_rank: \d+"),
+        lambda m: exit_code_class(int(m["code"])),
+        "E1129 23:03:27.364000 15650 torch/distributed/elastic/multiprocessing/api.py:1002] "
+        "failed (exitcode: -9) local_rank: 1 (pid: 15670) of binary: /opt/venv/bin/python3",
+        "torch/distributed/elastic/multiprocessing/api.py, torch 2.13 (fixtures/torch/)",
+    ),
+    FailureRule(
+        "death_signal",
+        " death signal, shutting down workers",
+        re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]+|\d+) death signal, shutting down"),
+        lambda m: signal_class(
+            int(m["sig"]) if m["sig"].isdigit() else _SIGNAL_NUMBERS.get(m["sig"], 0)
+        ),
+        "W0801 13:23:17.366000 32974 torch/distributed/elastic/agent/server/api.py:704] "
+        "Received 15 death signal, shutting down workers",
+        "torch/distributed/elastic/agent/server/api.py (FORMATS.md §10); ``%s`` of a"
+        " signal.Signals prints ``Signals.SIGTERM`` before Python 3.11, ``15`` since",
+    ),
+    FailureRule(
+        "closing_signal",
+        " closing signal ",
+        re.compile(r"Sending process \d+ closing signal SIG[A-Z]+"),
+        fixed("terminated"),
+        "W1129 23:03:27.249000 15650 torch/distributed/elastic/multiprocessing/api.py:1028] "
+        "Sending process 15668 closing signal SIGTERM",
+        "torch/distributed/elastic/multiprocessing/api.py, torch 2.13: the launcher stopping "
+        "the surviving workers, a consequence",
+        kind=None,
+    ),
+    FailureRule(
+        "forced_exit",
+        "forcefully exiting via",
+        re.compile(r"Unable to shutdown process \d+ via \S+, forcefully exiting via"),
+        fixed("killed"),
+        "Unable to shutdown process 5938 via Signals.SIGTERM, forcefully exiting via "
+        "Signals.SIGKILL",
+        "torch/distributed/elastic/multiprocessing/api.py (FORMATS.md §10): a consequence",
+        kind=None,
+    ),
+)
+
+BANNER_START = "ChildFailedError"
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+_FIELD = re.compile(r"\s+(?P<name>time|exitcode|traceback)\s*: (?P<value>.*)")
+_SIGNAL = re.compile(r"Signal (?P<n>\d+) \(SIG[A-Z]+\) received by PID")
+_RULE = re.compile(r"={20,}")
+MAX_BANNER_LINES = 400
+"""A banner longer than this is taken as cut short and reported as read so far."""
+
+
+class ChildFailedBanner:
+    """State machine over the lines after ``ChildFailedError:`` (see the module docstring)."""
+
+    def __init__(self, lineno: int, step: int | None) -> None:
+        self.line = lineno
+        self.step = step
+        self._rules_seen = 0
+        self._in_root = False
+        self._in_traceback = False
+        self._time_text: str | None = None
+        self._exitcode: int | None = None
+        self._traceback: list[str] = []
+
+    def feed(self, body: str, lineno: int) -> bool:
+        """Take one line of the banner; return True when the banner is over."""
+        if _RULE.fullmatch(body.strip()):
+            self._rules_seen += 1
+            return self._rules_seen >= 2 or (self._in_root and bool(self._time_text))
+        if body.strip() == _ROOT_CAUSE:
+            self._in_root = True
+            return False
+        if not self._in_root:
+            return lineno - self.line > MAX_BANNER_LINES
+        field = _FIELD.match(body)
+        if field is not None:
+            self._in_traceback = field["name"] == "traceback"
+            value = field["value"].strip()
+            if field["name"] == "time":
+                self._time_text = value
+            elif field["name"] == "exitcode":
+                code = value.split(" ", 1)[0]
+                self._exitcode = int(code) if code.lstrip("-").isdigit() else None
+            else:
+                self._traceback.append(value)
+        elif self._in_traceback:
+            self._traceback.append(body.strip())
+        return lineno - self.line > MAX_BANNER_LINES
+
+    def event(self, tz: tzinfo) -> Event:
+        """The root cause as one failure event."""
+        time: datetime | None = None
+        if self._time_text:
+            try:
+                time = parse_elastic_time(self._time_text, tz)
+            except ValueError:
+                time = None
+        return Event(
+            EventKind.FAILURE,
+            self.line,
+            PARSER_NAME,
+            time=time,
+            step=self.step,
+            failure_class=self._class(),
+            detail=" ".join(self._traceback)[:200] or None,
+        )
+
+    def _class(self) -> str:
+        text = " ".join(self._traceback)
+        signal = _SIGNAL.search(text)
+        if signal is not None:
+            return signal_class(int(signal["n"]))
+        found = [c.name for c in map(classify_failure, self._traceback) if c is not None]
+        specific = [name for name in found if name not in GENERIC_CLASSES]
+        if specific or found:
+            return (specific or found)[0]
+        if self._exitcode is not None and self._exitcode < 0:
+            return exit_code_class(self._exitcode)
+        return "child_failed"

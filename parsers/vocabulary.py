@@ -1,0 +1,116 @@
+"""The ``failure_class`` vocabulary: every class a parser can give, in one table.
+
+The rules layer relies on these names: ``rules/timeline.py`` ``GENERIC_FAILURE_CLASSES`` must
+equal :data:`GENERIC_CLASSES` (a test checks it), and a burst's root cause is its first class
+that is not generic. ``planned`` classes censor MTBF exposure but are not failures
+(DESIGN.md "Which interruptions count toward M").
+
+=============================== ======= ======= ==================================================
+class                           planned generic meaning
+=============================== ======= ======= ==================================================
+cuda_oom                                        GPU memory exhausted (``CUDA out of memory``)
+cuda_illegal_memory_access                      ``an illegal memory access was encountered``
+cuda_ecc                                        uncorrectable ECC error reported by CUDA
+cuda_error                                      any other ``CUDA error: …``
+nccl_timeout                                    c10d watchdog: a collective timed out
+nccl_hang                                       c10d heartbeat monitor: the watchdog itself hung
+nccl_error                                      ``NCCL error in: …``, ``DistBackendError``
+host_oom                                        Linux OOM killer, Slurm ``oom_kill`` event
+gpu_xid_<N>                                     NVIDIA driver Xid N (kernel log): gpu_xid_79
+gpu_fallen_off_bus                              ``fallen off the bus`` without an Xid line
+node_failure                                    Slurm ``NODE FAILURE``, srun ``Node failure on``
+preemption                                      Slurm ``DUE TO PREEMPTION`` (kept apart by its name)
+slurm_time_limit                yes             Slurm ``DUE TO TIME LIMIT``
+slurm_cancelled                 yes             ``scancel`` (``CANCELLED AT …`` with no reason)
+slurm_requeue                   yes             ``DUE TO JOB REQUEUE`` (``scontrol requeue``)
+keyboard_interrupt              yes             ``KeyboardInterrupt`` (Ctrl-C)
+python_exception                        yes     a traceback naming none of the above
+child_failed                            yes     torchelastic ``ChildFailedError`` without a cause
+exit_code                               yes     a process exited non-zero (launcher, srun)
+killed                                  yes     SIGKILL (exit code -9 / 137, ``Killed``)
+abort                                   yes     SIGABRT (-6, ``Aborted``)
+segfault                                yes     SIGSEGV (-11, ``Segmentation fault``)
+terminated                              yes     SIGTERM (-15, ``Terminated``) not from Slurm
+signal                                  yes     any other signal
+slurm_task_failure                      yes     Slurm ``DUE TO TASK FAILURE`` / ``FAILED``
+unknown                                 yes     (rules layer) a failure with no class
+=============================== ======= ======= ==================================================
+"""
+
+from __future__ import annotations
+
+import re
+
+PLANNED_CLASSES = frozenset(
+    {"slurm_time_limit", "slurm_cancelled", "slurm_requeue", "keyboard_interrupt"}
+)
+"""Classes of planned ends: events carry ``planned=True``."""
+
+GENERIC_CLASSES = frozenset(
+    {
+        "python_exception",
+        "child_failed",
+        "exit_code",
+        "killed",
+        "abort",
+        "segfault",
+        "terminated",
+        "signal",
+        "slurm_task_failure",
+        "unknown",
+    }
+)
+"""Classes that say *that* a process died, not *why*; see ``rules/timeline.py``."""
+
+SPECIFIC_CLASSES = frozenset(
+    {
+        "cuda_oom",
+        "cuda_illegal_memory_access",
+        "cuda_ecc",
+        "cuda_error",
+        "nccl_timeout",
+        "nccl_hang",
+        "nccl_error",
+        "host_oom",
+        "gpu_fallen_off_bus",
+        "node_failure",
+        "preemption",
+    }
+)
+
+_XID = re.compile(r"gpu_xid_\d{1,4}")
+
+
+def is_known_class(name: str) -> bool:
+    """True for a name of the vocabulary above (``gpu_xid_<N>`` for any N)."""
+    return (
+        name in PLANNED_CLASSES
+        or name in GENERIC_CLASSES
+        or name in SPECIFIC_CLASSES
+        or _XID.fullmatch(name) is not None
+    )
+
+
+_BY_SIGNAL = {9: "killed", 6: "abort", 11: "segfault", 15: "terminated"}
+"""Linux signal numbers (the logs come from Linux nodes, whatever runs the parser)."""
+_BY_STRSIGNAL = {
+    "Killed": "killed",
+    "Aborted": "abort",
+    "Segmentation fault": "segfault",
+    "Terminated": "terminated",
+}
+
+
+def signal_class(signal: int | str) -> str:
+    """Class of a death by ``signal``: a number (9) or ``strsignal`` text (``"Killed"``).
+
+    Linux numbering (SIGKILL 9, SIGABRT 6, SIGSEGV 11, SIGTERM 15); others are ``signal``.
+    """
+    if isinstance(signal, str):
+        return _BY_STRSIGNAL.get(signal.strip().removesuffix(" (core dumped)"), "signal")
+    return _BY_SIGNAL.get(signal, "signal")
+
+
+def exit_code_class(code: int) -> str:
+    """Class of a launcher exit code: negative = killed by that signal (Python ``Popen``)."""
+    return signal_class(-code) if code < 0 else "exit_code"

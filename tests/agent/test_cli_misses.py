@@ -1,0 +1,22 @@
+"""``ckpt-advisor parse --misses`` lists the error-looking lines that no pattern recognised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from agent.cli import main
+
+LOOKALIKES = Path(__file__).parents[1] / "parsers" / "fixtures" / "quoted" / "lookalikes.log"
+
+
+def test_parse_misses_lists_unrecognised_error_lines_with_their_line_numbers() -> None:
+    """Each unrecognised error-looking line is printed as ``path:line: text``, and no events."""
+    result = CliRunner().invoke(main, ["parse", "--misses", str(LOOKALIKES)])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        f'{LOOKALIKES}:3: The job was requeued last week; see docs for "CANCELLED AT" semantics',
+        f"{LOOKALIKES}:4: WARNING: oom-killer is disabled for this cgroup",
+        f"{LOOKALIKES}:7: ValueError: could not parse config, using defaults",
+    ]

@@ -1,0 +1,231 @@
+"""Interruptions in real torch captures and in real quoted lines: kind, line, time, class, planned.
+
+Fixtures: tests/parsers/fixtures/torch/ (torch 2.13 CPU runs, made by fixtures/capture/) and
+tests/parsers/fixtures/quoted/ (lines no CPU run can print, quoted from FORMATS.md; see its
+README).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from parsers import make_parser
+from parsers.events import Event, EventKind
+from parsers.failures import RULES
+from parsers.launcher import RULES as LAUNCHER_RULES
+from parsers.traceback import FAILURE_CLASSES, classify_failure
+from parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
+from rules.timeline import GENERIC_FAILURE_CLASSES
+from tests.parsers._helpers import read_lines, utc
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAILURE, RESTART = EventKind.FAILURE, EventKind.RESTART
+
+
+def _t(text: str) -> datetime:
+    return utc(text)
+
+
+def _parse(path: Path, year_hint: int | None = None) -> tuple[list[Event], list[tuple[int, str]]]:
+    parser = make_parser("auto", year_hint=year_hint)
+    events: list[Event] = []
+    for lineno, line in enumerate(read_lines(path), start=1):
+        events.extend(parser.feed(line, lineno))
+    events.extend(parser.finish())
+    assert parser.misses == 0
+    return events, list(parser.unmatched)
+
+
+def _rows(events: list[Event]) -> list[tuple[object, ...]]:
+    return [
+        (e.kind, e.line, e.time, e.step, e.duration_s, e.failure_class, e.planned) for e in events
+    ]
+
+
+# (kind, line, time, step, duration_s, failure_class, planned)
+TORCH = {
+    "torchrun_raise.log": [
+        (FAILURE, 30, None, None, None, "exit_code", False),
+        (FAILURE, 47, _t("2026-11-29 23:02:56"), None, None, "child_failed", False),
+        (FAILURE, 10, None, None, None, "python_exception", False),
+    ],
+    "torchrun_record.log": [
+        (FAILURE, 36, None, None, None, "exit_code", False),
+        (FAILURE, 54, _t("2026-11-29 23:03:11"), None, None, "child_failed", False),
+        (FAILURE, 9, None, None, None, "python_exception", False),
+    ],
+    "torchrun_sigkill.log": [
+        (FAILURE, 22, None, None, None, "killed", False),
+        (FAILURE, 39, _t("2026-11-29 23:03:27"), None, None, "killed", False),
+        (FAILURE, 10, None, None, None, "python_exception", False),
+    ],
+    "torchrun_abort.log": [
+        (FAILURE, 22, None, None, None, "abort", False),
+        (FAILURE, 39, _t("2026-11-29 23:03:44"), None, None, "abort", False),
+        (FAILURE, 10, None, None, None, "python_exception", False),
+    ],
+    "torchrun_segfault.log": [
+        (FAILURE, 22, None, None, None, "segfault", False),
+        (FAILURE, 39, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
+        (FAILURE, 10, None, None, None, "python_exception", False),
+    ],
+    "torchrun_restart.log": [
+        (FAILURE, 69, None, None, None, "exit_code", False),
+        (RESTART, 70, None, None, None, None, False),
+        (FAILURE, 49, None, None, None, "python_exception", False),
+    ],
+    "spawn.log": [(FAILURE, 1, None, None, None, "python_exception", False)],
+    "dataloader.log": [(FAILURE, 10, None, None, None, "killed", False)],
+    "rich.log": [(FAILURE, 1, None, None, None, "python_exception", False)],
+}
+
+QUOTED = {
+    "cuda.log": [
+        (FAILURE, 1, None, None, None, "cuda_oom", False),
+        (FAILURE, 11, None, None, None, "cuda_illegal_memory_access", False),
+        (FAILURE, 23, None, None, None, "cuda_error", False),
+        (FAILURE, 18, None, None, None, "cuda_ecc", False),
+    ],
+    "kernel.log": [
+        (FAILURE, 1, None, None, None, "gpu_xid_79", False),
+        (FAILURE, 3, _t("2022-02-20 06:16:58"), None, None, "gpu_xid_94", False),
+        (FAILURE, 7, _t("2022-02-21 05:03:41"), None, None, "gpu_fallen_off_bus", False),
+        (FAILURE, 8, _t("2022-02-21 07:00:00"), None, None, "host_oom", False),
+    ],
+    "launcher_old.log": [
+        (FAILURE, 2, None, None, None, "abort", False),
+        (FAILURE, 4, _t("2024-05-08 08:47:31.400"), None, None, "killed", False),
+        (RESTART, 5, _t("2024-05-08 08:49:00"), None, None, None, False),
+        (FAILURE, 7, _t("2024-05-10 13:23:17"), None, None, "exit_code", False),
+    ],
+    "lookalikes.log": [],
+    "nccl.log": [
+        (FAILURE, 1, _t("2024-12-06 18:44:12"), None, None, "nccl_timeout", False),
+        (FAILURE, 9, _t("2024-03-21 09:15:00"), None, None, "cuda_illegal_memory_access", False),
+    ],
+    "slurm.log": [
+        (FAILURE, 2, _t("2024-03-05 14:22:51"), None, None, "slurm_time_limit", True),
+        (FAILURE, 5, None, None, None, "terminated", False),
+        (FAILURE, 6, _t("2024-03-06 02:10:05"), None, None, "preemption", False),
+        (FAILURE, 7, _t("2024-03-07 09:00:00"), None, None, "node_failure", False),
+        (FAILURE, 8, _t("2024-03-08 10:00:00"), None, None, "slurm_cancelled", True),
+        (FAILURE, 9, _t("2025-06-01 08:30:00"), None, None, "slurm_cancelled", True),
+        (FAILURE, 10, None, None, None, "host_oom", False),
+        (FAILURE, 13, None, None, None, "exit_code", False),
+        (RESTART, 14, None, None, None, None, False),
+    ],
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), TORCH.items(), ids=list(TORCH))
+def test_real_torch_captures_give_the_expected_events(
+    name: str, expected: list[tuple[object, ...]]
+) -> None:
+    """Each real torch 2.13 capture gives exactly the events a human reads in it."""
+    events, _ = _parse(FIXTURES / "torch" / name)
+    assert _rows(events) == expected
+
+
+@pytest.mark.parametrize(("name", "expected"), QUOTED.items(), ids=list(QUOTED))
+def test_quoted_real_lines_give_the_expected_events(
+    name: str, expected: list[tuple[object, ...]]
+) -> None:
+    """Each file of quoted real lines gives exactly the expected events (year 2024 as hint)."""
+    events, _ = _parse(FIXTURES / "quoted" / name, year_hint=2024)
+    assert _rows(events) == expected
+
+
+def test_a_month_day_stamp_without_any_year_has_no_time() -> None:
+    """``E1206 18:44:12`` with no year hint and no full date before it is left untimed."""
+    events, _ = _parse(FIXTURES / "quoted" / "nccl.log")
+    assert [(e.line, e.time) for e in events] == [(1, None), (9, None)]
+
+
+def test_a_month_day_stamp_takes_the_year_of_the_last_full_date() -> None:
+    """A torch ≥2.4 launcher stamp after a Slurm line dated 2023-12-31 rolls into 2024."""
+    parser = make_parser("auto")
+    lines = [
+        "slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2023-12-31T23:59:00 DUE TO PREEMPTION ***",
+        "E0102 00:00:05.000000 1 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -9) local_rank: 0 (pid: 2) of binary: /usr/bin/python3",
+    ]
+    events = [e for n, line in enumerate(lines, 1) for e in parser.feed(line, n)]
+    assert [e.time for e in events] == [_t("2023-12-31 23:59:00"), _t("2024-01-02 00:00:05")]
+
+
+def test_lookalikes_give_nothing_and_error_looking_ones_are_listed_unmatched() -> None:
+    """Lines that only mention the key words give no event; error-looking ones are listed."""
+    events, unmatched = _parse(FIXTURES / "quoted" / "lookalikes.log")
+    assert events == []
+    assert [lineno for lineno, _ in unmatched] == [3, 4, 7]
+
+
+def test_real_captures_leave_no_error_line_unrecognised() -> None:
+    """Every error-looking line of the real torch captures is consumed by some rule."""
+    for name in TORCH:
+        assert _parse(FIXTURES / "torch" / name)[1] == [], name
+
+
+def test_slurm_job_and_step_lines_of_one_kill_are_one_event() -> None:
+    """``*** JOB`` and ``*** STEP`` for the same time limit give one planned failure."""
+    events, _ = _parse(FIXTURES / "quoted" / "slurm.log")
+    limits = [e for e in events if e.failure_class == "slurm_time_limit"]
+    assert [(e.line, e.planned) for e in limits] == [(2, True)]
+
+
+def test_every_rule_matches_its_sample_and_names_a_known_class() -> None:
+    """Each rule's real sample holds its keyword, matches, and classifies into the vocabulary."""
+    for rule in RULES:
+        assert rule.keyword in rule.sample, rule.name
+        m = rule.regex.search(rule.sample)
+        assert m is not None, rule.name
+        failure_class = rule.classify(m)
+        assert failure_class is not None
+        assert rule.kind is RESTART or is_known_class(failure_class), rule.name
+
+
+def test_every_traceback_class_is_in_the_vocabulary() -> None:
+    """Classes named by the traceback table are documented, and planned ones flagged planned."""
+    for failure_class in FAILURE_CLASSES:
+        assert is_known_class(failure_class.name)
+        assert failure_class.planned == (failure_class.name in PLANNED_CLASSES)
+
+
+def test_rules_layer_generic_classes_are_the_vocabularys() -> None:
+    """rules/timeline.py's generic classes equal the vocabulary's, so root causes agree."""
+    assert GENERIC_FAILURE_CLASSES == GENERIC_CLASSES
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA out of memory. Tried to allocate 1.71 GiB (GPU 0; 31.72 GiB total "
+        "capacity; 23.58 GiB already allocated; 1.58 GiB free; 29.08 GiB reserved in total by "
+        "PyTorch)",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 58.00 MiB. GPU 0 has "
+        "a total capacty of 23.69 GiB of which 38.75 MiB is free.",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.15 GiB of which 1.2 GiB is free. Including non-PyTorch memory, "
+        "this process has 77.9 GiB memory in use.",
+    ],
+)
+def test_three_generations_of_cuda_oom_are_cuda_oom(line: str) -> None:
+    """≤2.0, ~2.1 and ≥2.2 OOM messages (FORMATS.md §12) all classify as ``cuda_oom``."""
+    found = classify_failure(line)
+    assert found is not None and found.name == "cuda_oom"
+
+
+def test_a_worker_group_restart_is_a_restart_event() -> None:
+    """``Worker group FAILED. N/M attempts left`` is a restart, not a failure."""
+    rule = next(r for r in LAUNCHER_RULES if r.name == "worker_group_restart")
+    events, _ = _parse_lines([rule.sample])
+    assert [(e.kind, e.failure_class) for e in events] == [(RESTART, None)]
+
+
+def _parse_lines(lines: list[str]) -> tuple[list[Event], None]:
+    parser = make_parser("auto")
+    events = [e for n, line in enumerate(lines, 1) for e in parser.feed(line, n)]
+    return [*events, *parser.finish()], None
