@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 
 from parsers.events import Event, EventKind
 from parsers.stack import Stack
-from parsers.stream import Diagnostics, StreamParser
-from parsers.text import last_bar, records, strip_ansi
+from parsers.stream import Diagnostics, LineFilter, StreamParser
+from parsers.text import RATE_MARKERS, last_bar, records, strip_ansi
 from parsers.traceback import KEYWORDS as FAILURE_KEYWORDS
 from parsers.traceback import TracebackTracker
 
@@ -56,6 +56,7 @@ class LogParser(StreamParser):
         self._tracebacks = TracebackTracker()
         self._last_step: int | None = None
         self._keywords = self._keywords_of(self._candidates)
+        self._filter = self._filter_of(self._keywords, self._stack)
         self._bar_origin: datetime | None = None
         self._bar_time: datetime | None = None
 
@@ -81,6 +82,15 @@ class LogParser(StreamParser):
             for piece in records(line):
                 self._feed_piece(events, piece, lineno)
         return self._dated(events)
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        """Keyword lines (step 3 above) and, for a stack that reads bars, progress lines; ``None``
+        while a traceback is open or the stack waits for a continuation line."""
+        stack = self._stack
+        if self._tracebacks.active or (stack is not None and stack.pending):
+            return None
+        return self._filter
 
     def _dated(self, events: list[Event]) -> list[Event]:
         """Give untimed events the bar clock's time; restart the clock at a run's start."""
@@ -114,6 +124,7 @@ class LogParser(StreamParser):
                 self._stack = stack
                 self._name = stack.name
                 self._keywords = self._keywords_of((stack,))
+                self._filter = self._filter_of(self._keywords, stack)
                 return True
         return False
 
@@ -127,3 +138,12 @@ class LogParser(StreamParser):
     def _keywords_of(stacks: Sequence[Stack]) -> tuple[str, ...]:
         keywords = [keyword for stack in stacks for keyword in stack.keywords]
         return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS]))
+
+    @staticmethod
+    def _filter_of(keywords: Sequence[str], stack: Stack | None) -> LineFilter:
+        return LineFilter(
+            keywords=(*(k.encode() for k in keywords), b"\x1b"),
+            progress=tuple(m.encode() for m in RATE_MARKERS)
+            if stack is not None and stack.reads_bars
+            else (),
+        )
