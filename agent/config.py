@@ -58,6 +58,8 @@ class ScheduleConfig(_Section):
     estimate_every: Seconds = Field(default=300.0, gt=0)
     after_failure: Seconds = Field(default=30.0, ge=0)
     poll_every: Seconds = Field(default=2.0, gt=0)
+    file_events: bool = True
+    """Wake on file notifications (watchdog/inotify); false: stat polling only."""
 
 
 class EstimationConfig(_Section):

@@ -178,7 +178,8 @@ class Daemon:
     def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.path)
-        self._start_observer()
+        if self.config.schedule.file_events:
+            self._start_observer()
         first = True
         try:
             while not self._stop.is_set():

@@ -417,6 +417,26 @@ class _Hits:
         return self._data.rfind(b"\n", pos, starts[i]) + 1 or pos
 
 
+def _nearest(markers: tuple[bytes, ...], data: bytes, lo: int, hi: int, *, last: bool) -> int:
+    """Offset of the first (or, with ``last``, the last) marker in ``data[lo:hi]``, else -1.
+
+    The window grows from the near end, so a marker a line away costs a short scan even when
+    another marker (``it/s`` where the bar shows ``s/it``) is nowhere in the buffer."""
+    width = 4096
+    while True:
+        w_lo, w_hi = (max(lo, hi - width), hi) if last else (lo, min(hi, lo + width))
+        found = [at for at in (_find(data, m, w_lo, w_hi, last) for m in markers) if at >= 0]
+        if found:
+            return max(found) if last else min(found)
+        if w_hi - w_lo == hi - lo:
+            return -1
+        width *= 4
+
+
+def _find(data: bytes, marker: bytes, lo: int, hi: int, last: bool) -> int:
+    return data.rfind(marker, lo, hi) if last else data.find(marker, lo, hi)
+
+
 def _sampled_progress_lines(markers: tuple[bytes, ...], data: bytes, lo: int, hi: int) -> list[int]:
     """Starts of the progress lines to parse in ``data[lo:hi]`` (whole lines, none holding a
     keyword): the first, the last before every :data:`STEP_SAMPLE_BYTES` boundary, the last."""
@@ -426,15 +446,15 @@ def _sampled_progress_lines(markers: tuple[bytes, ...], data: bytes, lo: int, hi
     def line_start(at: int) -> int:
         return data.rfind(b"\n", lo, at) + 1 or lo
 
-    found = [at for at in (data.find(m, lo, hi) for m in markers) if at >= 0]
-    if not found:
+    first = _nearest(markers, data, lo, hi, last=False)
+    if first < 0:
         return []
-    starts = [line_start(min(found))]
+    starts = [line_start(first)]
     bound = lo + STEP_SAMPLE_BYTES
     while True:
         bound = min(bound, hi)
-        last = max(data.rfind(m, starts[-1], bound) for m in markers)
-        if last >= 0 and (start := line_start(last)) > starts[-1]:
+        at = _nearest(markers, data, starts[-1], bound, last=True)
+        if at >= 0 and (start := line_start(at)) > starts[-1]:
             starts.append(start)
         if bound == hi:
             return starts
