@@ -13,7 +13,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
+from agent.store import FileState, Store
 from agent.synth import SynthJob, simulate
+from parsers.events import Event, EventKind
 
 CHUNK_DAYS = 3.0
 """Simulated days per distinct stretch of training (about 15 MB of log each)."""
@@ -92,3 +96,53 @@ def training_log(path: Path, size_bytes: int) -> LogTruth:
     truth = LogTruth(written, lines, saves, failures, i * CHUNK_DAYS)
     meta.write_text(json.dumps(asdict(truth)))
     return truth
+
+
+def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
+    """A store holding ``n_events`` events of one job (or the one already at ``path``): a step
+    every 30 s, a save every 30 min costing 2 min, failures with a 12 h MTBF, a resume 10 min
+    after each; written through :meth:`Store.commit_read` in batches, as the tailer does."""
+    path = Path(path)
+    if path.exists():
+        store = Store(path)
+        if store.count_events(job) == n_events:
+            return store
+        store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    store = Store(path)
+    rng = np.random.default_rng(7)
+    t = START.timestamp()
+    next_fail = t + rng.exponential(12 * 3600.0)
+    state = FileState(0, job, "/bench/train.log", 1, 1, "0" * 32, 1024, 0, 0, 0)
+    batch: list[Event] = []
+    step = line = made = 0
+
+    def add(kind: EventKind, at: float, **kw: object) -> None:
+        nonlocal line, made
+        line += 1
+        made += 1
+        when = datetime.fromtimestamp(at, UTC)
+        batch.append(Event(kind, line, "hf_trainer", time=when, **kw))  # type: ignore[arg-type]
+
+    while made < n_events:
+        t += 30.0
+        step += 30
+        if t >= next_fail:
+            add(EventKind.FAILURE, t, step=step, failure_class="cuda_error")
+            t += 600.0
+            step -= step % 1800
+            add(EventKind.RESUME, t, step=step)
+            next_fail = t + rng.exponential(12 * 3600.0)
+        elif step % 1800 == 0:
+            add(EventKind.CHECKPOINT_START, t, step=step)
+            add(EventKind.CHECKPOINT_END, t + 120.0, step=step, duration_s=120.0)
+            t += 120.0
+        else:
+            add(EventKind.STEP, t, step=step, duration_s=1.0)
+        if len(batch) >= 50_000 or made >= n_events:
+            state = store.commit_read(
+                state, offset=line, lineno=line, events=batch, now_s=t, from_timing_file=False
+            )
+            batch = []
+    return store
