@@ -13,14 +13,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.notifier import Notifier, NotifyError, format_message
 from agent.store import Store, StoredEvent
 from rules.advice import setting_for
 from rules.drift import DriftRule
 from rules.job import estimate_job
 from rules.model import Action, JobEstimate, Observation
+
+if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
+    from agent.notifier import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +197,8 @@ class Advisor:
                     job, decision.next_state, message=None, action=str(decision.action), now_s=now_s
                 )
             return est
+        from agent.notifier import format_message
+
         message = format_message(est, decision, setting=setting, gpus=self._gpus.get(job))
         log.info("%s: %s (%s)", job, decision.action, decision.reason)
         self.store.record_decision(
@@ -204,6 +208,8 @@ class Advisor:
 
     def deliver(self) -> int:
         """Send queued messages in order; stop at the first transient error. Returns sent."""
+        from agent.notifier import NotifyError
+
         sent = 0
         for item in self.store.queued_messages():
             now_s = self._clock().timestamp()

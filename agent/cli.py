@@ -370,8 +370,10 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: str) 
     from rich.progress import Progress
 
     from agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
-    from agent.daemon import utc_now
     from agent.tailer import Tailer, WatchSpec
+
+    def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
+        return datetime.now(UTC)
 
     store = _open_store(db, None, readonly=False)
     specs = [

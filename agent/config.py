@@ -60,6 +60,8 @@ class ScheduleConfig(_Section):
     poll_every: Seconds = Field(default=2.0, gt=0)
     estimate_timeout: Seconds = Field(default=600.0, gt=0)
     """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
+    file_events: bool = True
+    """Wake on file notifications (watchdog/inotify); false: stat polling only."""
 
 
 class EstimationConfig(_Section):

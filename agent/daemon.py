@@ -386,7 +386,8 @@ class Daemon:
         self.scheduler.add_listener(
             self._on_scheduler_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
         )
-        self._start_observer()
+        if self.config.schedule.file_events:
+            self._start_observer()
         first = True
         try:
             while not self._stop.is_set():

@@ -239,6 +239,11 @@ class Store:
         )
         event.listen(self.engine, "connect", self._on_connect)
         self._readonly = readonly
+        compiled = insert(_events).values({c.name: None for c in _events.c if c.name != "id"})
+        compiled_sql = compiled.compile(dialect=self.engine.dialect)
+        self._event_insert = (str(compiled_sql), tuple(compiled_sql.positiontup or ()))
+        """The events INSERT in the driver's own (positional) parameter style, and the column
+        order of its parameters."""
         try:
             self._init_schema()
         except (DatabaseError, OperationalError) as exc:
@@ -344,13 +349,13 @@ class Store:
             else:
                 conn.execute(update(_files).where(_files.c.id == file_id).values(**values))
             if events:
-                conn.execute(
-                    insert(_events),
-                    [
-                        _event_row(file.job, file.path, file_id, ev, from_timing_file)
-                        for ev in events
-                    ],
-                )
+                sql, names = self._event_insert
+                rows = [
+                    _event_row(file.job, file.path, file_id, ev, from_timing_file) for ev in events
+                ]
+                # One executemany on the driver: SQLAlchemy's per-row parameter processing
+                # cost ~40 µs an event, most of a backfill's time once parsing got fast.
+                conn.exec_driver_sql(sql, [tuple(row[n] for n in names) for row in rows])
         return replace(
             file,
             id=file_id,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from parsers.events import Event
 from parsers.logs import AUTO, LogParser
 from parsers.stack import ParseContext, Stack
-from parsers.stream import Diagnostics, StreamParser
+from parsers.stream import Diagnostics, LineFilter, StreamParser
 from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser, looks_like_timing_header
 
 StackFactory = Callable[[ParseContext], Stack]
@@ -34,6 +34,11 @@ class AutoParser(StreamParser):
     def name(self) -> str:
         """The detected stack or timing format, ``"auto"`` until then."""
         return self._delegate.name if self._delegate is not None else AUTO
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        """The chosen parser's filter; ``None`` (every line) until the first line decides."""
+        return self._delegate.line_filter if self._delegate is not None else None
 
     def _feed(self, line: str, lineno: int) -> list[Event]:
         if self._delegate is None:

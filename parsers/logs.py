@@ -29,8 +29,8 @@ from parsers.events import Event, EventKind
 from parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from parsers.failures import FailureLines
 from parsers.stack import Stack
-from parsers.stream import Diagnostics, StreamParser
-from parsers.text import last_bar, records, strip_ansi
+from parsers.stream import Diagnostics, LineFilter, StreamParser
+from parsers.text import RATE_MARKERS, last_bar, records, strip_ansi
 
 AUTO = "auto"
 
@@ -58,6 +58,7 @@ class LogParser(StreamParser):
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
         self._keywords = self._keywords_of(self._candidates)
+        self._filter = self._filter_of(self._keywords, self._stack)
         self._bar_origin: datetime | None = None
         self._bar_time: datetime | None = None
 
@@ -83,6 +84,15 @@ class LogParser(StreamParser):
             for piece in records(line):
                 self._feed_piece(events, piece, lineno)
         return self._dated(events)
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        """Keyword lines (step 3 above) and, for a stack that reads bars, progress lines; ``None``
+        while a traceback is open or the stack waits for a continuation line."""
+        stack = self._stack
+        if self._failures.active or (stack is not None and stack.pending):
+            return None
+        return self._filter
 
     def _dated(self, events: list[Event]) -> list[Event]:
         """Give untimed events the bar clock's time; restart the clock at a run's start."""
@@ -120,6 +130,7 @@ class LogParser(StreamParser):
                 self._stack = stack
                 self._name = stack.name
                 self._keywords = self._keywords_of((stack,))
+                self._filter = self._filter_of(self._keywords, stack)
                 return True
         return False
 
@@ -135,3 +146,12 @@ class LogParser(StreamParser):
     def _keywords_of(stacks: Sequence[Stack]) -> tuple[str, ...]:
         keywords = [keyword for stack in stacks for keyword in stack.keywords]
         return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS]))
+
+    @staticmethod
+    def _filter_of(keywords: Sequence[str], stack: Stack | None) -> LineFilter:
+        return LineFilter(
+            keywords=(*(k.encode() for k in keywords), b"\x1b"),
+            progress=tuple(m.encode() for m in RATE_MARKERS)
+            if stack is not None and stack.reads_bars
+            else (),
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from dataclasses import dataclass
 
 from parsers.events import Event
 
@@ -44,6 +45,36 @@ class Diagnostics:
         self.unmatched.append((lineno, text))
 
 
+@dataclass(frozen=True, slots=True)
+class LineFilter:
+    """Which physical lines a parser must see, so that a reader can skip the rest unread.
+
+    Most of a training log is progress-bar redraws that no event can come from; a reader that
+    finds the literals below in large buffers (a multi-literal search) and feeds only the lines
+    that hold them saves the per-line work of everything else.
+
+    Contract, for a reader that asks :attr:`StreamParser.line_filter` again after every line it
+    feeds, feeds every line while it is ``None``, and otherwise feeds at least:
+
+    * every line holding one of :attr:`keywords`;
+    * of the lines holding one of :attr:`progress` (and no keyword), at least the last one before
+      each keyword line, and the first one after it;
+
+    the parser returns the same events as when fed every line, except that ``step`` events come
+    only from the progress lines fed (a sample of the bar), and a save that the bar closes (HF
+    Trainer) is closed at the next progress line fed. Line numbers must be the real ones.
+
+    Attributes:
+        keywords: UTF-8 literals; a line holding any of them must be fed. ``b"\x1b"`` is among
+            them, since an ANSI escape can split a keyword that the parser sees whole.
+        progress: UTF-8 literals that mark a progress line (a tqdm rate); empty when the parser
+            reads nothing from progress lines.
+    """
+
+    keywords: tuple[bytes, ...]
+    progress: tuple[bytes, ...] = ()
+
+
 class StreamParser(ABC):
     """One parser per source file; feed it the file's lines in order.
 
@@ -79,6 +110,13 @@ class StreamParser(ABC):
     def unmatched(self) -> deque[tuple[int, str]]:
         """Error-looking lines no pattern recognised, as ``(lineno, text)`` (at most 1000)."""
         return self._diagnostics.unmatched
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        """The lines this parser needs from here on (see :class:`LineFilter`), or ``None`` when
+        it needs every line (the default; a log parser inside a traceback). It changes as lines
+        are fed: ask again after each line fed."""
+        return None
 
     def feed(self, line: str, lineno: int) -> list[Event]:
         """Parse one physical line and return the events it completes.

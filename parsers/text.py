@@ -39,7 +39,8 @@ line 28) or ``Writing model shards: 100%|██████████| 1/1 [00
 swallowed (``…3.84s/it[INFO|trainer.py:3850] …``, FORMATS.md §0.7).
 """
 
-_RATE_MARKERS = ("it/s", "s/it")
+RATE_MARKERS = ("it/s", "s/it")
+"""One of these is in every tqdm redraw that shows a rate (a progress line)."""
 
 
 class Bar(NamedTuple):
@@ -95,7 +96,7 @@ def last_bar(line: str) -> Bar | None:
     Only the redraw that holds the last rate (``it/s`` or ``s/it``) is parsed, so a line of
     thousands of redraws costs two reverse scans and one anchored match.
     """
-    rate_at = max(line.rfind(marker) for marker in _RATE_MARKERS)
+    rate_at = max(line.rfind(marker) for marker in RATE_MARKERS)
     if rate_at < 0:
         return None
     start = line.rfind("\r", 0, rate_at) + 1

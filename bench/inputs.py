@@ -1,0 +1,148 @@
+"""Deterministic benchmark inputs: a long HF Trainer log, many small logs, a big store.
+
+The long log is made of real captured HF Trainer output (:mod:`agent.synth`): a few distinct
+simulated stretches of training are rendered once and written one after another, each shifted
+to its own time span, until the file reaches the asked size. Same arguments, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from agent.store import FileState, Store
+from agent.synth import SynthJob, simulate
+from parsers.events import Event, EventKind
+
+CHUNK_DAYS = 3.0
+"""Simulated days per distinct stretch of training (about 15 MB of log each)."""
+DISTINCT_CHUNKS = 4
+"""How many distinct stretches are simulated; the file cycles through them."""
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+_TS = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+@dataclass(frozen=True)
+class LogTruth:
+    """What the generated log holds: bytes, lines, and the saves and failures written."""
+
+    size_bytes: int
+    lines: int
+    saves: int
+    failures: int
+    days: float
+
+
+def _chunk(seed: int) -> SynthJob:
+    """One stretch: 1 s steps, a bar redraw per step, a metrics line every 20 steps (so a
+    physical line of about 1.2 kB), a save every 30 min costing 2 min, MTBF 12 h."""
+    return simulate(
+        mtbf_s=12 * 3600.0,
+        cost_s=120.0,
+        interval_steps=1800,
+        step_time_s=1.0,
+        restart_s=600.0,
+        duration_s=CHUNK_DAYS * 86400.0,
+        start=START,
+        seed=seed,
+        bar_every_steps=1,
+        log_every_steps=20,
+    )
+
+
+def _shift(text: bytes, days: float) -> bytes:
+    """Move every ``YYYY-MM-DD HH:MM:SS`` stamp in ``text`` ``days`` later."""
+    delta = timedelta(days=days)
+
+    def moved(m: re.Match[bytes]) -> bytes:
+        t = datetime.strptime(m.group().decode(), "%Y-%m-%d %H:%M:%S") + delta
+        return t.strftime("%Y-%m-%d %H:%M:%S").encode()
+
+    return _TS.sub(moved, text)
+
+
+def training_log(path: Path, size_bytes: int) -> LogTruth:
+    """Write (or reuse, if already written with the same size) a log of at least
+    ``size_bytes`` bytes at ``path``; return what it holds."""
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        truth = LogTruth(**json.loads(meta.read_text()))
+        written = path.stat().st_size == truth.size_bytes
+        if written and 0 <= truth.size_bytes - size_bytes < 20 << 20:
+            return truth
+    chunks = []
+    for seed in range(DISTINCT_CHUNKS):
+        job = _chunk(seed)
+        text = "".join(text for _, text in job.log).encode()
+        chunks.append((text, job.n_saves, job.n_failures))
+    written = lines = saves = failures = 0
+    i = 0
+    with path.open("wb") as fh:
+        while written < size_bytes:
+            text, n_saves, n_failures = chunks[i % DISTINCT_CHUNKS]
+            data = _shift(text, i * CHUNK_DAYS) if i else text
+            fh.write(data)
+            written += len(data)
+            lines += data.count(b"\n")
+            saves += n_saves
+            failures += n_failures
+            i += 1
+    truth = LogTruth(written, lines, saves, failures, i * CHUNK_DAYS)
+    meta.write_text(json.dumps(asdict(truth)))
+    return truth
+
+
+def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
+    """A store holding ``n_events`` events of one job (or the one already at ``path``): a step
+    every 30 s, a save every 30 min costing 2 min, failures with a 12 h MTBF, a resume 10 min
+    after each; written through :meth:`Store.commit_read` in batches, as the tailer does."""
+    path = Path(path)
+    if path.exists():
+        store = Store(path)
+        if store.count_events(job) == n_events:
+            return store
+        store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    store = Store(path)
+    rng = np.random.default_rng(7)
+    t = START.timestamp()
+    next_fail = t + rng.exponential(12 * 3600.0)
+    state = FileState(0, job, "/bench/train.log", 1, 1, "0" * 32, 1024, 0, 0, 0)
+    batch: list[Event] = []
+    step = line = made = 0
+
+    def add(kind: EventKind, at: float, **kw: object) -> None:
+        nonlocal line, made
+        line += 1
+        made += 1
+        when = datetime.fromtimestamp(at, UTC)
+        batch.append(Event(kind, line, "hf_trainer", time=when, **kw))  # type: ignore[arg-type]
+
+    while made < n_events:
+        t += 30.0
+        step += 30
+        if t >= next_fail:
+            add(EventKind.FAILURE, t, step=step, failure_class="cuda_error")
+            t += 600.0
+            step -= step % 1800
+            add(EventKind.RESUME, t, step=step)
+            next_fail = t + rng.exponential(12 * 3600.0)
+        elif step % 1800 == 0:
+            add(EventKind.CHECKPOINT_START, t, step=step)
+            add(EventKind.CHECKPOINT_END, t + 120.0, step=step, duration_s=120.0)
+            t += 120.0
+        else:
+            add(EventKind.STEP, t, step=step, duration_s=1.0)
+        if len(batch) >= 50_000 or made >= n_events:
+            state = store.commit_read(
+                state, offset=line, lineno=line, events=batch, now_s=t, from_timing_file=False
+            )
+            batch = []
+    return store

@@ -1,0 +1,379 @@
+"""The issue-7 benchmark: one command, a table of each figure beside its target.
+
+    python -m bench                       # issue sizes: 400 MB log, 1,000 files, 1M events
+    python -m bench --log-mb 100 --only backfill,cli
+    python -m bench --tree /path/to/other/checkout   # run another version's agent (before/after)
+
+Inputs are generated deterministically under ``--work`` (kept between runs: the 400 MB log is
+written once). Every measured program runs as a child process of this one: ``ckpt-advisor
+ingest`` beside ``grep -c -E`` with the same keywords over the same file, the daemon for the
+live and many-file figures, and the CLI for start-up times. Timings are wall clock on whatever
+else the machine is doing; the grep ratio is the figure that travels between machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.inputs import training_log
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "[INFO|trainer.py:4149] {t} >> Saving model checkpoint to /data/run/checkpoint-{step}\n"
+
+Row = tuple[str, str, str, bool]
+"""(figure, measured, target, met)."""
+
+
+def _agent(_tree: Path, *args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from agent.cli import main; main()", *args]
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def _cwd(env: dict[str, str]) -> str:
+    """Run children in the measured tree, so that ``-c`` imports its packages, not ours."""
+    return env["PYTHONPATH"].split(os.pathsep)[0]
+
+
+def _timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
+    """Run ``cmd``; return (wall seconds, peak RSS in MB, stdout)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=_cwd(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[3:]} failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def _keywords(tree: Path, env: dict[str, str]) -> list[str]:
+    """The HF Trainer parser's keyword literals, as that tree's parser reports them."""
+    code = (
+        "import json, parsers\n"
+        "from parsers.logs import LogParser\n"
+        "p = parsers.make_parser('hf_trainer')\n"
+        "f = getattr(p, 'line_filter', None)\n"
+        "kw = [k.decode() for k in f.keywords] if f else list(p._keywords)\n"
+        "print(json.dumps([k for k in kw if k != '\\x1b']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=_cwd(env), capture_output=True, check=True
+    )
+    return list(json.loads(out.stdout))
+
+
+def bench_backfill(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
+    work: Path = args.work
+    log = work / f"train-{args.log_mb}mb.log"
+    t0 = time.perf_counter()
+    truth = training_log(log, args.log_mb << 20)
+    print(
+        f"  input: {log} ({truth.size_bytes / 1e6:.0f} MB, {truth.lines:,} lines, "
+        f"{truth.saves} saves, {truth.failures} failures; ready in {time.perf_counter() - t0:.0f}s)"
+    )
+    pattern = "|".join(re.escape(k).replace("\\ ", " ") for k in _keywords(args.tree, env))
+    grep_s = min(_timed_child(["grep", "-c", "-E", pattern, str(log)], env)[0] for _ in range(2))
+    db = work / "backfill.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    wall, rss_mb, _ = _timed_child(
+        _agent(args.tree, "ingest", str(log), "--job", "backfill", "--db", str(db)), env
+    )
+    with sqlite3.connect(db) as conn:
+        counts = dict(conn.execute("SELECT kind, count(*) FROM events GROUP BY kind").fetchall())
+    print(f"  stored: {counts}")
+    ok_events = counts.get("checkpoint_start") == truth.saves
+    ok_events = ok_events and counts.get("failure") == truth.failures
+    rate = truth.size_bytes / 1e6 / wall
+    return [
+        (
+            "backfill: ingest throughput",
+            f"{rate:.0f} MB/s ({wall:.2f} s)",
+            ">= 300 MB/s",
+            rate >= 300,
+        ),
+        (
+            "backfill: ingest / grep -c -E",
+            f"{wall / grep_s:.1f}x (grep {grep_s:.2f} s)",
+            "<= 5x",
+            wall <= 5 * grep_s,
+        ),
+        ("backfill: peak memory", f"{rss_mb:.0f} MB", "<= 300 MB", rss_mb <= 300),
+        (
+            "backfill: saves/failures found",
+            f"{counts.get('checkpoint_start')}/"
+            f"{counts.get('failure')} of {truth.saves}/{truth.failures}",
+            "all",
+            ok_events,
+        ),
+    ]
+
+
+def _config(work: Path, jobs: dict[str, str], db: Path, *, poll_s: float, events: bool) -> Path:
+    lines = [
+        f'[store]\npath = "{db}"\n',
+        "[schedule]",
+        'estimate_every = "1h"',
+        f'poll_every = "{poll_s}s"',
+    ]
+    if not events:
+        lines.append("file_events = false")
+    for name, glob in jobs.items():
+        lines += ["", "[[jobs]]", f'name = "{name}"', f'logs = ["{glob}"]']
+    path = work / f"config-{len(jobs)}-{int(events)}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _daemon(tree: Path, config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        _agent(tree, "run", "--config", str(config)),
+        env=env,
+        cwd=_cwd(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait(what: str, ready: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _query(db: Path, sql: str, *params: object) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _latencies(args: argparse.Namespace, env: dict[str, str], *, events: bool) -> list[float]:
+    work = args.work / f"live-{int(events)}"
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "train.log"
+    log.write_text(HEADER.format(t="2026-01-01 00:00:00,000", step=0))
+    db = work / "live.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    poll_s = args.poll_s
+    proc = _daemon(
+        args.tree, _config(work, {"live": str(log)}, db, poll_s=poll_s, events=events), env
+    )
+    sql = "SELECT count(*) FROM events WHERE kind = 'checkpoint_start' AND step = ?"
+    out = []
+    try:
+        _wait("the daemon's first scan", lambda: _query(db, sql, 0) > 0, 60)
+        n = args.live_samples if events else max(5, args.live_samples // 5)
+        for i in range(1, n + 1):
+            with log.open("a") as fh:
+                fh.write(
+                    HEADER.format(t=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S,000"), step=i)
+                )
+            t0 = time.perf_counter()
+            _wait(f"line {i}", lambda i=i: _query(db, sql, i) > 0, poll_s + 30)
+            out.append(time.perf_counter() - t0)
+            time.sleep(0.05 if events else 0.3)
+    finally:
+        _stop(proc)
+    return out
+
+
+def _p99(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
+
+
+def bench_live(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
+    notified = _latencies(args, env, events=True)
+    polled = _latencies(args, env, events=False)
+    return [
+        (
+            "live: append -> store, inotify (p99)",
+            f"{_p99(notified):.2f} s (p50 {statistics.median(notified):.2f}, n={len(notified)})",
+            "<= 1 s",
+            _p99(notified) <= 1.0,
+        ),
+        (
+            f"live: append -> store, polling {args.poll_s:g} s (p99)",
+            f"{_p99(polled):.2f} s (p50 {statistics.median(polled):.2f}, n={len(polled)})",
+            f"<= {args.poll_s + 1:g} s",
+            _p99(polled) <= args.poll_s + 1.0,
+        ),
+    ]
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_many(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
+    work = args.work / f"many-{args.files}"
+    sample = (ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log").read_bytes()
+    per_job = max(1, args.files // args.jobs)
+    jobs = {}
+    for j in range(args.jobs):
+        d = work / f"job{j:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        for k in range(per_job):
+            (d / f"rank{k:02d}.log").write_bytes(sample)
+        jobs[f"job{j:03d}"] = str(d / "*.log")
+    db = work / "many.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    proc = _daemon(args.tree, _config(work, jobs, db, poll_s=2.0, events=True), env)
+    try:
+        total = per_job * args.jobs
+        _wait("all files read", lambda: _query(db, "SELECT count(*) FROM files") >= total, 300)
+        time.sleep(5)  # let the first estimates and scans settle
+        cpu0, t0 = _proc_cpu_s(proc.pid), time.perf_counter()
+        time.sleep(args.idle_s)
+        cpu = (_proc_cpu_s(proc.pid) - cpu0) / (time.perf_counter() - t0) * 100
+        rss = _proc_rss_mb(proc.pid)
+    finally:
+        _stop(proc)
+    return [
+        (
+            f"many files: RSS, {total} files / {args.jobs} jobs",
+            f"{rss:.0f} MB",
+            "<= 150 MB",
+            rss <= 150,
+        ),
+        (
+            f"many files: idle CPU over {args.idle_s:g} s",
+            f"{cpu:.2f}% of a core",
+            "<= 1%",
+            cpu <= 1.0,
+        ),
+    ]
+
+
+def bench_estimate(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
+    db = args.work / f"events-{args.events}.db"
+    code = (
+        "import sys, time\n"
+        "from bench.inputs import event_store\n"
+        "from agent.advisor import EstimateSettings, compute_estimate\n"
+        "store = event_store(sys.argv[1], int(sys.argv[2]))\n"
+        "compute_estimate(store, 'big', EstimateSettings(), 1.9e9)  # warm: lazy imports\n"
+        "t0 = time.perf_counter()\n"
+        "est, _ = compute_estimate(store, 'big', EstimateSettings(), 1.9e9)\n"
+        "print(time.perf_counter() - t0, est.n_failures, est.status)\n"
+    )
+    bench_env = {**env, "PYTHONPATH": f"{args.tree}{os.pathsep}{ROOT}"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(db), str(args.events)],
+        env=bench_env,
+        cwd=_cwd(env),
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    secs, n_failures, status = out.stdout.split()
+    s = float(secs)
+    return [
+        (
+            f"estimate over {args.events:,} events",
+            f"{s:.2f} s ({n_failures} failures, {status})",
+            "<= 1 s",
+            s <= 1.0,
+        )
+    ]
+
+
+def bench_cli(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
+    db = args.work / f"events-{args.events}.db"
+    rows: list[Row] = []
+    estimates = ["estimates", "--db", str(db), "--json"]
+    for name, cmd in (("--help", ["--help"]), ("estimates", estimates)):
+        walls = sorted(_timed_child(_agent(args.tree, *cmd), env)[0] for _ in range(5))
+        med = walls[2]
+        rows.append(
+            (f"cli: ckpt-advisor {name} (median of 5)", f"{med:.2f} s", "<= 0.5 s", med <= 0.5)
+        )
+    return rows
+
+
+BENCHES = {
+    "backfill": bench_backfill,
+    "live": bench_live,
+    "many": bench_many,
+    "estimate": bench_estimate,
+    "cli": bench_cli,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse options, run the chosen benchmarks, print the table; exit 1 if a target is missed."""
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--log-mb", type=int, default=400, help="backfill log size (400)")
+    ap.add_argument("--files", type=int, default=1000, help="watched files (1000)")
+    ap.add_argument("--jobs", type=int, default=100, help="jobs the files belong to (100)")
+    ap.add_argument("--events", type=int, default=1_000_000, help="stored events (1,000,000)")
+    ap.add_argument("--live-samples", type=int, default=50, help="appends timed with inotify")
+    ap.add_argument("--poll-s", type=float, default=2.0, help="poll interval when polling")
+    ap.add_argument("--idle-s", type=float, default=20.0, help="idle CPU window (20 s)")
+    ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/ckpt-advisor-bench"))
+    ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose agent is measured")
+    args = ap.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.tree = args.tree.resolve()
+    env = _env(args.tree)
+    rows: list[Row] = []
+    for name in args.only.split(","):
+        print(f"[{name}]", flush=True)
+        t0 = time.perf_counter()
+        try:
+            rows += BENCHES[name](args, env)
+        except (RuntimeError, subprocess.CalledProcessError) as exc:
+            rows.append((name, f"error: {exc}"[:60], "-", False))
+        print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+    width = max(len(r[0]) for r in rows)
+    mwidth = max(len(r[1]) for r in rows)
+    print(f"\n{'figure':<{width}}  {'measured':<{mwidth}}  {'target':<12}  met")
+    for figure, measured, target, met in rows:
+        print(f"{figure:<{width}}  {measured:<{mwidth}}  {target:<12}  {'yes' if met else 'NO'}")
+    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; tree {args.tree}")
+    sys.exit(0 if all(r[3] for r in rows) else 1)
