@@ -11,8 +11,10 @@ Formats (:func:`available_formats`):
 
 * ``auto`` — timing file or log, decided by the first non-blank line; a log's stack is then
   detected line by line;
-* one per training stack (``hf_trainer``, ``lightning``): a module ``parsers/<stack>.py``
-  with its pattern table, registered in :data:`STACKS`;
+* one per training stack (``hf_trainer``, ``accelerate``, ``lightning``, ``nemo``,
+  ``deepspeed``, ``megatron``, ``torchtitan``, ``composer``) plus ``megatron_progress``
+  (Megatron's ``progress.txt``): a module ``parsers/<stack>.py`` with its pattern table,
+  registered in :data:`STACKS`;
 * ``timing_jsonl``, ``timing_csv`` — checkpoint timing files (DESIGN.md schema).
 
 Python tracebacks and bare CUDA/NCCL exception lines are recognised in every log, whatever the
@@ -23,14 +25,20 @@ from __future__ import annotations
 
 from datetime import UTC, tzinfo
 
+from parsers.accelerate import Accelerate
 from parsers.auto import AutoParser, StackFactory
+from parsers.composer import Composer
+from parsers.deepspeed import DeepSpeed
 from parsers.events import Event, EventKind
 from parsers.hf_trainer import HfTrainer
 from parsers.lightning import Lightning
 from parsers.logs import AUTO, LogParser
+from parsers.megatron import Megatron, MegatronProgress
+from parsers.nemo import NeMo
 from parsers.stack import ParseContext
 from parsers.stream import Diagnostics, StreamParser
 from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
+from parsers.torchtitan import Torchtitan
 
 __all__ = [
     "STACKS",
@@ -43,7 +51,14 @@ __all__ = [
 
 STACKS: dict[str, StackFactory] = {
     HfTrainer.name: HfTrainer,
+    Accelerate.name: Accelerate,
     Lightning.name: Lightning,
+    NeMo.name: NeMo,
+    DeepSpeed.name: DeepSpeed,
+    Megatron.name: Megatron,
+    MegatronProgress.name: MegatronProgress,
+    Torchtitan.name: Torchtitan,
+    Composer.name: Composer,
 }
 """Training stacks by name, in auto-detection order. A new stack is one module plus one entry."""
 
