@@ -123,7 +123,7 @@ def hf_trainer_callback(timing_file: str | os.PathLike[str]) -> Any:
     Raises:
         ImportError: transformers is not installed.
     """
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback  # type: ignore[import-not-found]
 
     class CheckpointTimingCallback(TrainerCallback):  # type: ignore[misc]
         """Appends ``{"step", "start", "end", "path", "bytes"}`` per save."""
@@ -173,7 +173,7 @@ def lightning_callback(timing_file: str | os.PathLike[str]) -> Any:
     Raises:
         ImportError: lightning is not installed.
     """
-    from lightning.pytorch import Callback
+    from lightning.pytorch import Callback  # type: ignore[import-not-found]
 
     class CheckpointTimingCallback(Callback):  # type: ignore[misc]
         """Appends ``{"step", "start", "end", "path", "bytes"}`` per checkpoint file."""

@@ -64,8 +64,8 @@ PATTERNS: tuple[Pattern, ...] = (
         sample="2024-01-19 16:40:09,561: rank0[11406][MainThread]: DEBUG: "
         "composer.callbacks.checkpoint_saver: Checkpoint locally saved to "
         "/ck/ep0-ba1000-rank0.pt",
-        source=f"{_COMPOSER}/callbacks/checkpoint_saver.py _save_checkpoint: log.debug(f'Checkpoint "
-        "locally saved to {saved_path}')",
+        source=f"{_COMPOSER}/callbacks/checkpoint_saver.py _save_checkpoint: "
+        "log.debug(f'Checkpoint locally saved to {saved_path}')",
     ),
     Pattern(
         name="loading",

@@ -54,7 +54,7 @@ PATTERNS: tuple[Pattern, ...] = (
         regex=re.compile(r"\[Torch\] Checkpoint (?P<path>\S+) is about to be saved!"),
         sample="[2026-11-29 23:16:04,684] [INFO] [logging.py:123:log_dist] [Rank 0] [Torch] "
         "Checkpoint global_step10 is about to be saved!",
-        source=f"{_TORCH_ENGINE} create(): log_dist(f\"[Torch] Checkpoint {{tag}} is about to be "
+        source=f'{_TORCH_ENGINE} create(): log_dist(f"[Torch] Checkpoint {{tag}} is about to be '
         'saved!", ranks=[0])',
     ),
     Pattern(
@@ -90,12 +90,11 @@ PATTERNS: tuple[Pattern, ...] = (
         name="load",
         kind=EventKind.RESUME,
         keyword=" checkpoint from ",
-        regex=re.compile(
-            r"\[Torch\] (?:Loading|Begin Load) checkpoint from (?P<path>\S+?)\.\.\.$"
-        ),
+        regex=re.compile(r"\[Torch\] (?:Loading|Begin Load) checkpoint from (?P<path>\S+?)\.\.\.$"),
         sample="[2024-06-26 05:01:02,003] [INFO] [torch_checkpoint_engine.py:27:load] [Torch] "
         "Loading checkpoint from /ck/global_step100/mp_rank_00_model_states.pt...",
-        source=f'{_TORCH_ENGINE} load(): logger.info(f"[Torch] Loading checkpoint from {{path}}...")'
+        source=f"{_TORCH_ENGINE} load(): "
+        'logger.info(f"[Torch] Loading checkpoint from {path}...")'
         ' (0.19.8: log_dist(f"[Torch] Begin Load checkpoint from {path}..."))',
     ),
     Pattern(
@@ -115,7 +114,7 @@ PATTERNS: tuple[Pattern, ...] = (
         regex=re.compile(r"DeepSpeed info: version="),
         sample="[2024-06-26 04:10:00,001] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed "
         "info: version=0.16.4, git-hash=unknown, git-branch=unknown",
-        source=f"{_ENGINE} __init__: log_dist(f\"DeepSpeed info: version={{__version__}}, …\")",
+        source=f'{_ENGINE} __init__: log_dist(f"DeepSpeed info: version={{__version__}}, …")',
     ),
 )
 

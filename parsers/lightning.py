@@ -76,7 +76,9 @@ PATTERNS: tuple[Pattern, ...] = (
         name="exception_save",
         kind=EventKind.CHECKPOINT_END,
         keyword=", saved checkpoint to ",
-        regex=re.compile(r"^An \w+ was raised with message: .*, saved checkpoint to (?P<path>\S.*)"),
+        regex=re.compile(
+            r"^An \w+ was raised with message: .*, saved checkpoint to (?P<path>\S.*)"
+        ),
         sample="An KeyboardInterrupt was raised with message:                         , saved "
         "checkpoint to /ck/on_exception.ckpt",
         source="lightning 2.6 src/lightning/pytorch/callbacks/on_exception_checkpoint.py "
@@ -88,7 +90,7 @@ PATTERNS: tuple[Pattern, ...] = (
         keyword="[rank: ",
         regex=re.compile(r"^\[rank: \d+\] "),
         sample="[rank: 0] Received SIGTERM: 15",
-        source="lightning_utilities rank_prefixed_message: f\"[rank: {rank}] {message}\"",
+        source='lightning_utilities rank_prefixed_message: f"[rank: {rank}] {message}"',
     ),
     Pattern(
         name="gpu_available",

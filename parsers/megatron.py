@@ -131,7 +131,7 @@ PATTERNS: tuple[Pattern, ...] = (
         keyword="checkpoint from ",
         regex=re.compile(r"^ loading (?:distributed |release )?checkpoint from \S+"),
         sample=" loading checkpoint from /ck at iteration 100",
-        source=f"{_CKPT} load_checkpoint: print_rank_0(f' loading {{\"distributed \" if …}}"
+        source=f'{_CKPT} load_checkpoint: print_rank_0(f\' loading {{"distributed " if …}}'
         "checkpoint from {load_dir} at iteration {iteration}')",
     ),
     Pattern(
@@ -264,8 +264,7 @@ class MegatronProgress(Stack):
             "saved_async",
             EventKind.CHECKPOINT_END,
             "Saved async checkpoint",
-            "2026-03-02 15:00:09\tJob ID: 4242\t# GPUs: 16\tSaved async checkpoint\t"
-            "Iteration: 500",
+            "2026-03-02 15:00:09\tJob ID: 4242\t# GPUs: 16\tSaved async checkpoint\tIteration: 500",
         ),
         _progress(
             "saved",

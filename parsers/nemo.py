@@ -17,7 +17,8 @@ What is recognised:
 * ``Scheduled async checkpoint save for <path>`` marks the save asynchronous (its blocking
   part ends here if no ``Save duration`` was printed), and ``Async checkpoint save for step N
   (<path>) finalized successfully[ at <epoch s>].`` ends it → ``checkpoint_end`` at the
-  finalize line with ``duration_s`` = the blocking part and ``persist_s`` = start → finalize.
+  finalize line with ``duration_s`` = the blocking part and ``persist_s`` = start → finalize;
+  its step is the start's (the finalize message prints the global step after it, one more).
 * A synchronous save ends at its ``Global Checkpoint Save`` line (reported once the next
   NeMo record shows no async scheduling followed) → ``checkpoint_end``, ``time`` = t + d.
 * ``Resuming training from checkpoint: <path>`` → ``resume`` (step from ``step=N`` in the
@@ -194,7 +195,9 @@ class NeMo(Stack):
     def _global(self, record: Record, m: re.Match[str]) -> list[Event]:
         step = parse_step(m["step"])
         save = self._save
-        if save is not None and save.blocking_s is not None:
+        if (save is not None and save.blocking_s is not None) or (
+            save is None and step is not None and step == self._closed_step
+        ):
             return []  # another rank's copy
         duration_s = float(m["duration_s"])
         if save is None or (save.start.step is not None and save.start.step != step):
@@ -218,6 +221,7 @@ class NeMo(Stack):
         if save is None or save.blocking_s is None:
             return []
         start = save.start
+        self._closed_step = start.step
         time = None if start.time is None else start.time + timedelta(seconds=save.blocking_s)
         return [
             Event(
@@ -244,7 +248,7 @@ class NeMo(Stack):
                 record.line,
                 self.name,
                 time=end,
-                step=parse_step(m["step"]),
+                step=save.start.step if save is not None else parse_step(m["step"]),
                 duration_s=save.blocking_s if save is not None else None,
                 persist_s=persist_s,
                 detail=m["path"][:200],

@@ -90,7 +90,9 @@ PATTERNS: tuple[Pattern, ...] = (
         name="saving_last",
         kind=EventKind.CHECKPOINT_START,
         keyword=" at last step, step ",
-        regex=re.compile(r"^Saving a (?:full|model only) checkpoint.* at last step, step (?P<step>\d+)"),
+        regex=re.compile(
+            r"^Saving a (?:full|model only) checkpoint.* at last step, step (?P<step>\d+)"
+        ),
         sample="[titan] 2025-06-17 02:10:00,100 - root - INFO - Saving a full checkpoint at last "
         "step, step 3000.",
         source=f'{_CKPT} _save_last_step: logger.info(f"Saving a full checkpoint at last step, '
@@ -122,8 +124,7 @@ PATTERNS: tuple[Pattern, ...] = (
         kind=EventKind.RUN_START,
         keyword="Training starts at step ",
         regex=re.compile(r"^Training starts at step (?P<step>\d+)"),
-        sample="[rank0]:[titan] 2025-06-16 22:10:03,001 - root - INFO - Training starts at step "
-        "1.",
+        sample="[rank0]:[titan] 2025-06-16 22:10:03,001 - root - INFO - Training starts at step 1.",
         source=f'{_TRAIN} train(): logger.info(f"Training starts at step {{self.step + 1}}")',
     ),
     Pattern(

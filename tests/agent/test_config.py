@@ -88,3 +88,25 @@ def test_token_from_environment_then_credentials_file(
     assert config.slack_token() == "xoxb-from-file"
     monkeypatch.setenv("MY_TOKEN", "xoxb-from-env")
     assert config.slack_token() == "xoxb-from-env"
+
+
+def test_job_format_is_checked_against_the_parsers() -> None:
+    """An unknown ``[[jobs]] format`` is an error naming the key and the known formats."""
+    data = {"jobs": [{"name": "a", "logs": ["/x/*.log"], "format": "megatron-lm"}]}
+    with pytest.raises(ConfigError, match=r"jobs\[0\]\.format: unknown format 'megatron-lm'.*nemo"):
+        parse_config(data, "c.toml")
+    assert (
+        parse_config({"jobs": [{"name": "a", "format": "megatron"}]}).jobs[0].format == "megatron"
+    )
+
+
+def test_custom_patterns_are_validated_at_load_with_their_key() -> None:
+    """A bad regex or kind in ``[[jobs.patterns]]`` names jobs[i].patterns[j].<key>."""
+    bad_regex = {"jobs": [{"name": "a", "patterns": [{"kind": "step", "regex": "(x"}]}]}
+    with pytest.raises(ConfigError, match=r"c\.toml: jobs\[0\]\.patterns\[0\]\.regex: bad regex"):
+        parse_config(bad_regex, "c.toml")
+    bad_kind = {"jobs": [{"name": "a", "patterns": [{"kind": "save", "regex": "x"}]}]}
+    with pytest.raises(ConfigError, match=r"jobs\[0\]\.patterns\[0\]\.kind: unknown kind 'save'"):
+        parse_config(bad_kind, "c.toml")
+    ok = {"jobs": [{"name": "a", "patterns": [{"kind": "step", "regex": r"it (?P<step>\d+)"}]}]}
+    assert parse_config(ok).jobs[0].patterns[0].compiled().regex.pattern == r"it (?P<step>\d+)"
