@@ -26,7 +26,8 @@ def test_a_custom_end_pattern_gives_step_time_and_duration() -> None:
 
 def test_a_custom_pattern_wins_over_the_stack_on_its_line() -> None:
     """A line a custom pattern matches is not also read by the stack (no double count)."""
-    line = "[INFO|trainer.py:3850] 2026-11-29 22:11:38,483 >> Saving model checkpoint to /o/checkpoint-5"
+    line = "[INFO|trainer.py:3850] 2026-11-29 22:11:38,483 >> Saving model checkpoint to "
+    line += "/o/checkpoint-5"
     rows = _feed([line], [("checkpoint_start", r"checkpoint-(?P<step>\d+)")], "hf_trainer")
     assert rows == [(EventKind.CHECKPOINT_START, 1, None, 5, None, None)]
 

@@ -163,7 +163,7 @@ def test_megatron_2024_takes_the_save_cost_from_the_timer_block() -> None:
 
 
 def test_megatron_2026_stamps_and_info_timer_prefix() -> None:
-    """2026 [%Y-%m-%d %H:%M:%S.%f] stamps; timer via INFO:megatron.core.timers; no timer -> stamps."""
+    """2026 stamps; timer after an INFO:megatron.core.timers header; no timer: end - start."""
     rows, _ = _events("megatron/megatron_2026.log", "megatron")
     t = utc
     assert rows == [
