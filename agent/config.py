@@ -22,7 +22,9 @@ from pydantic import (
     field_validator,
 )
 
+import parsers
 from agent.units import parse_duration_s
+from parsers.events import EventKind
 
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
@@ -90,12 +92,46 @@ class ParseConfig(_Section):
         return value
 
 
+class PatternConfig(_Section):
+    """``[[jobs.patterns]]``: a custom log pattern (``parsers/custom.py``)."""
+
+    kind: str
+    regex: str
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in {k.value for k in EventKind}:
+            known = ", ".join(k.value for k in EventKind)
+            raise ValueError(f"unknown kind {value!r}; known kinds: {known}")
+        return value
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        parsers.compile_pattern("checkpoint_end", value)  # ValueError names the problem
+        return value
+
+    def compiled(self) -> parsers.CustomPattern:
+        """The :class:`parsers.CustomPattern` the parsers take."""
+        return parsers.compile_pattern(self.kind, self.regex)
+
+
 class JobConfig(_Section):
     name: str = Field(min_length=1)
     logs: list[str] = Field(default_factory=list)
     timings: list[str] = Field(default_factory=list)
     format: str = "auto"
     gpus: int | None = Field(default=None, ge=1)
+    patterns: list[PatternConfig] = Field(default_factory=list)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in parsers.available_formats():
+            known = ", ".join(parsers.available_formats())
+            raise ValueError(f"unknown format {value!r}; known formats: {known}")
+        return value
 
     @field_validator("logs", "timings")
     @classmethod

@@ -61,7 +61,10 @@ def watch_specs(config: Config) -> list[WatchSpec]:
     specs = []
     for job in config.jobs:
         if job.logs:
-            specs.append(WatchSpec(job.name, tuple(job.logs), timing=False, fmt=job.format))
+            custom = tuple(pattern.compiled() for pattern in job.patterns)
+            specs.append(
+                WatchSpec(job.name, tuple(job.logs), timing=False, fmt=job.format, custom=custom)
+            )
         if job.timings:
             specs.append(WatchSpec(job.name, tuple(job.timings), timing=True))
     return specs

@@ -57,6 +57,8 @@ class WatchSpec:
     patterns: tuple[str, ...]
     timing: bool = False
     fmt: str = "auto"
+    custom: tuple[parsers.CustomPattern, ...] = ()
+    """Custom log patterns from the job's config (``[[jobs.patterns]]``)."""
 
 
 @dataclass
@@ -245,7 +247,7 @@ class Tailer:
                 truncations=0,
             )
         self._fds[path] = fd
-        parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz)
+        parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz, patterns=spec.custom)
         # Bytes already there when the path was first seen are history; later ones are live.
         live_from = first_size if not self._backfill else 1 << 62
         tracked = _Tracked(spec=spec, state=state, parser=parser, live_from=live_from)
@@ -284,7 +286,9 @@ class Tailer:
                 tracked.state = replace(
                     old, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(fd, head_len)
                 )
-                tracked.parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz)
+                tracked.parser = parsers.make_parser(
+                    _parser_format(spec, path), tz=self._tz, patterns=spec.custom
+                )
                 tracked.live_from = 0
                 stats.files += 1
                 self._read(tracked, path, stats, truncated=True)

@@ -11,8 +11,10 @@ Formats (:func:`available_formats`):
 
 * ``auto`` — timing file or log, decided by the first non-blank line; a log's stack is then
   detected line by line;
-* one per training stack (``hf_trainer``, ``lightning``): a module ``parsers/<stack>.py``
-  with its pattern table, registered in :data:`STACKS`;
+* one per training stack (``hf_trainer``, ``accelerate``, ``lightning``, ``nemo``,
+  ``deepspeed``, ``megatron``, ``torchtitan``, ``composer``) plus ``megatron_progress``
+  (Megatron's ``progress.txt``): a module ``parsers/<stack>.py`` with its pattern table,
+  registered in :data:`STACKS`;
 * ``timing_jsonl``, ``timing_csv`` — checkpoint timing files (DESIGN.md schema).
 
 Python tracebacks and bare CUDA/NCCL exception lines are recognised in every log, whatever the
@@ -21,29 +23,46 @@ stack (``parsers/traceback.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, tzinfo
 
+from parsers.accelerate import Accelerate
 from parsers.auto import AutoParser, StackFactory
+from parsers.composer import Composer
+from parsers.custom import CustomPattern, CustomPatterns, compile_pattern
+from parsers.deepspeed import DeepSpeed
 from parsers.events import Event, EventKind
 from parsers.hf_trainer import HfTrainer
 from parsers.lightning import Lightning
 from parsers.logs import AUTO, LogParser
+from parsers.megatron import Megatron, MegatronProgress
+from parsers.nemo import NeMo
 from parsers.stack import ParseContext
 from parsers.stream import Diagnostics, StreamParser
 from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
+from parsers.torchtitan import Torchtitan
 
 __all__ = [
     "STACKS",
+    "CustomPattern",
     "Event",
     "EventKind",
     "StreamParser",
     "available_formats",
+    "compile_pattern",
     "make_parser",
 ]
 
 STACKS: dict[str, StackFactory] = {
     HfTrainer.name: HfTrainer,
+    Accelerate.name: Accelerate,
     Lightning.name: Lightning,
+    NeMo.name: NeMo,
+    DeepSpeed.name: DeepSpeed,
+    Megatron.name: Megatron,
+    MegatronProgress.name: MegatronProgress,
+    Torchtitan.name: Torchtitan,
+    Composer.name: Composer,
 }
 """Training stacks by name, in auto-detection order. A new stack is one module plus one entry."""
 
@@ -53,24 +72,34 @@ def available_formats() -> list[str]:
     return [AUTO, *STACKS, JSONL, CSV]
 
 
-def make_parser(fmt: str = AUTO, *, tz: tzinfo = UTC, year_hint: int | None = None) -> StreamParser:
+def make_parser(
+    fmt: str = AUTO,
+    *,
+    tz: tzinfo = UTC,
+    year_hint: int | None = None,
+    patterns: Sequence[CustomPattern] = (),
+) -> StreamParser:
     """Return a new stateful parser for one source file.
 
     Args:
         fmt: one of :func:`available_formats`.
         tz: zone of naive wall-clock stamps in logs (the training nodes' local zone); events
             carry aware UTC times. Timing files ignore it: their naive times are UTC.
-        year_hint: year for stamps printed without one (no current stack needs it).
+        year_hint: year for stamps printed without one (no training stack's own prefix
+            lacks the year; kept for failure-side formats).
+        patterns: custom patterns (:func:`compile_pattern`, from the config) searched in
+            every log line before the stack; ignored by the timing formats.
 
     Raises:
         ValueError: ``fmt`` is not a known format; the message lists the known ones.
     """
     diagnostics = Diagnostics()
     context = ParseContext(tz=tz, year_hint=year_hint, report=diagnostics.report)
+    custom = CustomPatterns(patterns, tz, diagnostics.report) if patterns else None
     if fmt == AUTO:
-        return AutoParser(context, tuple(STACKS.values()), diagnostics)
+        return AutoParser(context, tuple(STACKS.values()), diagnostics, custom)
     if fmt in STACKS:
-        return LogParser([STACKS[fmt](context)], diagnostics)
+        return LogParser([STACKS[fmt](context)], diagnostics, custom)
     if fmt == JSONL:
         return TimingJsonlParser(diagnostics)
     if fmt == CSV:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from parsers.custom import CustomPatterns
 from parsers.events import Event
 from parsers.logs import AUTO, LogParser
 from parsers.stack import ParseContext, Stack
@@ -23,9 +24,14 @@ class AutoParser(StreamParser):
     """
 
     def __init__(
-        self, context: ParseContext, stacks: tuple[StackFactory, ...], diagnostics: Diagnostics
+        self,
+        context: ParseContext,
+        stacks: tuple[StackFactory, ...],
+        diagnostics: Diagnostics,
+        custom: CustomPatterns | None = None,
     ) -> None:
         super().__init__(AUTO, diagnostics)
+        self._custom = custom
         self._context = context
         self._stacks = stacks
         self._delegate: StreamParser | None = None
@@ -57,4 +63,4 @@ class AutoParser(StreamParser):
             return TimingJsonlParser(diagnostics)
         if timing == CSV:
             return TimingCsvParser(diagnostics)
-        return LogParser([make(self._context) for make in self._stacks], diagnostics)
+        return LogParser([make(self._context) for make in self._stacks], diagnostics, self._custom)

@@ -17,7 +17,10 @@ What is recognised:
   gives nothing.
 * ``` `Trainer.fit` stopped: `max_steps=N` reached.``` (or any other ``Trainer.fit`` stop
   reason) → ``run_end`` (step N for ``max_steps``).
-* ``GPU available: …`` and warning paths under ``lightning/pytorch/`` only identify the stack.
+* ``An <Exc> was raised with message: …, saved checkpoint to <path>`` (a save on an exception)
+  → ``checkpoint_end`` with no duration (step from the path, if any).
+* ``GPU available: …``, ``[rank: N] …`` messages and warning paths under
+  ``lightning/pytorch/`` only identify the stack.
 
 Lightning's own progress bars count batches within the epoch, not global steps (FORMATS.md §0.12),
 so they give no ``step`` events.
@@ -68,6 +71,26 @@ PATTERNS: tuple[Pattern, ...] = (
         sample="`Trainer.fit` stopped: `max_steps=200` reached.",
         source="lightning 2.6 src/lightning/pytorch/loops/fit_loop.py done: "
         'rank_zero_info(f"`Trainer.fit` stopped: `max_steps={self.max_steps!r}` reached.")',
+    ),
+    Pattern(
+        name="exception_save",
+        kind=EventKind.CHECKPOINT_END,
+        keyword=", saved checkpoint to ",
+        regex=re.compile(
+            r"^An \w+ was raised with message: .*, saved checkpoint to (?P<path>\S.*)"
+        ),
+        sample="An KeyboardInterrupt was raised with message:                         , saved "
+        "checkpoint to /ck/on_exception.ckpt",
+        source="lightning 2.6 src/lightning/pytorch/callbacks/on_exception_checkpoint.py "
+        "(FORMATS.md §3; not printed by lightning 2.6.6's OnExceptionCheckpoint in the capture)",
+    ),
+    Pattern(
+        name="rank_prefix",
+        kind=None,
+        keyword="[rank: ",
+        regex=re.compile(r"^\[rank: \d+\] "),
+        sample="[rank: 0] Received SIGTERM: 15",
+        source='lightning_utilities rank_prefixed_message: f"[rank: {rank}] {message}"',
     ),
     Pattern(
         name="gpu_available",

@@ -8,6 +8,8 @@ Per physical line:
 3. Unless a traceback is open or the stack waits for a continuation line, a line that holds
    none of the keywords (literals of every header, pattern and failure start) stops here: most
    of a big log is bar redraws, and they cost a few substring scans.
+0. Custom patterns from the config (``parsers/custom.py``), if any, are searched first in
+   every line; a line one of them finds gives their events and nothing else.
 4. Otherwise the line is cut into record pieces (``\\r``, bars dropped) and each piece goes to
    the failure recogniser first (``parsers/failures.py``: launcher banners, tracebacks, the
    torchrun/NCCL/Slurm/kernel rules), then, if it did not take it, to the stack; an
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from parsers.custom import CustomPatterns
 from parsers.events import Event, EventKind
 from parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from parsers.failures import FailureLines
@@ -49,9 +52,15 @@ class LogParser(StreamParser):
     ``time_estimated`` — accurate to a second, where the last record's time can be hours off.
     """
 
-    def __init__(self, stacks: Sequence[Stack], diagnostics: Diagnostics | None = None) -> None:
+    def __init__(
+        self,
+        stacks: Sequence[Stack],
+        diagnostics: Diagnostics | None = None,
+        custom: CustomPatterns | None = None,
+    ) -> None:
         if not stacks:
             raise ValueError("LogParser needs at least one stack")
+        self._custom = custom
         self._candidates = tuple(stacks)
         self._stack: Stack | None = stacks[0] if len(stacks) == 1 else None
         super().__init__(self._stack.name if self._stack else AUTO, diagnostics)
@@ -64,6 +73,12 @@ class LogParser(StreamParser):
 
     def _feed(self, line: str, lineno: int) -> list[Event]:
         line = strip_ansi(line)
+        if self._custom:
+            found = self._custom.feed(line, lineno)
+            if found:
+                custom_events: list[Event] = []
+                self._note(custom_events, found)
+                return self._dated(custom_events)
         events: list[Event] = []
         wanted = self._wanted(line)
         if self._stack is None and wanted:  # detect before the bar, which precedes the record
@@ -88,14 +103,17 @@ class LogParser(StreamParser):
     @property
     def line_filter(self) -> LineFilter | None:
         """Keyword lines (step 3 above) and, for a stack that reads bars, progress lines; ``None``
-        while a traceback is open or the stack waits for a continuation line."""
+        while a traceback is open or the stack waits for a continuation line, and always with
+        custom patterns (arbitrary regexes: no literal tells which lines they need)."""
         stack = self._stack
-        if self._failures.active or (stack is not None and stack.pending):
+        if self._custom or self._failures.active or (stack is not None and stack.pending):
             return None
         return self._filter
 
     def _dated(self, events: list[Event]) -> list[Event]:
         """Give untimed events the bar clock's time; restart the clock at a run's start."""
+        if self._stack is None or not self._stack.reads_bars:
+            return events  # no bar, no bar clock
         for i, event in enumerate(events):
             if event.kind in (EventKind.RUN_START, EventKind.RESUME) and event.time is not None:
                 self._bar_origin = self._bar_time = event.time

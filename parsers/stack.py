@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 from typing import ClassVar
 
 from parsers.events import Event, EventKind
 from parsers.text import Bar
+from parsers.timestamps import parse_epoch, parse_ymd_hms
 
 DETAIL_CHARS = 200
 """Longest ``Event.detail`` a stack writes."""
@@ -55,6 +56,8 @@ class Header:
         sample: a real line with this prefix.
         source: the format string's file and version.
         identifies_stack: True when only this stack writes this prefix (auto-detection).
+        in_prefilter: False when the keyword is too common to select lines by itself (the
+            stack then reads only lines holding one of its pattern keywords).
     """
 
     keyword: str
@@ -63,6 +66,7 @@ class Header:
     sample: str
     source: str
     identifies_stack: bool
+    in_prefilter: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +78,11 @@ class Pattern:
         kind: the event this message is, or ``None`` when it only feeds the stack's state or
             identifies the stack.
         keyword: a literal present in every message the regex matches (prefilter).
-        regex: searched in the message; optional groups ``step`` (int) and ``path`` (goes to
-            ``Event.detail``; the step is read from it with ``step_in_path`` if no ``step``).
+        regex: searched in the message; optional groups ``step`` (int), ``path`` (goes to
+            ``Event.detail``; the step is read from it with ``step_in_path`` if no ``step``),
+            ``time`` (``YYYY-MM-DD HH:MM:SS[.ffffff]`` in the message, read in ``tz``),
+            ``epoch_s`` (Unix seconds in the message, e.g. NeMo's ``time.time()``; wins over the
+            header's time), ``duration_s`` / ``duration_ms`` (the save's printed duration).
         sample: a real line with this message.
         source: the framework file and version that prints it.
         identifies_stack: False for wording other stacks print too (auto-detection skips it).
@@ -110,6 +117,18 @@ class Record:
     continued: bool = False
 
 
+def _duration_s(groups: dict[str, str | None]) -> float | None:
+    """Seconds from a ``duration_s`` or ``duration_ms`` group (``1,234.5`` allowed)."""
+    for name, scale in (("duration_s", 1.0), ("duration_ms", 1e-3)):
+        text = groups.get(name)
+        if text:
+            try:
+                return float(text.replace(",", "")) * scale
+            except ValueError:
+                return None
+    return None
+
+
 def parse_step(digits: str) -> int | None:
     """``int(digits)`` for a plausible step count (at most 15 digits), else ``None``."""
     return int(digits) if len(digits) <= 15 else None
@@ -128,10 +147,21 @@ class Stack:
     def __init__(self, context: ParseContext) -> None:
         self.context = context
         self.keywords: tuple[str, ...] = tuple(
-            dict.fromkeys([h.keyword for h in self.headers] + [p.keyword for p in self.patterns])
+            dict.fromkeys(
+                [h.keyword for h in self.headers if h.in_prefilter]
+                + [p.keyword for p in self.patterns]
+            )
         )
         self._headed_blank: Record | None = None
         self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
+        self._open_save: Event | None = None
+        """The ``checkpoint_start`` of the save in progress (default pairing)."""
+        self._closed_step: int | None = None
+        """Step of the last save whose end was reported (repeated end lines are dropped)."""
+        self.last_step: int | None = None
+        """Last step this stack's own events confirmed (a step line, a save, a resume)."""
+        self._resumed: tuple[int | None] | None = None
+        """(step,) of the resume just reported, until training moves on."""
 
     @property
     def pending(self) -> bool:
@@ -160,11 +190,66 @@ class Stack:
         return None
 
     def on_record(self, record: Record) -> list[Event]:
-        """Turn one record into events; the default is a lookup in :attr:`patterns`."""
+        """Turn one record into events: a lookup in :attr:`patterns`, then :meth:`pair`."""
         hit = self.match(record.msg)
         if hit is None or hit[0].kind is None:
             return []
-        return [self.event(hit[0].kind, record, hit[1])]
+        return self.pair(self.event(hit[0].kind, record, hit[1]))
+
+    def pair(self, event: Event) -> list[Event]:
+        """Pair checkpoint starts with ends; return the events to report.
+
+        * ``checkpoint_start`` opens a save. A second start line of the save already open
+          (same step, e.g. DeepSpeed's ``is about to be saved!`` then ``Saving model
+          checkpoint:`` from ranks 0 and 1) gives nothing.
+        * ``checkpoint_end`` closes it: ``step`` defaults to the open save's step, then to
+          :attr:`last_step`; ``duration_s`` (unless the line printed one) is the end's time
+          minus the start's, when both are known. A repeated end line of a save already
+          closed (DeepSpeed prints ``is ready now!`` on every rank) gives nothing.
+        * a ``step``, ``resume`` or ``run_start`` abandons an open save that never ended.
+        * a ``resume`` right after a resume at the same step (DeepSpeed prints a load line per
+          file and rank; Megatron, torchtitan and Accelerate print two) gives nothing.
+        """
+        kind = event.kind
+        if kind is EventKind.CHECKPOINT_START:
+            step = event.step if event.step is not None else self.last_step
+            if self._open_save is not None and self._open_save.step == step:
+                return []
+            self._open_save = replace(event, step=step)
+            self._closed_step = None
+            event = self._open_save
+        elif kind is EventKind.CHECKPOINT_END:
+            start, self._open_save = self._open_save, None
+            step = event.step
+            if step is None:
+                step = start.step if start is not None else self.last_step
+            if start is None and step is not None and step == self._closed_step:
+                return []
+            duration_s = event.duration_s
+            if (
+                duration_s is None
+                and start is not None
+                and start.time is not None
+                and event.time is not None
+            ):
+                duration_s = (event.time - start.time).total_seconds()
+                if duration_s < 0:
+                    self.context.report(event.line, "checkpoint ends before it starts")
+                    duration_s = None
+            self._closed_step = step
+            event = replace(event, step=step, duration_s=duration_s)
+        elif kind is EventKind.RESUME:
+            if self._resumed == (event.step,):
+                return []  # the same resume, printed again (another rank, file, or wording)
+            self._open_save = None
+            self._resumed = (event.step,)
+        if kind in (EventKind.STEP, EventKind.RUN_START):
+            self._open_save = None
+        if kind is not EventKind.RESUME:
+            self._resumed = None
+        if event.step is not None:
+            self.last_step = event.step
+        return [event]
 
     def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
         """React to the last tqdm bar state on line ``lineno`` (only if :attr:`reads_bars`).
@@ -215,16 +300,32 @@ class Stack:
     def event(
         self, kind: EventKind, record: Record, m: re.Match[str], step: int | None = None
     ) -> Event:
-        """Build the event ``kind`` for a pattern match; ``step`` overrides :meth:`step_from`."""
-        path = m.groupdict().get("path")
+        """Build the event ``kind`` for a pattern match; ``step`` overrides :meth:`step_from`.
+
+        The time is the ``epoch_s`` or ``time`` group if the message prints one, else the
+        header's; ``duration_s`` comes from a ``duration_s`` or ``duration_ms`` group.
+        """
+        groups = m.groupdict()
+        path = groups.get("path")
         return Event(
             kind,
             record.line,
             self.name,
-            time=self.time_of(record),
+            time=self._message_time(record, groups),
             step=step if step is not None else self.step_from(m),
+            duration_s=_duration_s(groups),
             detail=(path or m.group())[:DETAIL_CHARS],
         )
+
+    def _message_time(self, record: Record, groups: dict[str, str | None]) -> datetime | None:
+        try:
+            if groups.get("epoch_s"):
+                return parse_epoch(float(groups["epoch_s"] or ""))
+            if groups.get("time"):
+                return parse_ymd_hms(groups["time"] or "", self.context.tz)
+        except ValueError as exc:
+            self.context.report(record.line, f"bad timestamp: {exc}")
+        return self.time_of(record)
 
     def _record(self, text: str, lineno: int, *, continues: bool = True) -> Record:
         for header in self.headers:

@@ -113,3 +113,25 @@ def test_bad_metrics_listen_names_the_key(listen: str) -> None:
     """A listen value without a usable port is rejected, naming metrics.listen."""
     with pytest.raises(ConfigError, match=r"c\.toml: metrics\.listen: listen"):
         parse_config({"metrics": {"listen": listen}}, "c.toml")
+
+
+def test_job_format_is_checked_against_the_parsers() -> None:
+    """An unknown ``[[jobs]] format`` is an error naming the key and the known formats."""
+    data = {"jobs": [{"name": "a", "logs": ["/x/*.log"], "format": "megatron-lm"}]}
+    with pytest.raises(ConfigError, match=r"jobs\[0\]\.format: unknown format 'megatron-lm'.*nemo"):
+        parse_config(data, "c.toml")
+    assert (
+        parse_config({"jobs": [{"name": "a", "format": "megatron"}]}).jobs[0].format == "megatron"
+    )
+
+
+def test_custom_patterns_are_validated_at_load_with_their_key() -> None:
+    """A bad regex or kind in ``[[jobs.patterns]]`` names jobs[i].patterns[j].<key>."""
+    bad_regex = {"jobs": [{"name": "a", "patterns": [{"kind": "step", "regex": "(x"}]}]}
+    with pytest.raises(ConfigError, match=r"c\.toml: jobs\[0\]\.patterns\[0\]\.regex: bad regex"):
+        parse_config(bad_regex, "c.toml")
+    bad_kind = {"jobs": [{"name": "a", "patterns": [{"kind": "save", "regex": "x"}]}]}
+    with pytest.raises(ConfigError, match=r"jobs\[0\]\.patterns\[0\]\.kind: unknown kind 'save'"):
+        parse_config(bad_kind, "c.toml")
+    ok = {"jobs": [{"name": "a", "patterns": [{"kind": "step", "regex": r"it (?P<step>\d+)"}]}]}
+    assert parse_config(ok).jobs[0].patterns[0].compiled().regex.pattern == r"it (?P<step>\d+)"

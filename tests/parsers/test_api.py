@@ -43,7 +43,20 @@ FORBIDDEN_CALLS = {"open", "input", "print", "exec", "eval", "__import__"}
 
 def test_available_formats_lists_auto_stacks_and_timing_files() -> None:
     """``auto`` first, then every stack, then the timing formats."""
-    assert available_formats() == ["auto", "hf_trainer", "lightning", "timing_jsonl", "timing_csv"]
+    assert available_formats() == [
+        "auto",
+        "hf_trainer",
+        "accelerate",
+        "lightning",
+        "nemo",
+        "deepspeed",
+        "megatron",
+        "megatron_progress",
+        "torchtitan",
+        "composer",
+        "timing_jsonl",
+        "timing_csv",
+    ]
 
 
 def test_every_format_makes_a_parser() -> None:
@@ -55,9 +68,9 @@ def test_every_format_makes_a_parser() -> None:
 def test_an_unknown_format_is_named_with_the_known_ones() -> None:
     """The error names the bad format and lists every known one."""
     with pytest.raises(
-        ValueError, match=r"'megatron'.*auto, hf_trainer, lightning, timing_jsonl, timing_csv"
+        ValueError, match=r"'megatron-lm'.*auto, hf_trainer, accelerate, .*, timing_csv"
     ):
-        make_parser("megatron")
+        make_parser("megatron-lm")
 
 
 def _modules() -> list[Path]:
