@@ -56,5 +56,7 @@ def test_custom_patterns_make_the_parser_ask_for_every_line() -> None:
     custom = make_parser(
         "auto", patterns=[compile_pattern("checkpoint_end", r"ckpt (?P<step>\d+)")]
     )
+    for parser in (plain, custom):
+        parser.feed("[INFO|trainer.py:1618] 2026-11-29 22:11:34,899 >> ***** Running training", 1)
     assert plain.line_filter is not None
     assert custom.line_filter is None
