@@ -43,10 +43,13 @@ BASE = JobEstimate(
 def at(
     ratio: float, recommended_s: float = 7000.0, *, n_failures: int = 5, n_checkpoints: int = 20
 ) -> JobEstimate:
-    """An estimate whose current interval is ``ratio`` times ``recommended_s``."""
+    """An estimate whose current interval is ``ratio`` times ``recommended_s``, with the
+    optimum's confidence band at ±20% of it."""
     return dataclasses.replace(
         BASE,
         drift_ratio=ratio,
+        current_interval_s=ratio * recommended_s,
+        recommended_interval_ci_s=(0.8 * recommended_s, 1.2 * recommended_s),
         recommended_interval_s=recommended_s,
         n_failures=n_failures,
         n_checkpoints=n_checkpoints,

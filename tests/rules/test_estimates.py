@@ -59,7 +59,8 @@ def test_cost_is_none_without_any_duration() -> None:
 
 def test_cost_interval_is_the_order_statistic_interval_of_the_median() -> None:
     """For n = 20 at 90% the interval is [x(6), x(15)]: P(Bin(20, 1/2) <= 5) = 0.0207 <= 0.05."""
-    cost = estimate_checkpoint_cost([float(v) for v in range(20, 0, -1)], [], window=20)
+    shuffled = (7, 14, 2, 19, 11, 5, 16, 9, 1, 20, 13, 4, 17, 8, 12, 3, 18, 10, 6, 15)
+    cost = estimate_checkpoint_cost([float(v) for v in shuffled], [], window=20)
     assert cost is not None
     assert cost.cost_s == 10.5
     assert cost.ci_s == (6.0, 15.0)
