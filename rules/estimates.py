@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -542,6 +542,7 @@ class WeibullFit:
         scale_s: MLE of the scale λ, seconds.
         mean_s: mean time between failures of the fit, ``λ·Γ(1 + 1/k)``, seconds.
         n_failures: interruptions the fit used.
+        p_exponential: p-value of the likelihood-ratio test of k = 1 (the exponential).
     """
 
     shape: float
@@ -549,12 +550,44 @@ class WeibullFit:
     scale_s: float
     mean_s: float
     n_failures: int
+    p_exponential: float
 
     @property
     def not_exponential(self) -> bool:
-        """True when k = 1 lies outside the shape's confidence interval (a likelihood-ratio test
-        of the exponential at the interval's level)."""
-        return not self.shape_ci[0] <= 1.0 <= self.shape_ci[1]
+        """True when the shape is clearly not 1: the likelihood-ratio test rejects the
+        exponential at the 1% level. A 10% level would call one exponential job in ten Weibull."""
+        return self.p_exponential < 0.01
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the fitted lives,
+        ``sqrt(Γ(1 + 2/k) / Γ(1 + 1/k)² − 1)`` (1 for the exponential; ≈ 1.46 at k = 0.7)."""
+        return math.sqrt(
+            math.gamma(1.0 + 2.0 / self.shape) / math.gamma(1.0 + 1.0 / self.shape) ** 2 - 1.0
+        )
+
+
+def widen_mtbf_ci(mtbf: MtbfEstimate, cv: float) -> MtbfEstimate:
+    """The chi-square interval of M stretched (in log scale, about M) by the lives' CV.
+
+    The chi-square interval of :func:`estimate_mtbf` assumes exponential lives, whose
+    coefficient of variation is 1; a mean of n lives has a standard deviation of ``CV·M/√n``, so
+    for lives with another CV (a Weibull fit, :attr:`WeibullFit.cv`) each bound becomes
+    ``M·(bound/M)^CV``: wider for k < 1 (failures in bursts), narrower for k > 1. A delta-method
+    approximation (Meeker & Escobar 1998, appendix B.2); M itself is unchanged.
+
+    Raises:
+        ValueError: ``cv`` is not finite and > 0.
+    """
+    stretch = require_positive("cv", cv)
+    point = mtbf.mtbf_s
+    if point is None:
+        return mtbf
+
+    def bound(value: float | None) -> float | None:
+        return None if value is None else point * (value / point) ** stretch
+
+    return replace(mtbf, lower_s=bound(mtbf.lower_s), upper_s=bound(mtbf.upper_s))
 
 
 def fit_weibull(
@@ -618,6 +651,7 @@ def fit_weibull(
         return math.exp(float(brentq(lambda x: top - loglik(x) - drop, *sorted((log_k, bound)))))
 
     k = math.exp(log_k)
+    p_exponential = float(chi2.sf(max(0.0, 2.0 * (top - loglik(0.0))), 1))
     scale_s = unit * math.exp((float(logsumexp(k * log_all)) - math.log(r)) / k)
     return WeibullFit(
         shape=k,
@@ -625,4 +659,5 @@ def fit_weibull(
         scale_s=scale_s,
         mean_s=scale_s * float(gamma(1.0 + 1.0 / k)),
         n_failures=r,
+        p_exponential=p_exponential,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from rules.estimates import (
     save_index,
     scale_mtbf,
     step_time_s,
+    widen_mtbf_ci,
 )
 from rules.interval import (
     daly_interval_s,
@@ -100,11 +100,13 @@ def estimate_job(
       fleet divided by ``units`` (:func:`rules.estimates.scale_mtbf`): a new job starts from its
       fleet's rate;
     - with at least ``min_weibull_failures`` failures, the running time between them is fitted
-      with a Weibull (:func:`rules.estimates.fit_weibull`); when its shape is clearly not 1 (1
-      outside its interval), M is the fit's mean ``λ·Γ(1 + 1/k)``, the interval staying the
-      chi-square one. The optimum fixed interval of a renewal process depends on the lives'
-      mean far more than on their shape (``ckpt-advisor simulate`` shows it), so Daly's formula
-      is kept.
+      with a Weibull (:func:`rules.estimates.fit_weibull`); when its shape is clearly not 1
+      (likelihood-ratio test at 1%), M's interval (and so the optimum's band) is stretched by
+      the fit's coefficient of variation (:func:`rules.estimates.widen_mtbf_ci`). M itself stays
+      ``E / n``, which estimates the mean life of any renewal process without leaning on the
+      fitted tail, and Daly's formula is kept: the best fixed interval of a renewal process
+      depends on the lives' mean far more than on their shape (``ckpt-advisor simulate
+      --shape 0.7 --sweep`` finds it within Monte Carlo noise of Daly's).
 
     The excess waste is ``(W(current) − W(recommended)) × gpus × 24`` GPU-hours per day, times
     ``price_per_gpu_hour`` for money, when those are given.
@@ -180,7 +182,7 @@ def estimate_job(
         )
         mtbf, mtbf_source = scale_mtbf(pooled, 1.0 / units), "fleet"
     elif weibull is not None and weibull.not_exponential:
-        mtbf, mtbf_source = replace(own, mtbf_s=weibull.mean_s), "weibull"
+        mtbf, mtbf_source = widen_mtbf_ci(own, weibull.cv), "weibull"
     if mtbf.mtbf_s is None:
         mtbf_source = None
     current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
@@ -291,10 +293,14 @@ def _more_notes(
         )
     if weibull is not None and weibull.not_exponential:
         low, high = weibull.shape_ci
-        trend = "cluster soon after restarts" if weibull.shape < 1 else "grow with running time"
+        trend, change = (
+            ("cluster soon after restarts", "widened")
+            if weibull.shape < 1
+            else ("grow with running time", "narrowed")
+        )
         notes.append(
             f"times between failures fit a Weibull of shape {weibull.shape:.2f} "
-            f"({low:.2f}–{high:.2f}): failures {trend}; M is the fit's mean"
+            f"({low:.2f}–{high:.2f}): failures {trend}; M's interval is {change} to match"
         )
     if mtbf_source == "fleet" and fleet is not None and units is not None:
         notes.append(
