@@ -266,6 +266,8 @@ def estimate_job(
         gpus=gpus,
         excess_gpu_hours_per_day=excess_gpu_h,
         excess_cost_per_day=excess_money,
+        lives_s=tuple(float(g) for g in gaps_s),
+        lives_tail_s=tail_s,
     )
 
 

@@ -61,7 +61,9 @@ class JobEstimate:
     rate rescaled while the job has too few failures of its own) and how many failures stand
     behind it; M per failure class; the Weibull shape and its interval; the job's size in units
     (nodes, else GPUs) and M per unit; the excess waste of the current interval over the
-    recommended one in GPU-hours and money per day.
+    recommended one in GPU-hours and money per day; the recorded running time before each
+    counted interruption and since the last (``lives_s``, ``lives_tail_s``: what a backtest
+    replays; not part of the JSON).
     """
 
     job: str
@@ -103,6 +105,8 @@ class JobEstimate:
     gpus: int | None = None
     excess_gpu_hours_per_day: float | None = None
     excess_cost_per_day: float | None = None
+    lives_s: tuple[float, ...] = ()
+    lives_tail_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

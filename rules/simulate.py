@@ -226,17 +226,3 @@ def interval_grid_s(
     require_count("points", points, minimum=2)
     center = daly_interval_s(mtbf_s, cost_s)
     return [float(x) for x in center * np.geomspace(1.0 / span, span, points)]
-
-
-def best_interval(results: Sequence[SimulatedInterval]) -> SimulatedInterval:
-    """The interval with the least mean waste among ``results``.
-
-    The waste curve is flat near its optimum (k× off costs ``(k + 1/k)/2``), so neighbours of
-    the best are within Monte Carlo error of it; read ``waste_stderr`` before trusting digits.
-
-    Raises:
-        ValueError: ``results`` is empty.
-    """
-    if not results:
-        raise ValueError("results must not be empty")
-    return min(results, key=lambda r: r.waste_fraction)
