@@ -183,7 +183,7 @@ def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
         )
     if e.weibull_shape is not None and e.weibull_shape_ci is not None:
         low, high = e.weibull_shape_ci
-        used = "; used for M" if e.mtbf_source == "weibull" else "; close to 1 (exponential)"
+        used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
         facts.append(("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f} to {high:.2f}){used}"))
     if e.mtbf_per_unit_s is not None and e.units is not None:
         source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""

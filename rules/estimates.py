@@ -628,22 +628,26 @@ def fit_weibull(
     if r < min_failures:
         return None
     from scipy.optimize import brentq, minimize_scalar
-    from scipy.special import gamma, logsumexp
-    from scipy.stats import chi2
+    from scipy.special import chdtrc, chdtri  # χ² survival function and its inverse
 
     unit = float(np.mean(failed))  # work in units of the mean gap: no overflow in u**k
     log_failed = np.log(failed / unit)
     log_all = np.concatenate((log_failed, [math.log(tail / unit)] if tail > 0 else []))
     sum_log = float(log_failed.sum())
 
+    def log_sum_pow(k: float) -> float:  # ln Σ u_j^k, without overflow
+        scaled = k * log_all
+        top = float(scaled.max())
+        return top + math.log(float(np.exp(scaled - top).sum()))
+
     def loglik(log_k: float) -> float:
         k = math.exp(log_k)
-        return r * log_k - r * (float(logsumexp(k * log_all)) - math.log(r)) + (k - 1) * sum_log
+        return r * log_k - r * (log_sum_pow(k) - math.log(r)) + (k - 1) * sum_log
 
     lo, hi = math.log(0.02), math.log(50.0)
     best = minimize_scalar(lambda x: -loglik(x), bounds=(lo, hi), method="bounded")
     log_k, top = float(best.x), -float(best.fun)
-    drop = float(chi2.ppf(level, 1)) / 2.0
+    drop = float(chdtri(1, 1.0 - level)) / 2.0
 
     def edge(bound: float) -> float:
         if top - loglik(bound) <= drop:
@@ -651,13 +655,13 @@ def fit_weibull(
         return math.exp(float(brentq(lambda x: top - loglik(x) - drop, *sorted((log_k, bound)))))
 
     k = math.exp(log_k)
-    p_exponential = float(chi2.sf(max(0.0, 2.0 * (top - loglik(0.0))), 1))
-    scale_s = unit * math.exp((float(logsumexp(k * log_all)) - math.log(r)) / k)
+    p_exponential = float(chdtrc(1, max(0.0, 2.0 * (top - loglik(0.0)))))
+    scale_s = unit * math.exp((log_sum_pow(k) - math.log(r)) / k)
     return WeibullFit(
         shape=k,
         shape_ci=(edge(lo), edge(hi)),
         scale_s=scale_s,
-        mean_s=scale_s * float(gamma(1.0 + 1.0 / k)),
+        mean_s=scale_s * math.gamma(1.0 + 1.0 / k),
         n_failures=r,
         p_exponential=p_exponential,
     )
