@@ -13,14 +13,14 @@ import pytest
 from rules.interval import daly_interval_s
 from rules.job import estimate_job
 from rules.model import FleetRate, Observation, Status
-from tests.rules.simulate import T0, hf_like_crash, obs, simulate_trace
+from tests.rules.simulate import T0, Trace, hf_like_crash, obs, simulate_trace
 
 DAY_S = 86400.0
 
 
-def test_a_simulated_job_is_estimated_from_its_truth() -> None:
-    """Exposure, failures, C, step time and both intervals come out as simulated."""
-    trace = simulate_trace(
+def ten_days_of_llama() -> Trace:
+    """10 days with M = 1 day, 2 s steps, a 60 s save every 900 steps, 30 min down per failure."""
+    return simulate_trace(
         np.random.default_rng(7),
         mtbf_s=DAY_S,
         horizon_s=10 * DAY_S,
@@ -30,6 +30,11 @@ def test_a_simulated_job_is_estimated_from_its_truth() -> None:
         cost_s=60.0,
         downtime_s=1800.0,
     )
+
+
+def test_a_simulated_job_is_estimated_from_its_truth() -> None:
+    """Exposure, failures, C, step time and both intervals come out as simulated."""
+    trace = ten_days_of_llama()
     estimate = estimate_job("llama", trace.observations, now_s=T0 + 100 * DAY_S)
     assert estimate.n_failures == trace.n_failures == 8
     assert estimate.exposure_s == pytest.approx(trace.exposure_s, rel=1e-9)
@@ -309,15 +314,7 @@ def test_a_job_without_failures_starts_from_its_fleets_per_node_rate() -> None:
 
 def test_excess_waste_is_given_in_gpu_hours_and_money() -> None:
     """On 64 GPUs at 2.5 a GPU-hour the excess is (W_now − W_best)·64·24 GPU-hours a day."""
-    trace = simulate_trace(
-        np.random.default_rng(7),
-        mtbf_s=DAY_S,
-        horizon_s=10 * DAY_S,
-        step_time_s=2.0,
-        log_steps=50,
-        save_steps=900,
-        cost_s=60.0,
-    )
+    trace = ten_days_of_llama()
     estimate = estimate_job("llama", trace.observations, now_s=0.0, gpus=64, price_per_gpu_hour=2.5)
     assert estimate.waste_fraction_current is not None
     assert estimate.waste_fraction_recommended is not None
