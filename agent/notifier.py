@@ -168,19 +168,14 @@ def _waste_fact(e: JobEstimate, gpus: int | None, currency: str) -> str:
     return text
 
 
+def _class_mtbf(mtbf_s: float | None) -> str:
+    """`` (M 9h 27m)`` for a failure class whose own MTBF is known, else nothing."""
+    return "" if mtbf_s is None else f" (M {format_duration(mtbf_s)})"
+
+
 def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
-    """Per-class M, the Weibull shape, the per-unit M and where M comes from."""
+    """The Weibull shape, the per-unit M and where M comes from."""
     facts: list[tuple[str, str]] = []
-    if e.mtbf_by_class_s and len(e.mtbf_by_class_s) > 1:
-        facts.append(
-            (
-                "M by class",
-                ", ".join(
-                    f"{_one_line(name)} {format_duration(value) if value else 'unknown'}"
-                    for name, value in sorted(e.mtbf_by_class_s.items())
-                ),
-            )
-        )
     if e.weibull_shape is not None and e.weibull_shape_ci is not None:
         low, high = e.weibull_shape_ci
         used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
@@ -249,7 +244,8 @@ def _fact_groups(
     ]
     if e.failure_classes:
         classes = ", ".join(
-            f"{_one_line(name)} ×{count}" for name, count in sorted(e.failure_classes.items())
+            f"{_one_line(name)} ×{count}" + _class_mtbf(e.mtbf_by_class_s.get(name))
+            for name, count in sorted(e.failure_classes.items())
         )
         inputs.append(("Failures by class", classes))
     if e.restart_cost_s is not None:

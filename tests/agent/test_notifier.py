@@ -317,7 +317,7 @@ def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) 
 
 
 def test_format_message_shows_money_classes_weibull_and_persist() -> None:
-    """Money per day, M by class, the Weibull shape, M per node, a changed C and a persist
+    """Money per day, M per class, the Weibull shape, M per node, a changed C and a persist
     slower than the interval all appear in the message."""
     estimate = _estimate(
         excess_cost_per_day=768.0,
@@ -333,7 +333,7 @@ def test_format_message_shows_money_classes_weibull_and_persist() -> None:
     message = format_message(estimate, NOTIFY, gpus=64, currency="€")
     body = "\n".join(_texts(message)[1:-1])
     assert "= 307.2 GPU-hours/day on 64 GPUs ≈ €768/day" in body
-    assert "*M by class:* nccl_timeout 8h 00m, xid_79 1d 0h" in body
+    assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body
     assert "*Weibull shape:* 0.71 (0.60 to 0.82); widens M's interval" in body
     assert "*M per unit:* 2d 0h × 8 units" in body
     assert "*C changed:* from 2m 00s to 5m 00s recently" in body
