@@ -19,7 +19,7 @@ from agent.store import Store, StoredEvent
 from rules.advice import setting_for
 from rules.drift import DriftRule
 from rules.job import estimate_job
-from rules.model import Action, JobEstimate, Observation
+from rules.model import Action, FleetRate, JobEstimate, Observation
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
     from agent.notifier import Notifier
@@ -101,6 +101,25 @@ def estimate_to_json(est: JobEstimate, *, setting: str | None = None) -> dict[st
         "drift_ratio": est.drift_ratio,
         "newest_event": _iso(est.newest_event_s),
         "notes": list(est.notes),
+        "checkpoint_cost_previous_s": est.checkpoint_cost_previous_s,
+        "persist_latency_s": est.persist_latency_s,
+        "mtbf_source": est.mtbf_source,
+        "mtbf_n_failures": est.mtbf_n_failures,
+        "mtbf_by_class": {
+            name: {
+                "mtbf_s": value,
+                "mtbf_ci_s": list(ci) if (ci := est.mtbf_by_class_ci_s.get(name)) else None,
+                "n_failures": est.failure_classes.get(name, 0),
+            }
+            for name, value in est.mtbf_by_class_s.items()
+        },
+        "weibull_shape": est.weibull_shape,
+        "weibull_shape_ci": list(est.weibull_shape_ci) if est.weibull_shape_ci else None,
+        "units": est.units,
+        "mtbf_per_unit_s": est.mtbf_per_unit_s,
+        "gpus": est.gpus,
+        "excess_gpu_hours_per_day": est.excess_gpu_hours_per_day,
+        "excess_cost_per_day": est.excess_cost_per_day,
     }
 
 
@@ -114,12 +133,43 @@ class EstimateSettings:
     min_failures: int = 2
     min_saves: int = 3
     drift_ratio: float = 1.5
+    min_weibull_failures: int = 10
+    min_excess_gpu_hours_per_day: float = 1.0
+    price_per_gpu_hour: float | None = None
+    currency: str = "$"
+
+
+def fleet_rate(rows: Sequence[dict[str, Any]], units: dict[str, int], job: str) -> FleetRate | None:
+    """The per-unit failure rate of the other jobs, from their latest ``estimates --json`` rows.
+
+    Sums ``exposure_s × units`` and ``n_failures`` over every job but ``job`` whose size is
+    configured; None when there is no such job with running time.
+    """
+    exposure_s, failures = 0.0, 0
+    for row in rows:
+        size = units.get(row["job"])
+        if row["job"] == job or size is None or not row.get("exposure_s"):
+            continue
+        exposure_s += float(row["exposure_s"]) * size
+        failures += int(row["n_failures"])
+    return FleetRate(exposure_s, failures) if exposure_s > 0 else None
 
 
 def compute_estimate(
-    store: Store, job: str, settings: EstimateSettings, now_s: float
+    store: Store,
+    job: str,
+    settings: EstimateSettings,
+    now_s: float,
+    *,
+    gpus: int | None = None,
+    units: int | None = None,
+    fleet: FleetRate | None = None,
 ) -> tuple[JobEstimate, str | None]:
-    """Gather the job's events and estimate; returns the estimate and the job's setting text."""
+    """Gather the job's events and estimate; returns the estimate and the job's setting text.
+
+    ``gpus`` gives the excess waste in GPU-hours (and money with a configured price); ``units``
+    (nodes, else GPUs) with ``fleet`` lets a job without failures of its own start from the
+    fleet's per-unit rate (:func:`rules.job.estimate_job`)."""
     events = store.events(job=job, kinds=_ESTIMATE_KINDS)
     est = estimate_job(
         job,
@@ -131,6 +181,12 @@ def compute_estimate(
         min_failures=settings.min_failures,
         min_saves=settings.min_saves,
         drift_ratio_limit=settings.drift_ratio,
+        min_weibull_failures=settings.min_weibull_failures,
+        min_excess_gpu_hours_per_day=settings.min_excess_gpu_hours_per_day,
+        price_per_gpu_hour=settings.price_per_gpu_hour,
+        gpus=gpus,
+        units=units,
+        fleet=fleet,
     )
     stack = dominant_stack(events)
     setting = (
@@ -151,6 +207,7 @@ class Advisor:
         settings: estimation knobs.
         clock: returns the current aware UTC datetime.
         gpus: job name → GPU count, for GPU-hours in messages.
+        units: job name → size (nodes, else GPUs) for per-unit rates and the fleet's rate.
     """
 
     def __init__(
@@ -162,6 +219,7 @@ class Advisor:
         settings: EstimateSettings,
         clock: Callable[[], datetime],
         gpus: dict[str, int] | None = None,
+        units: dict[str, int] | None = None,
     ) -> None:
         self.store = store
         self.notifier = notifier
@@ -169,6 +227,7 @@ class Advisor:
         self.settings = settings
         self._clock = clock
         self._gpus = gpus or {}
+        self._units = units or {}
 
     def run(self, jobs: Sequence[str]) -> list[JobEstimate]:
         """Estimate and decide for each job, then deliver queued messages. Never raises for
@@ -185,7 +244,19 @@ class Advisor:
     def run_job(self, job: str) -> JobEstimate:
         """Estimate one job, store the estimate, and queue a message if the rule says so."""
         now_s = self._clock().timestamp()
-        est, setting = compute_estimate(self.store, job, self.settings, now_s)
+        units = self._units.get(job)
+        fleet = None
+        if units is not None and len(self._units) > 1:
+            fleet = fleet_rate(self.store.estimate_history(latest_only=True), self._units, job)
+        est, setting = compute_estimate(
+            self.store,
+            job,
+            self.settings,
+            now_s,
+            gpus=self._gpus.get(job),
+            units=units,
+            fleet=fleet,
+        )
         self.store.save_estimate(
             job, now_s, str(est.status), estimate_to_json(est, setting=setting)
         )
@@ -199,7 +270,13 @@ class Advisor:
             return est
         from agent.notifier import format_message
 
-        message = format_message(est, decision, setting=setting, gpus=self._gpus.get(job))
+        message = format_message(
+            est,
+            decision,
+            setting=setting,
+            gpus=self._gpus.get(job),
+            currency=self.settings.currency,
+        )
         log.info("%s: %s (%s)", job, decision.action, decision.reason)
         self.store.record_decision(
             job, decision.next_state, message=message, action=str(decision.action), now_s=now_s

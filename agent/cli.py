@@ -550,3 +550,180 @@ def demo(days: float, replay_s: float, workdir: str | None) -> None:
 
     setup_logging("WARNING")
     sys.exit(run_demo(days=days, replay_s=replay_s, workdir=workdir, echo=click.echo))
+
+
+@main.command()
+@click.option("--mtbf", callback=_duration, help="Mean time between failures (not with --job).")
+@click.option("--cost", callback=_duration, help="Checkpoint cost, blocking (not with --job).")
+@click.option("--restart", default="0", callback=_duration, help="Restart cost after a failure.")
+@click.option("--shape", default=1.0, show_default=True, help="Weibull shape (1: exponential).")
+@click.option(
+    "--interval",
+    "intervals",
+    multiple=True,
+    callback=lambda c, p, v: [_duration(c, p, x) for x in v],
+    help="Interval to try (repeatable); Daly's is always tried.",
+)
+@click.option("--sweep", is_flag=True, help="Also find the best fixed interval on a grid.")
+@click.option("--days", default=30.0, show_default=True, help="Simulated job length.")
+@click.option("--replicates", default=200, show_default=True, help="Simulated jobs.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--job", help="Backtest: replay this job's own interruptions from the store.")
+@db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+def simulate(
+    mtbf: float | None,
+    cost: float | None,
+    restart: float,
+    shape: float,
+    intervals: list[float],
+    sweep: bool,
+    days: float,
+    replicates: int,
+    seed: int,
+    job: str | None,
+    db: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Monte Carlo goodput and waste of checkpoint intervals, or a backtest with --job.
+
+    Without --job: simulate REPLICATES jobs of DAYS with lives of mean MTBF (exponential, or
+    Weibull of SHAPE), C and R, and replay each interval against the same lives. With --job:
+    replay the job's own recorded interruptions (running time between them) with its estimated
+    C and R against its current, recommended and given intervals.
+    """
+    from rules.interval import daly_interval_s, waste_fraction
+    from rules.simulate import interval_grid_s, replay, simulate_intervals
+
+    if job is not None:
+        from agent.advisor import EstimateSettings, compute_estimate
+
+        store = _open_store(db, config_path, readonly=True)
+        est, _ = compute_estimate(store, job, EstimateSettings(), datetime.now(UTC).timestamp())
+        if est.checkpoint_cost_s is None or est.mtbf_s is None:
+            _fail(f"job {job!r}: C or M is unknown, nothing to backtest")
+        mtbf, cost = est.mtbf_s, est.checkpoint_cost_s
+        restart = est.restart_cost_s or 0.0
+    elif mtbf is None or cost is None or mtbf <= 0 or cost <= 0:
+        _fail("--mtbf and --cost (> 0) are needed without --job", EXIT_CONFIG)
+    if shape <= 0 or replicates < 2 or days <= 0:
+        _fail("--shape and --days must be > 0 and --replicates >= 2", EXIT_CONFIG)
+    daly = daly_interval_s(mtbf, cost)
+    tried = [daly, *intervals]
+    if job is not None:
+        tried += [t for t in (est.current_interval_s,) if t]
+    grid = interval_grid_s(mtbf, cost) if sweep else []
+    out: dict[str, Any] = {
+        "mode": "backtest" if job else "monte_carlo",
+        "mtbf_s": mtbf,
+        "cost_s": cost,
+        "restart_s": restart,
+        "daly_interval_s": daly,
+    }
+    results: list[dict[str, Any]]
+    if job is not None:
+        results = [
+            _replay_json(
+                replay(
+                    est.lives_s,
+                    interval_s=t,
+                    cost_s=cost,
+                    restart_s=restart,
+                    tail_s=est.lives_tail_s,
+                )
+            )
+            for t in [*tried, *grid]
+        ]
+        out.update(job=job, n_failures=len(est.lives_s), current_interval_s=est.current_interval_s)
+    else:
+        sims = simulate_intervals(
+            [*tried, *grid],
+            mtbf_s=mtbf,
+            cost_s=cost,
+            restart_s=restart,
+            shape=shape,
+            horizon_s=days * 86400.0,
+            replicates=replicates,
+            seed=seed,
+        )
+        results = [
+            {
+                "interval_s": r.interval_s,
+                "waste_fraction": r.waste_fraction,
+                "waste_stderr": r.waste_stderr,
+                "goodput": r.goodput,
+            }
+            for r in sims
+        ]
+        out.update(shape=shape, days=days, replicates=replicates, seed=seed)
+    for r in results:
+        r["waste_fraction_formula"] = waste_fraction(r["interval_s"], mtbf, cost, restart)
+    out["intervals"] = results[: len(tried)]
+    if grid:
+        out["best"] = min(results[len(tried) :], key=lambda r: float(r["waste_fraction"]))
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    head = (
+        f"backtest of {job} ({len(est.lives_s)} interruptions)"
+        if job
+        else f"{replicates} simulated jobs of {days:g} days, lives "
+        + ("exponential" if shape == 1.0 else f"Weibull of shape {shape:g}")
+    )
+    click.echo(
+        f"{head}; M {format_duration(mtbf)}, C {format_duration(cost)}, "
+        f"R {format_duration(restart)}"
+    )
+    labels = [
+        "Daly",
+        *(["given"] * len(intervals)),
+        *(["current"] * (len(tried) - 1 - len(intervals))),
+    ]
+    rows = list(zip(labels, results, strict=False))
+    if grid:
+        rows.append(("best", out["best"]))
+    for label, r in rows:
+        err = f" ± {r['waste_stderr']:.2%}" if r["waste_stderr"] is not None else ""
+        click.echo(
+            f"{label:8} {format_duration(r['interval_s']):>10}  waste {r['waste_fraction']:.2%}"
+            f"{err} (first-order formula {r['waste_fraction_formula']:.2%}), "
+            f"goodput {r['goodput']:.2%}"
+        )
+
+
+def _replay_json(r: Any) -> dict[str, Any]:
+    return {
+        "interval_s": r.interval_s,
+        "waste_fraction": r.waste_fraction,
+        "waste_stderr": None,
+        "goodput": r.goodput,
+    }
+
+
+@main.command()
+@click.option("--job", required=True, help="The job to draw.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file.")
+@db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was drawn as JSON.")
+def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
+    """Draw JOB's waste curve with its current and recommended intervals and the optimum's
+    confidence band (from its latest stored estimate)."""
+    from agent.plot import plot_waste_curve
+
+    store = _open_store(db, config_path, readonly=True)
+    rows = store.estimate_history(job=job, latest_only=True)
+    if not rows:
+        _fail(f"no estimate stored for job {job!r}")
+    try:
+        path = plot_waste_curve(rows[-1], output)
+    except ValueError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{output}: {exc.strerror}")
+    if as_json:
+        click.echo(json.dumps({"job": job, "output": str(path)}))
+    else:
+        click.echo(f"{job}: waste curve written to {path}", err=True)

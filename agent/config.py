@@ -75,6 +75,10 @@ class EstimationConfig(_Section):
     drift_ratio: float = Field(default=1.5, gt=1)
     resolve_ratio: float = Field(default=1.3, gt=1)
     repeat_after: Seconds = Field(default=86400.0, gt=0)
+    min_excess_gpu_hours_per_day: float = Field(default=1.0, ge=0)
+    min_weibull_failures: int = Field(default=10, ge=2)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    currency: str = "$"
 
 
 class ParseConfig(_Section):
@@ -132,6 +136,8 @@ class JobConfig(_Section):
             known = ", ".join(parsers.available_formats())
             raise ValueError(f"unknown format {value!r}; known formats: {known}")
         return value
+
+    nodes: int | None = Field(default=None, ge=1)
 
     @field_validator("logs", "timings")
     @classmethod

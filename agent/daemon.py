@@ -101,6 +101,7 @@ def make_advisor(
             min_failures=est.min_failures,
             min_saves=est.min_saves,
             repeat_after_s=est.repeat_after,
+            min_excess_gpu_hours_per_day=est.min_excess_gpu_hours_per_day,
         ),
         settings=EstimateSettings(
             confidence=est.confidence,
@@ -109,9 +110,14 @@ def make_advisor(
             min_failures=est.min_failures,
             min_saves=est.min_saves,
             drift_ratio=est.drift_ratio,
+            min_weibull_failures=est.min_weibull_failures,
+            min_excess_gpu_hours_per_day=est.min_excess_gpu_hours_per_day,
+            price_per_gpu_hour=est.price_per_gpu_hour,
+            currency=est.currency,
         ),
         clock=clock,
         gpus={j.name: j.gpus for j in config.jobs if j.gpus},
+        units={j.name: n for j in config.jobs if (n := j.nodes or j.gpus)},
     )
 
 

@@ -154,7 +154,7 @@ def _mtbf_fact(e: JobEstimate) -> str:
     )
 
 
-def _waste_fact(e: JobEstimate, gpus: int | None) -> str:
+def _waste_fact(e: JobEstimate, gpus: int | None, currency: str) -> str:
     now, best = e.waste_fraction_current, e.waste_fraction_recommended
     if now is None or best is None:
         return "unknown"
@@ -165,7 +165,48 @@ def _waste_fact(e: JobEstimate, gpus: int | None) -> str:
         if gpus is not None:
             gpu_hours = excess_gpu_hours_per_day(now, best, gpus)
             text += f" = {gpu_hours:,.1f} GPU-hours/day on {gpus:,} GPUs"
+            if e.excess_cost_per_day is not None:
+                text += f" ≈ {currency}{e.excess_cost_per_day:,.0f}/day"
     return text
+
+
+def _class_mtbf(mtbf_s: float | None) -> str:
+    """`` (M 9h 27m)`` for a failure class whose own MTBF is known, else nothing."""
+    return "" if mtbf_s is None else f" (M {format_duration(mtbf_s)})"
+
+
+def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
+    """The Weibull shape, the per-unit M and where M comes from."""
+    facts: list[tuple[str, str]] = []
+    if e.weibull_shape is not None and e.weibull_shape_ci is not None:
+        low, high = e.weibull_shape_ci
+        used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
+        facts.append(("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f} to {high:.2f}){used}"))
+    if e.mtbf_per_unit_s is not None and e.units is not None:
+        source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
+        facts.append(
+            ("M per unit", f"{format_duration(e.mtbf_per_unit_s)} × {e.units:,} units{source}")
+        )
+    return facts
+
+
+def _save_detail(e: JobEstimate) -> list[tuple[str, str]]:
+    """A recent change of C and the background persist time of asynchronous saves."""
+    facts: list[tuple[str, str]] = []
+    if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
+        facts.append(
+            (
+                "C changed",
+                f"from {format_duration(e.checkpoint_cost_previous_s)} to "
+                f"{format_duration(e.checkpoint_cost_s)} recently",
+            )
+        )
+    if e.persist_latency_s is not None:
+        text = f"{format_duration(e.persist_latency_s)} in the background (not in C)"
+        if e.current_interval_s is not None and e.persist_latency_s > e.current_interval_s:
+            text += "; WARNING: longer than the interval, saves queue up"
+        facts.append(("Persist latency", text))
+    return facts
 
 
 def _recommended_fact(e: JobEstimate, setting: str | None) -> str:
@@ -186,21 +227,27 @@ def _title(e: JobEstimate, action: Action) -> str:
 
 
 def _fact_groups(
-    e: JobEstimate, decision: Decision, setting: str | None, gpus: int | None
+    e: JobEstimate, decision: Decision, setting: str | None, gpus: int | None, currency: str = "$"
 ) -> list[list[tuple[str, str]]]:
     """The message's facts as (label, plain text) pairs, grouped into Slack sections."""
     intervals = [
         ("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
         ("Recommended interval", _recommended_fact(e, setting)),
     ]
-    waste = [("Waste", _waste_fact(e, gpus))]
+    waste = [("Waste", _waste_fact(e, gpus, currency))]
     why = [("Why", _one_line(decision.reason))] if decision.reason else []
     if decision.action is Action.RESOLVE:
         return [intervals + waste + why]
-    inputs = [("Checkpoint cost C", _cost_fact(e)), ("MTBF M", _mtbf_fact(e))]
+    inputs = [
+        ("Checkpoint cost C", _cost_fact(e)),
+        *_save_detail(e),
+        ("MTBF M", _mtbf_fact(e)),
+        *_mtbf_detail(e),
+    ]
     if e.failure_classes:
         classes = ", ".join(
-            f"{_one_line(name)} ×{count}" for name, count in sorted(e.failure_classes.items())
+            f"{_one_line(name)} ×{count}" + _class_mtbf(e.mtbf_by_class_s.get(name))
+            for name, count in sorted(e.failure_classes.items())
         )
         inputs.append(("Failures by class", classes))
     if e.restart_cost_s is not None:
@@ -222,6 +269,7 @@ def format_log_line(
     *,
     setting: str | None = None,
     gpus: int | None = None,
+    currency: str = "$",
 ) -> str:
     """The facts of :func:`format_message` as one plain-text line (no Slack escaping).
 
@@ -230,7 +278,7 @@ def format_log_line(
     """
     facts = [
         f"{label}: {value}"
-        for group in _fact_groups(estimate, decision, setting, gpus)
+        for group in _fact_groups(estimate, decision, setting, gpus, currency)
         for label, value in group
     ]
     facts += [f"Note: {_one_line(note)}" for note in estimate.notes]
@@ -269,6 +317,7 @@ def format_message(
     *,
     setting: str | None = None,
     gpus: int | None = None,
+    currency: str = "$",
 ) -> dict[str, Any]:
     """Build the Slack message for one decision: ``{"text": str, "blocks": list[dict]}``.
 
@@ -279,7 +328,9 @@ def format_message(
         setting: the recommended interval in the job's own configuration terms, as the caller
             renders it (e.g. ``"save_steps=450"``).
         gpus: GPUs the job runs on; when given, the saving is also shown in GPU-hours per day,
-            ``(waste_current - waste_recommended) × gpus × 24``.
+            ``(waste_current - waste_recommended) × gpus × 24``, and in money when the estimate
+            carries ``excess_cost_per_day`` (a price per GPU-hour is configured).
+        currency: the symbol or code put before money amounts.
 
     Returns:
         ``text``: the escaped one-line fallback (``format_log_line``) for notifications, at most
@@ -299,11 +350,11 @@ def format_message(
     }
     sections = [
         _mrkdwn_section("\n".join(f"*{label}:* {escape_slack(value)}" for label, value in group))
-        for group in _fact_groups(estimate, decision, setting, gpus)
+        for group in _fact_groups(estimate, decision, setting, gpus, currency)
     ]
     blocks = [header, *sections]
     blocks += _note_sections(estimate.notes, MAX_BLOCKS - len(blocks))
-    fallback = format_log_line(estimate, decision, setting=setting, gpus=gpus)
+    fallback = format_log_line(estimate, decision, setting=setting, gpus=gpus, currency=currency)
     return {"text": truncate_slack(escape_slack(fallback), MAX_FALLBACK_CHARS), "blocks": blocks}
 
 

@@ -160,19 +160,26 @@ def simulate(
     bar_every_steps: int = 10,
     log_every_steps: int = 50,
     logged_cost_fraction: float = 0.4,
+    shape: float = 1.0,
+    cost_sigma: float = 0.0,
 ) -> SynthJob:
     """Simulate a job for ``duration_s`` of wall time.
 
-    Failures arrive in running time (exposure) with exponential gaps of mean ``mtbf_s``; after
+    Failures arrive in running time (exposure) with exponential gaps of mean ``mtbf_s`` (or,
+    with ``shape`` other than 1, Weibull gaps of that shape and the same mean; each save lasts
+    C, or with ``cost_sigma`` > 0 a lognormal duration of median C and log-sd ``cost_sigma``); after
     each, the job is down for ``restart_s`` and resumes from its last save. The log shows the
     start of each save and, ``logged_cost_fraction``·C later, its last "saved in" line (HF logs
     nothing when the optimizer state finishes), so the log alone underestimates C, as in life.
 
     Raises:
-        ValueError: a non-positive duration, cost, MTBF, step time or interval.
+        ValueError: a non-positive duration, cost, MTBF, step time, interval or shape.
     """
-    if min(mtbf_s, cost_s, step_time_s, duration_s) <= 0 or interval_steps < 1:
-        raise ValueError("mtbf_s, cost_s, step_time_s, duration_s and interval_steps must be > 0")
+    if min(mtbf_s, cost_s, step_time_s, duration_s, shape) <= 0 or interval_steps < 1:
+        raise ValueError(
+            "mtbf_s, cost_s, step_time_s, duration_s, interval_steps and shape must be > 0"
+        )
+    scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
     tpl = _Templates.load()
     rng = np.random.default_rng(seed)
     job = SynthJob(mtbf_s, cost_s, restart_s, step_time_s, interval_steps)
@@ -183,7 +190,8 @@ def simulate(
     run = 0
     while t < end:
         run_start = t
-        fail_at = t + timedelta(seconds=float(rng.exponential(mtbf_s)))
+        life_s = rng.exponential(mtbf_s) if shape == 1.0 else scale_s * rng.weibull(shape)
+        fail_at = t + timedelta(seconds=float(life_s))
         header = tpl.resume_header if saved_step else tpl.fresh_header
         for line in header:
             text = line.replace(f"{_RUN_DIR}/checkpoint-50", f"{_RUN_DIR}/checkpoint-{saved_step}")
@@ -208,7 +216,10 @@ def simulate(
             if step % log_every_steps == 0:
                 job.log.append((t, "\r" + tpl.metrics + "\n"))
             if step % interval_steps == 0:
-                save_end = t + timedelta(seconds=cost_s)
+                save_s = (
+                    cost_s * math.exp(cost_sigma * rng.standard_normal()) if cost_sigma else cost_s
+                )
+                save_end = t + timedelta(seconds=save_s)
                 if save_end > fail_at:
                     failed = True
                     break

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rules._checks import require_count, require_non_negative, require_probability
+from rules._checks import (
+    require_count,
+    require_non_negative,
+    require_positive,
+    require_probability,
+)
 from rules.timeline import (
     PROGRESS_KINDS,
     BoolArray,
@@ -35,12 +40,16 @@ class CheckpointCost:
             few saves for the requested confidence (fewer than 5 at 90%).
         n: how many durations the median is taken over.
         source: ``"timing_file"`` or ``"log"``.
+        previous_cost_s: when the most recent saves shifted to a new level (storage got slower
+            or faster), the median of the window's saves before the shift; else None. ``cost_s``
+            is then the median of the saves since the shift only.
     """
 
     cost_s: float
     ci_s: tuple[float, float] | None
     n: int
     source: str
+    previous_cost_s: float | None = None
 
 
 def estimate_checkpoint_cost(
@@ -49,6 +58,9 @@ def estimate_checkpoint_cost(
     *,
     window: int = 20,
     confidence: float = 0.9,
+    change_saves: int = 3,
+    change_p: float = 0.01,
+    change_ratio: float = 1.25,
 ) -> CheckpointCost | None:
     """Estimate C as the median of the most recent checkpoint durations.
 
@@ -63,11 +75,22 @@ def estimate_checkpoint_cost(
     its coverage is at least ``confidence`` for any continuous distribution (Hollander, Wolfe &
     Chicken, "Nonparametric Statistical Methods", 3rd ed., section 3.6).
 
+    A change of level (the storage got slower) is noticed within ``change_saves`` saves instead
+    of after half a window: when the last ``change_saves`` durations differ from the rest of the
+    window by a two-sided Mann-Whitney U test (exact p below ``change_p``; Hollander, Wolfe &
+    Chicken section 4.1) and their median differs from the earlier median by more than a factor
+    ``change_ratio``, the window is cut at the shift (extended back over saves nearer the new
+    level, in log scale) and C is the median of the saves since. With 17 saves before and 3
+    after, three saves all slower than every earlier one give p = 2/C(20, 3) ≈ 0.0018.
+
     Args:
         timed_s: shape (a,), durations from checkpoint timing files, seconds, oldest first.
         logged_s: shape (b,), durations derived from log lines, seconds, oldest first.
         window: how many of the most recent durations to use, >= 1.
         confidence: confidence level of the interval, strictly between 0 and 1.
+        change_saves: recent saves compared with the rest of the window, >= 1.
+        change_p: significance level of the change test, in (0, 1).
+        change_ratio: smallest factor between the two medians that counts as a change, > 1.
 
     Returns:
         The estimate, or None when neither source has a usable duration.
@@ -76,18 +99,50 @@ def estimate_checkpoint_cost(
         ValueError: ``window`` < 1 or ``confidence`` outside (0, 1).
     """
     require_count("window", window, minimum=1)
+    require_count("change_saves", change_saves, minimum=1)
     level = require_probability("confidence", confidence)
+    require_probability("change_p", change_p)
+    if require_positive("change_ratio", change_ratio) <= 1.0:
+        raise ValueError(f"change_ratio must be > 1, got {change_ratio!r}")
     timed = _usable(timed_s)
     durations, source = (timed, "timing_file") if timed.size else (_usable(logged_s), "log")
     if durations.size == 0:
         return None
-    recent = np.sort(durations[-window:])
+    recent = durations[-window:]
+    shift = _level_shift(recent, change_saves, change_p, change_ratio)
+    previous_s = None
+    if shift is not None:
+        previous_s = float(np.median(recent[:shift]))
+        recent = recent[shift:]
+    ordered = np.sort(recent)
     return CheckpointCost(
-        cost_s=float(np.median(recent)),
-        ci_s=_median_ci_s(recent, level),
-        n=int(recent.size),
+        cost_s=float(np.median(ordered)),
+        ci_s=_median_ci_s(ordered, level),
+        n=int(ordered.size),
         source=source,
+        previous_cost_s=previous_s,
     )
+
+
+def _level_shift(durations_s: FloatArray, last: int, p_value: float, ratio: float) -> int | None:
+    """Index where the durations moved to a new level, or None (see
+    :func:`estimate_checkpoint_cost`)."""
+    if durations_s.size < 2 * last:
+        return None
+    before, after = durations_s[:-last], durations_s[-last:]
+    new_s, old_s = float(np.median(after)), float(np.median(before))
+    if max(new_s / old_s, old_s / new_s) <= ratio:
+        return None
+    from scipy.stats import mannwhitneyu  # lazy: scipy costs CLI start-up time
+
+    if float(mannwhitneyu(after, before, alternative="two-sided").pvalue) >= p_value:
+        return None
+    logs = np.log(durations_s)
+    nearer_new = np.abs(logs - math.log(new_s)) < np.abs(logs - math.log(old_s))
+    shift = durations_s.size - last
+    while shift > 1 and nearer_new[shift - 1]:
+        shift -= 1
+    return shift
 
 
 def _usable(durations_s: Sequence[float] | FloatArray) -> FloatArray:
@@ -403,3 +458,210 @@ def _within_runs(values: FloatArray, runs: IntArray) -> FloatArray:
     """Differences of consecutive ``values`` whose two ends lie in the same run."""
     same: BoolArray = runs[1:] == runs[:-1]
     return np.diff(values)[same]
+
+
+def persist_latency_s(timeline: Timeline, *, window: int) -> float | None:
+    """Median background persist time of the most recent asynchronous saves, seconds.
+
+    An asynchronous save (torch.distributed.checkpoint ``async_save``, Megatron
+    ``--async-save``, NeMo ``async_save``) stalls training only for its blocking part, which is
+    C; the copy to storage continues in the background. Timing files give the whole save as
+    ``persist_s`` when they give ``blocking_s`` (DESIGN.md timing-file schema).
+
+    Args:
+        timeline: the job's observations.
+        window: how many of the most recent saves with a persist time to use, >= 1.
+
+    Returns:
+        Seconds, or None when no save carries a persist time.
+    """
+    require_count("window", window, minimum=1)
+    ends = timeline.kind == Kind.CHECKPOINT_END
+    persist = timeline.persist_s[ends]
+    persist = persist[np.isfinite(persist) & (persist > 0.0)][-window:]
+    return float(np.median(persist)) if persist.size else None
+
+
+def scale_mtbf(mtbf: MtbfEstimate, factor: float) -> MtbfEstimate:
+    """The estimate with its exposure, M and bounds multiplied by ``factor``.
+
+    Failures of independent units add up: a job on ``u`` nodes has ``u`` times the failure rate
+    of one node, so with ``factor = u`` a job's estimate becomes the per-node MTBF (exposure in
+    node-seconds), and with ``factor = 1/u'`` a per-node estimate becomes the MTBF of a job on
+    ``u'`` nodes (DESIGN.md: "a per-node rate can be rescaled to another node count"). The
+    chi-square bounds scale the same way, since they are linear in the exposure.
+
+    Raises:
+        ValueError: ``factor`` is not finite and > 0.
+    """
+    k = require_positive("factor", factor)
+
+    def times(value: float | None) -> float | None:
+        return None if value is None else value * k
+
+    return MtbfEstimate(
+        times(mtbf.mtbf_s),
+        times(mtbf.lower_s),
+        times(mtbf.upper_s),
+        mtbf.n_failures,
+        mtbf.exposure_s * k,
+    )
+
+
+def mtbf_by_class(
+    exposure_s: float, counts: dict[str, int], *, confidence: float = 0.9
+) -> dict[str, MtbfEstimate]:
+    """The MTBF of each failure class over the same running time (competing risks).
+
+    Each class is its own Poisson process observed over the whole exposure, so its MLE is
+    ``E / n_class`` with the chi-square interval of :func:`estimate_mtbf`; the rates add up to
+    the job's rate (Meeker & Escobar 1998, section 15.2, "competing risks").
+
+    Args:
+        exposure_s: running time E, seconds, >= 0.
+        counts: failure class -> interruptions of that class.
+        confidence: confidence level, in (0, 1).
+
+    Returns:
+        Class -> estimate, in the order of ``counts``.
+    """
+    return {
+        name: estimate_mtbf(exposure_s, count, confidence=confidence)
+        for name, count in counts.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class WeibullFit:
+    """A Weibull fit of the running time between interruptions.
+
+    Attributes:
+        shape: MLE of the shape k (k < 1: failures cluster after a restart, the usual case in
+            HPC fleets; k = 1: exponential; k > 1: wear-out).
+        shape_ci: profile-likelihood confidence interval of k.
+        scale_s: MLE of the scale λ, seconds.
+        mean_s: mean time between failures of the fit, ``λ·Γ(1 + 1/k)``, seconds.
+        n_failures: interruptions the fit used.
+        p_exponential: p-value of the likelihood-ratio test of k = 1 (the exponential).
+    """
+
+    shape: float
+    shape_ci: tuple[float, float]
+    scale_s: float
+    mean_s: float
+    n_failures: int
+    p_exponential: float
+
+    @property
+    def not_exponential(self) -> bool:
+        """True when the shape is clearly not 1: the likelihood-ratio test rejects the
+        exponential at the 1% level. A 10% level would call one exponential job in ten Weibull."""
+        return self.p_exponential < 0.01
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the fitted lives,
+        ``sqrt(Γ(1 + 2/k) / Γ(1 + 1/k)² − 1)`` (1 for the exponential; ≈ 1.46 at k = 0.7)."""
+        return math.sqrt(
+            math.gamma(1.0 + 2.0 / self.shape) / math.gamma(1.0 + 1.0 / self.shape) ** 2 - 1.0
+        )
+
+
+def widen_mtbf_ci(mtbf: MtbfEstimate, cv: float) -> MtbfEstimate:
+    """The chi-square interval of M stretched (in log scale, about M) by the lives' CV.
+
+    The chi-square interval of :func:`estimate_mtbf` assumes exponential lives, whose
+    coefficient of variation is 1; a mean of n lives has a standard deviation of ``CV·M/√n``, so
+    for lives with another CV (a Weibull fit, :attr:`WeibullFit.cv`) each bound becomes
+    ``M·(bound/M)^CV``: wider for k < 1 (failures in bursts), narrower for k > 1. A delta-method
+    approximation (Meeker & Escobar 1998, appendix B.2); M itself is unchanged.
+
+    Raises:
+        ValueError: ``cv`` is not finite and > 0.
+    """
+    stretch = require_positive("cv", cv)
+    point = mtbf.mtbf_s
+    if point is None:
+        return mtbf
+
+    def bound(value: float | None) -> float | None:
+        return None if value is None else point * (value / point) ** stretch
+
+    return replace(mtbf, lower_s=bound(mtbf.lower_s), upper_s=bound(mtbf.upper_s))
+
+
+def fit_weibull(
+    gaps_s: Sequence[float] | FloatArray,
+    censored_s: float = 0.0,
+    *,
+    confidence: float = 0.9,
+    min_failures: int = 10,
+) -> WeibullFit | None:
+    """Maximum-likelihood Weibull fit of times between failures, the last one right-censored.
+
+    With r failure times ``t_i`` and all times (censored included) ``u_j``, the scale that
+    maximises the likelihood for a given shape is ``λ^k = Σ u_j^k / r``, leaving the profile
+    log-likelihood ``ℓ(k) = r·ln k − r·ln(Σ u_j^k / r) + (k − 1)·Σ ln t_i − r``, maximised over k
+    numerically; the shape's interval is ``{k : 2(ℓ(k̂) − ℓ(k)) <= χ²(confidence; 1)}``
+    (Lawless, "Statistical Models and Methods for Lifetime Data", 2nd ed., 2003, sections 5.2
+    and 5.4). Times between failures of HPC systems fit a Weibull with k ≈ 0.7–0.8 (Schroeder &
+    Gibson, "A large-scale study of failures in high-performance computing systems", DSN 2006).
+
+    Args:
+        gaps_s: shape (r,), running time before each failure, seconds, > 0 (others dropped).
+        censored_s: running time since the last failure, seconds, >= 0 (0: none).
+        confidence: level of the shape's interval, in (0, 1).
+        min_failures: fewer usable failures than this give None, >= 2.
+
+    Returns:
+        The fit, or None with too few failures.
+
+    Raises:
+        ValueError: bad ``censored_s``, ``confidence`` or ``min_failures``.
+    """
+    level = require_probability("confidence", confidence)
+    tail = require_non_negative("censored_s", censored_s)
+    require_count("min_failures", min_failures, minimum=2)
+    failed = np.asarray(gaps_s, np.float64)
+    failed = failed[np.isfinite(failed) & (failed > 0.0)]
+    r = int(failed.size)
+    if r < min_failures:
+        return None
+    from scipy.optimize import brentq, minimize_scalar
+    from scipy.special import chdtrc, chdtri  # χ² survival function and its inverse
+
+    unit = float(np.mean(failed))  # work in units of the mean gap: no overflow in u**k
+    log_failed = np.log(failed / unit)
+    log_all = np.concatenate((log_failed, [math.log(tail / unit)] if tail > 0 else []))
+    sum_log = float(log_failed.sum())
+
+    def log_sum_pow(k: float) -> float:  # ln Σ u_j^k, without overflow
+        scaled = k * log_all
+        top = float(scaled.max())
+        return top + math.log(float(np.exp(scaled - top).sum()))
+
+    def loglik(log_k: float) -> float:
+        k = math.exp(log_k)
+        return r * log_k - r * (log_sum_pow(k) - math.log(r)) + (k - 1) * sum_log
+
+    lo, hi = math.log(0.02), math.log(50.0)
+    best = minimize_scalar(lambda x: -loglik(x), bounds=(lo, hi), method="bounded")
+    log_k, top = float(best.x), -float(best.fun)
+    drop = float(chdtri(1, 1.0 - level)) / 2.0
+
+    def edge(bound: float) -> float:
+        if top - loglik(bound) <= drop:
+            return math.exp(bound)
+        return math.exp(float(brentq(lambda x: top - loglik(x) - drop, *sorted((log_k, bound)))))
+
+    k = math.exp(log_k)
+    p_exponential = float(chdtrc(1, max(0.0, 2.0 * (top - loglik(0.0)))))
+    scale_s = unit * math.exp((log_sum_pow(k) - math.log(r)) / k)
+    return WeibullFit(
+        shape=k,
+        shape_ci=(edge(lo), edge(hi)),
+        scale_s=scale_s,
+        mean_s=scale_s * math.gamma(1.0 + 1.0 / k),
+        n_failures=r,
+        p_exponential=p_exponential,
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from rules._checks import require_non_negative, require_positive
+from rules._checks import require_count, require_non_negative, require_positive
 
 
 def young_interval_s(mtbf_s: float, cost_s: float) -> float:
@@ -98,26 +98,24 @@ def waste_fraction(
     return cost / interval + interval / (2.0 * mtbf) + restart / mtbf
 
 
-def excess_gpu_hours_per_day(
-    waste_fraction_current: float, waste_fraction_recommended: float, gpus: int
-) -> float:
-    """GPU-hours a day lost by running at the current interval instead of the recommended one.
+def excess_gpu_hours_per_day(waste_current: float, waste_recommended: float, gpus: int) -> float:
+    """GPU-hours a day that the current interval loses beyond the recommended one.
 
-    ``(W(T_current) − W(T_recommended)) × gpus × 24``: the waste fractions of
-    :func:`waste_fraction` are fractions of wall-clock time, and every GPU of the job loses that
-    fraction of each 24-hour day. Negative when the current interval is the better one.
+    ``(W_current − W_recommended) × gpus × 24``: waste fractions (:func:`waste_fraction`) are
+    fractions of wall-clock time, and every GPU of the job idles (or redoes work) during it.
 
     Args:
-        waste_fraction_current: W at the current interval (dimensionless).
-        waste_fraction_recommended: W at the recommended interval (dimensionless).
-        gpus: GPUs the job runs on, >= 1.
+        waste_current: waste fraction at the current interval.
+        waste_recommended: waste fraction at the recommended interval.
+        gpus: the job's GPU count, >= 1.
 
     Returns:
-        GPU-hours per day.
+        GPU-hours per day; negative when the current interval is the better one.
 
     Raises:
-        ValueError: ``gpus`` is below 1.
+        ValueError: ``gpus`` < 1, or a non-finite waste.
     """
-    if gpus < 1:
-        raise ValueError(f"gpus must be at least 1, got {gpus}")
-    return (waste_fraction_current - waste_fraction_recommended) * gpus * 24.0
+    count = require_count("gpus", gpus, minimum=1)
+    if not (math.isfinite(waste_current) and math.isfinite(waste_recommended)):
+        raise ValueError("waste fractions must be finite")
+    return (waste_current - waste_recommended) * count * 24.0

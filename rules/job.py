@@ -10,27 +10,40 @@ import numpy as np
 
 from rules._checks import require_count, require_positive, require_probability
 from rules.advice import interval_steps
+from rules.drift import off_optimum
 from rules.estimates import (
     CheckpointCost,
     MtbfEstimate,
+    WeibullFit,
     checkpoint_durations_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
     estimate_mtbf,
     failure_times_s,
+    fit_weibull,
+    mtbf_by_class,
+    persist_latency_s,
     restart_cost_s,
     save_index,
+    scale_mtbf,
     step_time_s,
+    widen_mtbf_ci,
 )
-from rules.interval import daly_interval_s, waste_fraction, young_interval_s
-from rules.model import JobEstimate, Observation, Status
+from rules.interval import (
+    daly_interval_s,
+    excess_gpu_hours_per_day,
+    waste_fraction,
+    young_interval_s,
+)
+from rules.model import FleetRate, JobEstimate, Observation, Status
 from rules.timeline import (
     IntArray,
     Interruption,
     Timeline,
     cluster_interruptions,
     exposure_s,
+    lives_s,
     split_runs,
 )
 
@@ -51,6 +64,12 @@ def estimate_job(
     min_saves: int = 3,
     min_failures: int = 2,
     drift_ratio_limit: float = 1.5,
+    min_weibull_failures: int = 10,
+    units: int | None = None,
+    fleet: FleetRate | None = None,
+    gpus: int | None = None,
+    price_per_gpu_hour: float | None = None,
+    min_excess_gpu_hours_per_day: float = 1.0,
 ) -> JobEstimate:
     """Estimate everything about one job's checkpointing from its observations.
 
@@ -69,8 +88,28 @@ def estimate_job(
     :func:`rules.estimates.save_index`), whether or not their duration is known. Status is
     ``insufficient_data`` when C, M or the current interval is unknown, or there are fewer than
     ``min_saves`` saves or ``min_failures`` interruptions behind M;
-    ``drift`` when current/recommended lies outside ``[1/drift_ratio_limit, drift_ratio_limit]``;
-    else ``ok``.
+    ``drift`` when :func:`rules.drift.off_optimum` says so (current/recommended outside
+    ``[1/drift_ratio_limit, drift_ratio_limit]``, the current interval outside the optimum's
+    confidence band, and an excess of at least ``min_excess_gpu_hours_per_day`` when ``gpus`` is
+    known); else ``ok``.
+
+    M is the exponential MLE (:func:`rules.estimates.estimate_mtbf`) unless one of these holds:
+
+    - with ``units`` (the job's nodes, or GPUs) and a ``fleet`` rate, and fewer than
+      ``min_failures`` failures of its own, M is the pooled per-unit MTBF of the job and the
+      fleet divided by ``units`` (:func:`rules.estimates.scale_mtbf`): a new job starts from its
+      fleet's rate;
+    - with at least ``min_weibull_failures`` failures, the running time between them is fitted
+      with a Weibull (:func:`rules.estimates.fit_weibull`); when its shape is clearly not 1
+      (likelihood-ratio test at 1%), M's interval (and so the optimum's band) is stretched by
+      the fit's coefficient of variation (:func:`rules.estimates.widen_mtbf_ci`). M itself stays
+      ``E / n``, which estimates the mean life of any renewal process without leaning on the
+      fitted tail, and Daly's formula is kept: the best fixed interval of a renewal process
+      depends on the lives' mean far more than on their shape (``ckpt-advisor simulate
+      --shape 0.7 --sweep`` finds it within Monte Carlo noise of Daly's).
+
+    The excess waste is ``(W(current) − W(recommended)) × gpus × 24`` GPU-hours per day, times
+    ``price_per_gpu_hour`` for money, when those are given.
 
     Args:
         job: the job's name.
@@ -85,6 +124,12 @@ def estimate_job(
         min_saves: saves needed to judge, >= 0.
         min_failures: interruptions needed behind M to judge, >= 0.
         drift_ratio_limit: the drift threshold on current/recommended, > 1.
+        min_weibull_failures: failures needed for a Weibull fit, >= 2.
+        units: the job's size in nodes (or GPUs) for the per-unit rate, >= 1, or None.
+        fleet: per-unit running time and failures of the job's fleet, or None.
+        gpus: the job's GPU count, for GPU-hours, >= 1, or None.
+        price_per_gpu_hour: money per GPU-hour, >= 0, or None.
+        min_excess_gpu_hours_per_day: see :func:`rules.drift.off_optimum`, >= 0.
 
     Returns:
         The estimate; unknown numbers are None.
@@ -124,11 +169,27 @@ def estimate_job(
     recent = [i for i in interruptions if i.start_s >= since_s]
     counted = [i for i in recent if not i.planned]
     exposure = exposure_s(timeline, run_id, since_s=since_s)
-    mtbf = estimate_mtbf(exposure, len(counted), confidence=confidence)
+    own = estimate_mtbf(exposure, len(counted), confidence=confidence)
+    mtbf = own
+    mtbf_source: str | None = "exponential"
+    gaps_s, tail_s = lives_s(timeline, run_id, counted, since_s=since_s)
+    weibull = fit_weibull(gaps_s, tail_s, confidence=confidence, min_failures=min_weibull_failures)
+    if units is not None and fleet is not None and own.n_failures < min_failures:
+        pooled = estimate_mtbf(
+            exposure * units + fleet.unit_exposure_s,
+            own.n_failures + fleet.n_failures,
+            confidence=confidence,
+        )
+        mtbf, mtbf_source = scale_mtbf(pooled, 1.0 / units), "fleet"
+    elif weibull is not None and weibull.not_exponential:
+        mtbf, mtbf_source = widen_mtbf_ci(own, weibull.cv), "weibull"
+    if mtbf.mtbf_s is None:
+        mtbf_source = None
     current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
     restart_s = restart_cost_s(timeline, counted)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
+    excess_gpu_h = excess_money = None
     if cost_s is not None and mtbf.mtbf_s is not None:
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
@@ -137,13 +198,28 @@ def estimate_job(
         if current_s is not None:
             waste_current = waste_fraction(current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
             ratio = current_s / daly_s
+            if gpus is not None:
+                excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
+                if price_per_gpu_hour is not None:
+                    excess_money = excess_gpu_h * price_per_gpu_hour
     n_checkpoints = int(saves.size)
     if ratio is None or n_checkpoints < min_saves or mtbf.n_failures < min_failures:
         status = Status.INSUFFICIENT_DATA
-    elif 1.0 / drift_ratio_limit <= ratio <= drift_ratio_limit:
-        status = Status.OK
-    else:
+    elif off_optimum(
+        ratio,
+        ratio_limit=drift_ratio_limit,
+        current_s=current_s,
+        band_s=ci_s,
+        excess_gpu_hours_per_day=excess_gpu_h,
+        min_excess_gpu_hours_per_day=min_excess_gpu_hours_per_day,
+    ):
         status = Status.DRIFT
+    else:
+        status = Status.OK
+    persist_s = persist_latency_s(timeline, window=cost_window_saves)
+    by_class = mtbf_by_class(
+        exposure, dict(Counter(i.failure_class for i in counted)), confidence=confidence
+    )
     steps_now = current_interval_steps(timeline, run_id, saves)
     if steps_now is None and current_s is not None and step_s is not None:
         steps_now = interval_steps(current_s, step_s)
@@ -156,7 +232,7 @@ def estimate_job(
         n_checkpoints=n_checkpoints,
         mtbf_s=mtbf.mtbf_s,
         mtbf_ci_s=mtbf.ci_s,
-        n_failures=mtbf.n_failures,
+        n_failures=own.n_failures,
         exposure_s=exposure,
         restart_cost_s=restart_s,
         current_interval_s=current_s,
@@ -175,8 +251,66 @@ def estimate_job(
         status=status,
         newest_event_s=newest_s,
         failure_classes=dict(Counter(i.failure_class for i in counted)),
-        notes=_notes(cost, mtbf, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures),
+        notes=_notes(cost, own, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures)
+        + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units),
+        checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
+        persist_latency_s=persist_s,
+        mtbf_source=mtbf_source,
+        mtbf_n_failures=mtbf.n_failures,
+        mtbf_by_class_s={name: m.mtbf_s for name, m in by_class.items()},
+        mtbf_by_class_ci_s={name: m.ci_s for name, m in by_class.items()},
+        weibull_shape=None if weibull is None else weibull.shape,
+        weibull_shape_ci=None if weibull is None else weibull.shape_ci,
+        units=units,
+        mtbf_per_unit_s=(None if units is None or mtbf.mtbf_s is None else mtbf.mtbf_s * units),
+        gpus=gpus,
+        excess_gpu_hours_per_day=excess_gpu_h,
+        excess_cost_per_day=excess_money,
+        lives_s=tuple(float(g) for g in gaps_s),
+        lives_tail_s=tail_s,
     )
+
+
+def _more_notes(
+    cost: CheckpointCost | None,
+    persist_s: float | None,
+    current_s: float | None,
+    weibull: WeibullFit | None,
+    mtbf_source: str | None,
+    fleet: FleetRate | None,
+    units: int | None,
+) -> tuple[str, ...]:
+    """Caveats about a changed C, slow asynchronous persists and where M comes from."""
+    notes: list[str] = []
+    if cost is not None and cost.previous_cost_s is not None:
+        notes.append(
+            f"checkpoint cost changed from {_duration(cost.previous_cost_s)} to "
+            f"{_duration(cost.cost_s)} over the last {cost.n} saves: C uses those only"
+        )
+    if persist_s is not None and current_s is not None and persist_s > current_s:
+        notes.append(
+            f"asynchronous saves take {_duration(persist_s)} to persist, longer than the "
+            f"{_duration(current_s)} interval: saves queue up, and a failure can lose more than "
+            "one interval"
+        )
+    if weibull is not None and weibull.not_exponential:
+        low, high = weibull.shape_ci
+        trend, change = (
+            ("cluster soon after restarts", "widened")
+            if weibull.shape < 1
+            else ("grow with running time", "narrowed")
+        )
+        notes.append(
+            f"times between failures fit a Weibull of shape {weibull.shape:.2f} "
+            f"({low:.2f}–{high:.2f}): failures {trend}; M's interval is {change} to match"
+        )
+    if mtbf_source == "fleet" and fleet is not None and units is not None:
+        notes.append(
+            f"too few failures of its own: M is the fleet's per-unit rate "
+            f"({fleet.n_failures} failures in {_duration(fleet.unit_exposure_s)} of unit time) "
+            f"for {units} units"
+        )
+    return tuple(notes)
 
 
 def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:

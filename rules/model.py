@@ -54,6 +54,16 @@ class JobEstimate:
 
     Field names and meanings are the public ``ckpt-advisor estimates --json`` contract
     (DESIGN.md). Unknown numbers are ``None``, never 0. Seconds throughout.
+
+    The fields after ``notes`` extend the contract: the checkpoint cost before a recent change
+    of level; the background persist time of asynchronous saves; where M comes from (the job's
+    own exponential MLE, a Weibull fit whose shape is clearly not 1, or the fleet's per-unit
+    rate rescaled while the job has too few failures of its own) and how many failures stand
+    behind it; M per failure class; the Weibull shape and its interval; the job's size in units
+    (nodes, else GPUs) and M per unit; the excess waste of the current interval over the
+    recommended one in GPU-hours and money per day; the recorded running time before each
+    counted interruption and since the last (``lives_s``, ``lives_tail_s``: what a backtest
+    replays; not part of the JSON).
     """
 
     job: str
@@ -82,6 +92,34 @@ class JobEstimate:
     newest_event_s: float | None
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    checkpoint_cost_previous_s: float | None = None
+    persist_latency_s: float | None = None
+    mtbf_source: str | None = None  # "exponential" | "weibull" | "fleet" | None
+    mtbf_n_failures: int | None = None  # failures behind M when not only the job's own
+    mtbf_by_class_s: dict[str, float | None] = field(default_factory=dict)
+    mtbf_by_class_ci_s: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    weibull_shape: float | None = None
+    weibull_shape_ci: tuple[float, float] | None = None
+    units: int | None = None
+    mtbf_per_unit_s: float | None = None
+    gpus: int | None = None
+    excess_gpu_hours_per_day: float | None = None
+    excess_cost_per_day: float | None = None
+    lives_s: tuple[float, ...] = ()
+    lives_tail_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRate:
+    """Failures of the other jobs of a fleet, per unit of size (node or GPU).
+
+    Attributes:
+        unit_exposure_s: summed running time × units (node-seconds or GPU-seconds), >= 0.
+        n_failures: unplanned interruptions in that time, >= 0.
+    """
+
+    unit_exposure_s: float
+    n_failures: int
 
 
 class Action(StrEnum):

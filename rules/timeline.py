@@ -84,6 +84,7 @@ class Timeline:
         kind: shape (n,), :class:`Kind` codes; unknown kind strings map to ``Kind.OTHER``.
         step: shape (n,), training step as float, NaN when unknown.
         duration_s: shape (n,), seconds, NaN when unknown.
+        persist_s: shape (n,), background persist seconds of asynchronous saves, NaN when unknown.
         from_timing_file: shape (n,), True for observations read from a checkpoint timing file.
         new_source: shape (n,), True at the first observation of each log source after the
             first one (a new log file is a new process; timing files never set it).
@@ -96,6 +97,7 @@ class Timeline:
     kind: npt.NDArray[np.int8]
     step: FloatArray
     duration_s: FloatArray
+    persist_s: FloatArray
     from_timing_file: BoolArray
     new_source: BoolArray
     failure_index: IntArray
@@ -125,6 +127,9 @@ class Timeline:
         duration_s = np.fromiter(
             (nan if o.duration_s is None else o.duration_s for o in items), np.float64, count
         )
+        persist_s = np.fromiter(
+            (nan if o.persist_s is None else o.persist_s for o in items), np.float64, count
+        )
         timing = np.fromiter((o.from_timing_file for o in items), np.bool_, count)[order]
         source_codes: dict[str, int] = {}
         source = np.fromiter(
@@ -143,6 +148,7 @@ class Timeline:
             kind=kind,
             step=step[order],
             duration_s=duration_s[order],
+            persist_s=persist_s[order],
             from_timing_file=timing,
             new_source=new_source,
             failure_index=failure_index,
@@ -163,6 +169,7 @@ class Timeline:
             kind=kind,
             step=self.step[order],
             duration_s=self.duration_s[order],
+            persist_s=self.persist_s[order],
             from_timing_file=self.from_timing_file[order],
             new_source=self.new_source[order],
             failure_index=np.flatnonzero(kind == Kind.FAILURE),
@@ -345,3 +352,67 @@ def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
     running = run_id[1:] == run_id[:-1]
     lengths = times[1:][running] - np.maximum(times[:-1][running], since_s)
     return float(np.clip(lengths, 0.0, None).sum())
+
+
+def running_time_at_s(timeline: Timeline, run_id: IntArray, at_s: FloatArray) -> FloatArray:
+    """Running time accumulated from the first observation up to each of ``at_s``.
+
+    The same runs as :func:`exposure_s` (downtime between a failure and the next start is not
+    running time), read as a clock that only ticks while the job runs.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`split_runs`.
+        at_s: shape (k,), epoch seconds, any order.
+
+    Returns:
+        Shape (k,) seconds of running time before each ``at_s``, >= 0.
+    """
+    times = timeline.time_s
+    running = run_id[1:] == run_id[:-1]
+    starts, ends = times[:-1][running], times[1:][running]
+    done = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    at = np.asarray(at_s, np.float64)
+    if starts.size == 0:
+        return np.zeros(at.shape)
+    full = np.searchsorted(ends, at, "right")  # segments that end at or before each time
+    inside = np.minimum(full, starts.size - 1)
+    partial = np.where(
+        full < starts.size, np.clip(at - starts[inside], 0.0, ends[inside] - starts[inside]), 0.0
+    )
+    running_s: FloatArray = done[full] + partial
+    return running_s
+
+
+def lives_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    interruptions: Sequence[Interruption],
+    *,
+    since_s: float = -np.inf,
+) -> tuple[FloatArray, float]:
+    """Running time between consecutive interruptions, and the censored time since the last.
+
+    The times between failures that a Weibull fit or a backtest needs: each interruption's start
+    on the running-time clock (:func:`running_time_at_s`), differenced, beginning where the
+    window opens.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`split_runs`.
+        interruptions: the interruptions that count (unplanned ones), in time order.
+        since_s: epoch seconds where the window opens.
+
+    Returns:
+        ``(gaps, tail)``: shape (f,) seconds of running time before each interruption in the
+        window (the first measured from the window's opening), and seconds of running time from
+        the last of them to the newest observation (right-censored; the whole window with none).
+    """
+    newest = timeline.newest_s
+    if newest is None:
+        return np.zeros(0), 0.0
+    starts = np.array([i.start_s for i in interruptions if i.start_s >= since_s], np.float64)
+    opened = max(since_s, float(timeline.time_s[0]))
+    clock = running_time_at_s(timeline, run_id, np.concatenate(([opened], starts, [newest])))
+    gaps = np.diff(clock)
+    return gaps[:-1], float(gaps[-1])

@@ -135,3 +135,25 @@ def test_custom_patterns_are_validated_at_load_with_their_key() -> None:
         parse_config(bad_kind, "c.toml")
     ok = {"jobs": [{"name": "a", "patterns": [{"kind": "step", "regex": r"it (?P<step>\d+)"}]}]}
     assert parse_config(ok).jobs[0].patterns[0].compiled().regex.pattern == r"it (?P<step>\d+)"
+
+
+def test_estimation_money_and_job_size_keys() -> None:
+    """Price per GPU-hour, currency, minimum excess and a job's nodes are read; a negative price
+    names its key."""
+    config = parse_config(
+        {
+            "estimation": {
+                "price_per_gpu_hour": 2.5,
+                "currency": "EUR ",
+                "min_weibull_failures": 8,
+            },
+            "jobs": [{"name": "a", "gpus": 64, "nodes": 8}],
+        }
+    )
+    assert config.estimation.price_per_gpu_hour == 2.5
+    assert config.estimation.currency == "EUR "
+    assert config.estimation.min_excess_gpu_hours_per_day == 1.0
+    assert config.estimation.min_weibull_failures == 8
+    assert config.jobs[0].nodes == 8
+    with pytest.raises(ConfigError, match=r"estimation\.price_per_gpu_hour"):
+        parse_config({"estimation": {"price_per_gpu_hour": -1}})

@@ -314,3 +314,27 @@ def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) 
     assert record.levelno == logging.WARNING
     assert record.getMessage() == unescape_slack(message["text"])
     assert HOSTILE in record.getMessage()
+
+
+def test_format_message_shows_money_classes_weibull_and_persist() -> None:
+    """Money per day, M per class, the Weibull shape, M per node, a changed C and a persist
+    slower than the interval all appear in the message."""
+    estimate = _estimate(
+        excess_cost_per_day=768.0,
+        mtbf_by_class_s={"nccl_timeout": 28_800.0, "xid_79": 86_400.0},
+        weibull_shape=0.71,
+        weibull_shape_ci=(0.6, 0.82),
+        mtbf_source="weibull",
+        units=8,
+        mtbf_per_unit_s=172_800.0,
+        checkpoint_cost_previous_s=120.0,
+        persist_latency_s=20_000.0,
+    )
+    message = format_message(estimate, NOTIFY, gpus=64, currency="€")
+    body = "\n".join(_texts(message)[1:-1])
+    assert "= 307.2 GPU-hours/day on 64 GPUs ≈ €768/day" in body
+    assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body
+    assert "*Weibull shape:* 0.71 (0.60 to 0.82); widens M's interval" in body
+    assert "*M per unit:* 2d 0h × 8 units" in body
+    assert "*C changed:* from 2m 00s to 5m 00s recently" in body
+    assert "longer than the interval, saves queue up" in body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,7 @@ def simulate_trace(
     downtime_s: float = 900.0,
     start_s: float = 1.7e9,
     failure_class: str = "nccl_error",
+    shape: float = 1.0,
 ) -> Trace:
     """Simulate runs until ``horizon_s`` seconds of running time, failing at rate 1/``mtbf_s``.
 
@@ -68,7 +70,10 @@ def simulate_trace(
     resumes from its last save after a failure and a ``restart`` after ``downtime_s``. The last
     run is cut at the horizon without a failure (right-censored). Exposure is measured the way
     the rules define it: from each ``run_start`` to its failure, and to the last observation.
+    With ``shape`` other than 1 the running time between failures is Weibull with that shape
+    and mean ``mtbf_s``.
     """
+    scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
     observations: list[Observation] = []
     exposure_s = 0.0
     n_failures = 0
@@ -76,7 +81,7 @@ def simulate_trace(
     step = 0
     remaining_s = horizon_s
     while remaining_s > 0:
-        life_s = float(rng.exponential(mtbf_s))
+        life_s = float(rng.exponential(mtbf_s) if shape == 1.0 else scale_s * rng.weibull(shape))
         failed = life_s < remaining_s
         run_s = min(life_s, remaining_s)
         observations.append(Observation("run_start" if step == 0 else "restart", now_s))

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rules.drift import DriftRule
+from rules.drift import DriftRule, off_optimum
 from rules.model import Action, AlertState, JobEstimate, Status
 
 HOUR_S = 3600.0
@@ -43,10 +43,13 @@ BASE = JobEstimate(
 def at(
     ratio: float, recommended_s: float = 7000.0, *, n_failures: int = 5, n_checkpoints: int = 20
 ) -> JobEstimate:
-    """An estimate whose current interval is ``ratio`` times ``recommended_s``."""
+    """An estimate whose current interval is ``ratio`` times ``recommended_s``, with the
+    optimum's confidence band at ±20% of it."""
     return dataclasses.replace(
         BASE,
         drift_ratio=ratio,
+        current_interval_s=ratio * recommended_s,
+        recommended_interval_ci_s=(0.8 * recommended_s, 1.2 * recommended_s),
         recommended_interval_s=recommended_s,
         n_failures=n_failures,
         n_checkpoints=n_checkpoints,
@@ -145,3 +148,38 @@ def test_settings_are_checked_when_the_rule_is_made(settings: dict[str, float], 
     """A bad setting fails in __init__ with a ValueError naming it."""
     with pytest.raises(ValueError, match=name):
         DriftRule(**settings)  # type: ignore[arg-type]
+
+
+def test_an_interval_inside_the_optimums_confidence_band_is_not_drift() -> None:
+    """2x off but inside a band of 0.5x-3x the optimum: the data cannot tell it is wrong."""
+    wide = dataclasses.replace(at(2.0), recommended_interval_ci_s=(3500.0, 21000.0))
+    assert DriftRule()(wide, AlertState(), 0.0).action is Action.NONE
+    assert DriftRule()(at(2.0), AlertState(), 0.0).action is Action.NOTIFY
+
+
+def test_an_excess_worth_less_than_the_minimum_is_not_drift() -> None:
+    """3x off costing 0.5 GPU-hour a day stays quiet under the 1 GPU-hour default; 2 speaks."""
+    small = dataclasses.replace(at(3.0), excess_gpu_hours_per_day=0.5)
+    large = dataclasses.replace(at(3.0), excess_gpu_hours_per_day=2.0)
+    assert DriftRule()(small, AlertState(), 0.0).action is Action.NONE
+    assert DriftRule()(large, AlertState(), 0.0).action is Action.NOTIFY
+    assert DriftRule(min_excess_gpu_hours_per_day=0.0)(small, AlertState(), 0.0).action is (
+        Action.NOTIFY
+    )
+
+
+def test_fleet_failures_count_towards_judging() -> None:
+    """With no failure of its own but M pooled over 12 fleet failures, the rule judges."""
+    pooled = dataclasses.replace(at(3.0, n_failures=0), mtbf_n_failures=12)
+    assert DriftRule(min_failures=2)(pooled, AlertState(), 0.0).action is Action.NOTIFY
+
+
+def test_off_optimum_needs_all_three_conditions() -> None:
+    """Ratio out of band, current outside the confidence band, and excess worth it."""
+    assert off_optimum(2.0, ratio_limit=1.5)
+    assert not off_optimum(1.4, ratio_limit=1.5)
+    assert not off_optimum(2.0, ratio_limit=1.5, current_s=200.0, band_s=(100.0, 300.0))
+    assert off_optimum(2.0, ratio_limit=1.5, current_s=400.0, band_s=(100.0, 300.0))
+    assert not off_optimum(
+        2.0, ratio_limit=1.5, excess_gpu_hours_per_day=0.1, min_excess_gpu_hours_per_day=1.0
+    )

@@ -8,15 +8,21 @@ import numpy as np
 import pytest
 
 from rules.estimates import (
+    MtbfEstimate,
     checkpoint_durations_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
     estimate_mtbf,
     failure_times_s,
+    fit_weibull,
+    mtbf_by_class,
+    persist_latency_s,
     restart_cost_s,
     save_index,
+    scale_mtbf,
     step_time_s,
+    widen_mtbf_ci,
 )
 from rules.model import Observation
 from rules.timeline import Timeline, cluster_interruptions, split_runs
@@ -59,7 +65,8 @@ def test_cost_is_none_without_any_duration() -> None:
 
 def test_cost_interval_is_the_order_statistic_interval_of_the_median() -> None:
     """For n = 20 at 90% the interval is [x(6), x(15)]: P(Bin(20, 1/2) <= 5) = 0.0207 <= 0.05."""
-    cost = estimate_checkpoint_cost([float(v) for v in range(20, 0, -1)], [], window=20)
+    shuffled = (7, 14, 2, 19, 11, 5, 16, 9, 1, 20, 13, 4, 17, 8, 12, 3, 18, 10, 6, 15)
+    cost = estimate_checkpoint_cost([float(v) for v in shuffled], [], window=20)
     assert cost is not None
     assert cost.cost_s == 10.5
     assert cost.ci_s == (6.0, 15.0)
@@ -256,3 +263,146 @@ def test_failures_without_a_step_keep_their_time() -> None:
     )
     moved_s = failure_times_s(timeline, cluster_interruptions(timeline), step_time_s=5.0)
     assert (moved_s - T0).tolist() == [10.0]
+
+
+def noisy_saves(rng: np.random.Generator, median_s: float, n: int) -> list[float]:
+    """``n`` save durations, lognormal around ``median_s`` with a 10% spread."""
+    return list(median_s * np.exp(0.1 * rng.standard_normal(n)))
+
+
+def test_slower_storage_is_noticed_within_three_saves() -> None:
+    """After 17 saves near 30 s, three near 60 s move C to about 60 s at once, and the earlier
+    level is reported; two slow saves are not yet enough."""
+    rng = np.random.default_rng(5)
+    before, after = noisy_saves(rng, 30.0, 17), noisy_saves(rng, 60.0, 3)
+    two = estimate_checkpoint_cost(before + after[:2], [])
+    assert two is not None and two.previous_cost_s is None
+    assert two.cost_s == pytest.approx(30.0, rel=0.1)
+    three = estimate_checkpoint_cost(before + after, [])
+    assert three is not None
+    assert three.n == 3
+    assert three.cost_s == pytest.approx(60.0, rel=0.1)
+    assert three.previous_cost_s == pytest.approx(30.0, rel=0.1)
+
+
+def test_the_cut_reaches_back_to_the_first_save_at_the_new_level() -> None:
+    """Ten saves at the new level after ten at the old one: C is the median of the ten."""
+    cost = estimate_checkpoint_cost([30.0] * 10 + [60.0 + i for i in range(10)], [])
+    assert cost is not None
+    assert cost.n == 10
+    assert cost.cost_s == 64.5
+
+
+def test_one_stalled_save_or_a_small_drift_does_not_move_c() -> None:
+    """One 10x save among twenty, or a last three 15% slower, leave C the window's median."""
+    rng = np.random.default_rng(6)
+    stalled = estimate_checkpoint_cost([*noisy_saves(rng, 30.0, 19), 300.0], [])
+    assert stalled is not None and stalled.previous_cost_s is None
+    assert stalled.cost_s == pytest.approx(30.0, rel=0.1)
+    drift = estimate_checkpoint_cost([30.0] * 17 + [34.5] * 3, [])
+    assert drift is not None and drift.previous_cost_s is None and drift.n == 20
+
+
+def test_persist_latency_is_the_median_of_the_recent_asynchronous_saves() -> None:
+    """Timing records with a persist time give its median over the window; none give None."""
+    records = [
+        obs("checkpoint_end", 100.0 * i, duration_s=2.0, persist_s=p, from_timing_file=True)
+        for i, p in enumerate((500.0, 40.0, 50.0, 60.0))
+    ]
+    assert persist_latency_s(Timeline.of(records), window=3) == 50.0
+    assert persist_latency_s(Timeline.of([obs("step", 1.0)]), window=3) is None
+
+
+def test_mtbf_by_class_shares_the_exposure_and_the_rates_add_up() -> None:
+    """3 NCCL and 1 Xid failures in 400 h: M_nccl = 133 h, M_xid = 400 h, rates sum to 4/400."""
+    by_class = mtbf_by_class(400 * 3600.0, {"nccl_error": 3, "xid_79": 1})
+    nccl, xid = by_class["nccl_error"].mtbf_s, by_class["xid_79"].mtbf_s
+    assert nccl == pytest.approx(400 * 3600.0 / 3)
+    assert xid == pytest.approx(400 * 3600.0)
+    assert nccl is not None and xid is not None
+    assert 1 / nccl + 1 / xid == pytest.approx(estimate_mtbf(400 * 3600.0, 4).mtbf_s ** -1)  # type: ignore[operator]
+
+
+def test_per_node_mtbf_rescales_to_another_job_size() -> None:
+    """A 16-node job with M = 10 h is a 160 h per-node MTBF and a 5 h MTBF on 32 nodes."""
+    job = estimate_mtbf(100 * 3600.0, 10)
+    per_node = scale_mtbf(job, 16)
+    assert per_node.mtbf_s == pytest.approx(160 * 3600.0)
+    assert per_node.exposure_s == pytest.approx(1600 * 3600.0)
+    resized = scale_mtbf(per_node, 1 / 32)
+    assert resized.mtbf_s == pytest.approx(5 * 3600.0)
+    assert job.lower_s is not None and resized.lower_s == pytest.approx(job.lower_s / 2)
+
+
+@pytest.mark.parametrize(("shape", "seed"), [(0.7, 1), (1.0, 2), (1.6, 3)])
+def test_weibull_fit_recovers_the_shape_and_the_mean(shape: float, seed: int) -> None:
+    """From 400 Weibull lives the fit's shape is within 10% and its mean within 10% of the truth,
+    and its interval covers the true shape."""
+    rng = np.random.default_rng(seed)
+    lives = 3600.0 * rng.weibull(shape, 400)
+    fit = fit_weibull(lives, 1800.0)
+    assert fit is not None
+    assert fit.shape == pytest.approx(shape, rel=0.1)
+    assert fit.shape_ci[0] <= shape <= fit.shape_ci[1]
+    assert fit.mean_s == pytest.approx(3600.0 * math.gamma(1 + 1 / shape), rel=0.1)
+    assert fit.not_exponential is (shape != 1.0)
+
+
+def test_weibull_fit_needs_enough_failures() -> None:
+    """Fewer failures than min_failures give no fit."""
+    assert fit_weibull([100.0] * 9, 10.0, min_failures=10) is None
+    assert fit_weibull([100.0, 200.0, 0.0], min_failures=2) is not None
+
+
+def test_exponential_lives_are_rarely_called_weibull() -> None:
+    """Over 300 seeds of 30 exponential lives, the 1% test calls at most 3% of them Weibull."""
+    flagged = 0
+    for seed in range(300):
+        fit = fit_weibull(np.random.default_rng(seed).exponential(1.0, 30), 0.5)
+        assert fit is not None
+        flagged += fit.not_exponential
+    assert flagged / 300 <= 0.03
+
+
+def test_widened_interval_covers_the_mean_of_weibull_lives_at_its_nominal_rate() -> None:
+    """For 60 lives of a Weibull of shape 0.7, the chi-square 90% interval covers the mean less
+    than 82% of the time; stretched by the fitted CV it covers 85-95% of the time (400 seeds)."""
+    truth = math.gamma(1 + 1 / 0.7)
+    plain = widened = 0
+    for seed in range(400):
+        lives = np.random.default_rng(seed).weibull(0.7, 60)
+        mtbf = estimate_mtbf(float(lives.sum()), lives.size)
+        fit = fit_weibull(lives)
+        assert fit is not None and mtbf.ci_s is not None
+        wide = widen_mtbf_ci(mtbf, fit.cv).ci_s
+        assert wide is not None
+        plain += mtbf.ci_s[0] <= truth <= mtbf.ci_s[1]
+        widened += wide[0] <= truth <= wide[1]
+    assert plain / 400 < 0.82
+    assert 0.85 <= widened / 400 <= 0.95
+
+
+def test_mtbf_estimates_converge_as_data_grows() -> None:
+    """The median relative error of M over 100 seeds shrinks like 1/sqrt(n): below 15% with 30
+    failures' worth of running time and below 5% with 1000."""
+    errors = {}
+    for expected in (30, 1000):
+        errs = []
+        for seed in range(100):
+            lives = np.random.default_rng(seed).exponential(1.0, expected)
+            errs.append(abs(estimate_mtbf(float(lives.sum()), expected).mtbf_s - 1.0))  # type: ignore[operator]
+        errors[expected] = float(np.median(errs))
+    assert errors[30] < 0.15
+    assert errors[1000] < 0.05
+    assert errors[1000] < errors[30] / 3
+
+
+def test_widening_keeps_m_and_handles_unknowns() -> None:
+    """Widening moves only the bounds, about M in log scale; an unknown M stays as it was."""
+    mtbf = MtbfEstimate(100.0, 50.0, 300.0, 5, 500.0)
+    wide = widen_mtbf_ci(mtbf, 2.0)
+    assert wide.mtbf_s == 100.0
+    assert wide.lower_s == pytest.approx(25.0)
+    assert wide.upper_s == pytest.approx(900.0)
+    unknown = MtbfEstimate(None, 10.0, None, 0, 10.0)
+    assert widen_mtbf_ci(unknown, 2.0) == unknown

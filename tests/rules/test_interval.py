@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.interval import daly_interval_s, waste_fraction, young_interval_s
+from rules.interval import (
+    daly_interval_s,
+    excess_gpu_hours_per_day,
+    waste_fraction,
+    young_interval_s,
+)
 
 # C/M between 1e-6 and 1e-2 covers real jobs (a 30 s save on a 1-year MTBF up to a
 # 15 min save on a one-day MTBF) and keeps Daly within 7% of Young.
@@ -146,3 +151,24 @@ def test_waste_accepts_zero_restart_but_rejects_negative_restart() -> None:
     assert waste_fraction(7200.0, 86400.0, 300.0, 0.0) == pytest.approx(1.0 / 12.0)
     with pytest.raises(ValueError, match="restart_s"):
         waste_fraction(7200.0, 86400.0, 300.0, -1.0)
+
+
+@pytest.mark.parametrize(
+    ("mtbf_s", "optimum_min", "published_digits"),
+    [(24 * 3600.0, 117.0, 0.5), (6 * 3600.0, 57.0, 0.5), (15 * 60.0, 9.1, 0.05)],
+)
+def test_daly_reproduces_the_optima_published_in_daly_2006(
+    mtbf_s: float, optimum_min: float, published_digits: float
+) -> None:
+    """Daly 2006 (FGCS 22(3)), Figs. 3-5, with δ = 5 min and R = 10 min, prints τopt = 117 min
+    (M = 24 h), 57 min (M = 6 h) and 9.1 min (M = 15 min); eq. 37 gives them to the digits
+    shown."""
+    assert daly_interval_s(mtbf_s, 300.0) / 60.0 == pytest.approx(optimum_min, abs=published_digits)
+
+
+def test_excess_gpu_hours_per_day_is_the_waste_gap_times_gpus_times_24() -> None:
+    """(0.12 − 0.08) × 64 GPUs × 24 h = 61.44 GPU-hours a day; the sign says which is better."""
+    assert excess_gpu_hours_per_day(0.12, 0.08, 64) == pytest.approx(61.44)
+    assert excess_gpu_hours_per_day(0.08, 0.12, 64) == pytest.approx(-61.44)
+    with pytest.raises(ValueError, match="gpus"):
+        excess_gpu_hours_per_day(0.1, 0.1, 0)

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from rules.model import Observation
-from rules.timeline import Kind, Timeline, cluster_interruptions, exposure_s, split_runs
+from rules.timeline import (
+    Kind,
+    Timeline,
+    cluster_interruptions,
+    exposure_s,
+    lives_s,
+    running_time_at_s,
+    split_runs,
+)
 from tests.rules.simulate import T0, obs
 
 
@@ -183,3 +191,43 @@ def test_a_restart_stamped_like_its_failure_still_counts_as_a_failed_attempt() -
     )
     [interruption] = cluster_interruptions(timeline)
     assert interruption.n_observations == 2
+
+
+def test_running_time_clock_stops_while_the_job_is_down() -> None:
+    """Running time at 500 s is 500; during the hour down it stays at 1000; at the newest
+    observation it is 1000 + 1380; before the first observation it is 0."""
+    timeline = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 1000, 10),
+            *crash_burst(1000),
+            obs("restart", 4620),
+            *steps(4700, 6000, 10, first_step=50),
+        ]
+    )
+    run_id = split_runs(timeline, cluster_interruptions(timeline), idle_gap_s=6 * 3600)
+    clock = running_time_at_s(timeline, run_id, T0 + np.array([-5.0, 500.0, 3000.0, 6000.0]))
+    assert clock == pytest.approx([0.0, 500.0, 1000.0, 2380.0])
+
+
+def test_lives_are_running_time_between_interruptions_with_a_censored_tail() -> None:
+    """Failures at 1000 s and (after an hour down) 1380 s later give lives 1000 and 1380 and a
+    tail of 500 s of running time to the newest observation."""
+    timeline = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 1000, 10),
+            *crash_burst(1000),
+            obs("restart", 4600),
+            *steps(4610, 5980, 10, first_step=50),
+            *crash_burst(5980),
+            obs("restart", 9000),
+            *steps(9010, 9500, 10, first_step=100),
+        ]
+    )
+    interruptions = cluster_interruptions(timeline)
+    run_id = split_runs(timeline, interruptions, idle_gap_s=6 * 3600)
+    gaps, tail = lives_s(timeline, run_id, interruptions)
+    assert gaps == pytest.approx([1000.0, 1380.0])
+    assert tail == pytest.approx(500.0)
+    assert gaps.sum() + tail == pytest.approx(exposure_s(timeline, run_id))

@@ -1,0 +1,139 @@
+"""The people-facing tools: ``simulate`` (Monte Carlo and backtest), ``plot``, ``estimates``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent.advisor import fleet_rate
+from agent.cli import main
+from agent.synth import simulate
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def week_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A week of a simulated HF job (M = 6 h, C = 4 min) ingested into a store; the store's
+    path and the job's true interruption count."""
+    workdir = tmp_path_factory.mktemp("week")
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, seed=3)
+    (workdir / "train.log").write_text("".join(text for _, text in job.log))
+    (workdir / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
+    db = workdir / "ckpt.db"
+    for name in ("train.log", "ckpt_timings.jsonl"):
+        _run("ingest", str(workdir / name), "--job", "week", "--db", str(db))
+    return db, job.n_interruptions
+
+
+def test_simulate_prints_daly_the_given_intervals_and_the_best() -> None:
+    """The Monte Carlo JSON holds Daly's interval first, then the given one, and a best interval
+    whose waste is no worse than Daly's by more than the noise."""
+    out = json.loads(
+        _run(
+            "simulate",
+            "--mtbf",
+            "6h",
+            "--cost",
+            "4m",
+            "--restart",
+            "10m",
+            "--interval",
+            "2h",
+            "--sweep",
+            "--replicates",
+            "30",
+            "--days",
+            "10",
+            "--json",
+        )
+    )
+    assert out["mode"] == "monte_carlo"
+    daly, given = out["intervals"]
+    assert daly["interval_s"] == pytest.approx(out["daly_interval_s"])
+    assert given["interval_s"] == 7200.0
+    assert given["waste_fraction"] > daly["waste_fraction"]
+    assert out["best"]["waste_fraction"] <= daly["waste_fraction"]
+    assert daly["waste_fraction"] - out["best"]["waste_fraction"] < 3 * daly["waste_stderr"]
+
+
+def test_simulate_with_a_weibull_shape_and_bad_arguments() -> None:
+    """--shape is accepted and echoed; missing --mtbf exits with the config error code."""
+    out = json.loads(
+        _run(
+            "simulate",
+            "--mtbf",
+            "1d",
+            "--cost",
+            "1m",
+            "--shape",
+            "0.7",
+            "--replicates",
+            "5",
+            "--json",
+        )
+    )
+    assert out["shape"] == 0.7
+    result = CliRunner().invoke(main, ["simulate", "--cost", "1m"])
+    assert result.exit_code == 2
+    assert "--mtbf and --cost" in result.output
+
+
+def test_backtest_replays_the_jobs_own_interruptions(week_db: tuple[Path, int]) -> None:
+    """The backtest replays each recorded interruption: Daly's interval, the current one and
+    the sweep's best, with the best no worse than the others."""
+    db, interruptions = week_db
+    out = json.loads(_run("simulate", "--job", "week", "--db", str(db), "--sweep", "--json"))
+    assert out["mode"] == "backtest"
+    assert out["n_failures"] == interruptions
+    daly, current = out["intervals"]
+    assert current["interval_s"] == pytest.approx(out["current_interval_s"])
+    assert out["best"]["waste_fraction"] <= min(daly["waste_fraction"], current["waste_fraction"])
+    assert 0.0 < daly["waste_fraction"] < 1.0
+
+
+def test_plot_writes_a_png_of_the_waste_curve(week_db: tuple[Path, int], tmp_path: Path) -> None:
+    """plot writes a PNG file for a job with an estimate, and fails clearly for an unknown job."""
+    db, _ = week_db
+    png = tmp_path / "curve.png"
+    out = json.loads(_run("plot", "--job", "week", "--db", str(db), "-o", str(png), "--json"))
+    assert out == {"job": "week", "output": str(png)}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(main, ["plot", "--job", "nope", "--db", str(db), "-o", str(png)])
+    assert result.exit_code == 1
+    assert "no estimate stored for job 'nope'" in result.output
+
+
+def test_estimates_json_carries_the_new_facts(week_db: tuple[Path, int]) -> None:
+    """estimates --json keeps the contract keys and adds per-class M, the Weibull fields, the
+    persist latency and the excess waste (null when unknown)."""
+    db, interruptions = week_db
+    [row] = json.loads(_run("estimates", "--db", str(db), "--json"))
+    assert row["n_failures"] == interruptions
+    assert row["mtbf_source"] in ("exponential", "weibull")
+    classes = row["mtbf_by_class"]
+    assert sum(c["n_failures"] for c in classes.values()) == interruptions
+    assert row["weibull_shape"] is not None
+    assert row["persist_latency_s"] is None
+    assert row["excess_gpu_hours_per_day"] is None
+
+
+def test_fleet_rate_pools_the_other_jobs_per_unit() -> None:
+    """Other jobs' exposure × units and failures add up; the job itself and jobs of unknown size
+    are left out; no such job gives None."""
+    rows = [
+        {"job": "a", "exposure_s": 100.0, "n_failures": 2},
+        {"job": "b", "exposure_s": 50.0, "n_failures": 1},
+        {"job": "c", "exposure_s": 70.0, "n_failures": 9},
+    ]
+    fleet = fleet_rate(rows, {"a": 4, "b": 8}, "new")
+    assert fleet is not None
+    assert (fleet.unit_exposure_s, fleet.n_failures) == (800.0, 3)
+    assert fleet_rate(rows, {"a": 4}, "a") is None
