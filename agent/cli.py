@@ -9,9 +9,10 @@ that need them, so ``--help`` stays fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -19,6 +20,7 @@ import click
 
 from agent.logfmt import FORMATS, setup_logging
 from agent.units import format_duration, parse_duration_s
+from parsers.events import EventKind
 
 if TYPE_CHECKING:
     from agent.config import Config
@@ -60,6 +62,44 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) ->
         return parse_duration_s(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param=param) from None
+
+
+def _zone(_ctx: click.Context, param: click.Parameter, value: str) -> tzinfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(
+            f"unknown time zone {value!r} (use an IANA name such as UTC or Europe/Paris)",
+            param=param,
+        ) from None
+
+
+def _parser_format(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    import parsers
+
+    if value not in parsers.available_formats():
+        known = ", ".join(parsers.available_formats())
+        raise click.BadParameter(f"unknown format {value!r}; known: {known}", param=param)
+    return value
+
+
+def _job_name(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("must not be empty", param=param)
+    return value
+
+
+tz_option = click.option(
+    "--tz", default="UTC", show_default=True, callback=_zone,
+    help="IANA zone of timestamps printed without an offset.",
+)  # fmt: skip
+format_option = click.option(
+    "--format", "fmt", default="auto", show_default=True, callback=_parser_format,
+    help="Parser: auto (detected per file) or a stack: hf_trainer, lightning, deepspeed, "
+    "megatron, nemo, torchtitan, … (an unknown name lists them all).",
+)  # fmt: skip
 
 
 def _print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
@@ -131,8 +171,15 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     token = config.slack_token()
     setup_logging(log_level, log_format, secrets=[token] if token else [])
     from agent.daemon import build_daemon
+    from agent.lock import LockedError, lock_store
     from agent.store import StoreError
 
+    try:
+        lock_store(config.store.path)  # held until the process exits
+    except LockedError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{config.store.path}.lock: cannot create: {exc.strerror}")
     try:
         daemon = build_daemon(config, config_path=config_path)
     except StoreError as exc:
@@ -148,8 +195,14 @@ def check_config(config_path: str) -> None:
     import glob
 
     config = _load_config(config_path)
+    if problem := _store_problem(config.store.path):
+        _fail(
+            f"{config_path}: store.path: cannot create {config.store.path}: {problem}", EXIT_CONFIG
+        )
     click.echo(f"{config_path}: OK")
     click.echo(f"store: {config.store.path}")
+    if not config.jobs:
+        click.echo("warning: no [[jobs]]: the daemon will watch nothing", err=True)
     for job in config.jobs:
         for kind, patterns in (("logs", job.logs), ("timings", job.timings)):
             for pattern in patterns:
@@ -160,6 +213,21 @@ def check_config(config_path: str) -> None:
     click.echo(f"recommendations go to {where}")
     listen = config.metrics.address()
     click.echo(f"metrics at http://{listen[0]}:{listen[1]}/metrics" if listen else "metrics: off")
+
+
+def _store_problem(db_path: Path) -> str | None:
+    """Why the store at ``db_path`` could not be created or written, or None: tries for real
+    (creating its directory and a scratch file there), since permission bits lie to root."""
+    import tempfile
+
+    if db_path.exists():
+        return None if os.access(db_path, os.R_OK | os.W_OK) else "not readable and writable"
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=db_path.parent):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 @main.command("slack-test")
@@ -279,24 +347,26 @@ def _print_status(
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", default="auto", show_default=True, help="Parser, or auto.")
-@click.option("--tz", default="UTC", show_default=True, help="Zone of naive timestamps.")
+@format_option
+@tz_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 @click.option(
     "--misses",
     is_flag=True,
     help="Instead of events, list the lines that look like errors but matched no pattern.",
 )
-def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool, misses: bool) -> None:
-    """Show the events recognised in FILES (nothing is stored)."""
-    from zoneinfo import ZoneInfo
+def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: bool) -> None:
+    """Show the events recognised in FILES (nothing is stored).
 
+    Lines that looked like data but could not be read (a bad timing record, an impossible
+    timestamp) are counted on stderr with their reasons.
+    """
     import parsers
 
     rows: list[dict[str, Any]] = []
     for path in files:
         try:
-            parser = parsers.make_parser(_file_format(path, fmt), tz=ZoneInfo(tz))
+            parser = parsers.make_parser(_file_format(path, fmt), tz=tz)
         except ValueError as exc:
             _fail(str(exc), EXIT_CONFIG)
         try:
@@ -307,6 +377,10 @@ def parse(files: tuple[str, ...], fmt: str, tz: str, as_json: bool, misses: bool
         except OSError as exc:
             _fail(f"{path}: {exc.strerror}")
         rows.extend(_event_json(e, path) for e in parser.finish())
+        if parser.misses:
+            click.echo(f"{path}: {parser.misses} line(s) could not be read:", err=True)
+            for lineno, reason in list(parser.errors)[:10]:
+                click.echo(f"  {path}:{lineno}: {reason}", err=True)
         if misses:
             for lineno, text in parser.unmatched:
                 click.echo(f"{path}:{lineno}: {text}")
@@ -355,17 +429,16 @@ def _event_json(event: Any, source: str) -> dict[str, Any]:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--job", required=True, help="Job name to store the events under.")
+@click.option("--job", required=True, callback=_job_name, help="Job to store the events under.")
 @db_option
-@click.option("--format", "fmt", default="auto", show_default=True, help="Parser, or auto.")
-@click.option("--tz", default="UTC", show_default=True, help="Zone of naive timestamps.")
-def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: str) -> None:
+@format_option
+@tz_option
+def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinfo) -> None:
     """Backfill FILES into the store as JOB, then estimate that job.
 
     Files ending in .jsonl or .csv are read as checkpoint timing files. Ingesting a file twice
     stores nothing twice: its offset is remembered like the daemon's.
     """
-    from zoneinfo import ZoneInfo
 
     from rich.progress import Progress
 
@@ -392,7 +465,7 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: str) 
             store,
             specs,
             clock=utc_now,
-            tz=ZoneInfo(tz),
+            tz=tz,
             backfill=True,
             on_progress=lambda n: progress.advance(task, n),
         )
@@ -455,10 +528,13 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
 
 @main.command()
 @click.option("--job", help="Only this job.")
-@click.option("--kind", "kinds", multiple=True, help="Only this kind (repeatable).")
+@click.option(
+    "--kind", "kinds", multiple=True, help="Only this kind (repeatable).",
+    type=click.Choice([k.value for k in EventKind]),
+)  # fmt: skip
 @db_option
 @config_option
-@click.option("--limit", type=int, help="At most this many.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 def events(
     job: str | None,
@@ -539,9 +615,17 @@ def interval(
 
 
 @main.command()
-@click.option("--days", default=7.0, show_default=True, help="Simulated training time.")
 @click.option(
-    "--seconds", "replay_s", default=15.0, show_default=True, help="Replay it in this long."
+    "--days", default=7.0, show_default=True, type=click.FloatRange(min=1, max=365),
+    help="Simulated training time.",
+)  # fmt: skip
+@click.option(
+    "--seconds",
+    "replay_s",
+    default=15.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Replay it in this long.",
 )
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), help="Keep the files here.")
 def demo(days: float, replay_s: float, workdir: str | None) -> None:

@@ -7,6 +7,8 @@ written as text (``"5m"``, ``"6h"``) or seconds and become float seconds here, o
 from __future__ import annotations
 
 import glob
+import inspect
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -20,6 +22,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 import parsers
@@ -48,41 +51,83 @@ def default_db_path() -> Path:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Field docstrings become descriptions: docs/CONFIG.md is generated from them.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+DAY_S = 86400.0
 
 
 class StoreConfig(_Section):
+    """``[store]``: where events, estimates and the Slack outbox live."""
+
     path: Path = Field(default_factory=default_db_path)
-    retention_days: float = Field(default=365.0, gt=0)
+    """SQLite file (WAL mode); default ``$CKPT_ADVISOR_DB``, ``$STATE_DIRECTORY/ckpt-advisor.db``
+    or ``~/.local/state/ckpt-advisor/ckpt-advisor.db``. Must be on a local disk."""
+    retention_days: float = Field(default=365.0, gt=0, le=36500)
+    """Events older than this many days are pruned daily."""
 
 
 class ScheduleConfig(_Section):
-    estimate_every: Seconds = Field(default=300.0, gt=0)
-    after_failure: Seconds = Field(default=30.0, ge=0)
-    poll_every: Seconds = Field(default=2.0, gt=0)
-    estimate_timeout: Seconds = Field(default=600.0, gt=0)
+    """``[schedule]``: how often the daemon looks and thinks (durations: ``90s``, ``5m``)."""
+
+    estimate_every: Seconds = Field(default=300.0, gt=0, le=7 * DAY_S)
+    """Re-estimate every job this often (UTC, coalesced after a suspend)."""
+    after_failure: Seconds = Field(default=30.0, ge=0, le=DAY_S)
+    """Estimate again this soon after a new failure is stored."""
+    poll_every: Seconds = Field(default=2.0, gt=0, le=3600)
+    """Stat every known file and look for new ones this often (shared filesystems send no
+    inotify events for other hosts' writes, so polling is always on)."""
+    estimate_timeout: Seconds = Field(default=600.0, gt=0, le=DAY_S)
     """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
     file_events: bool = True
     """Wake on file notifications (watchdog/inotify); false: stat polling only."""
 
 
 class EstimationConfig(_Section):
+    """``[estimation]``: the statistics and the drift rule (README, "How it decides")."""
+
     confidence: float = Field(default=0.9, gt=0, lt=1)
-    cost_window_saves: int = Field(default=20, ge=1)
-    mtbf_window: Seconds = Field(default=30 * 86400.0, gt=0)
+    """Level of every confidence interval (C, M, the recommended interval)."""
+    cost_window_saves: int = Field(default=20, ge=1, le=10_000)
+    """C is the median of this many most recent saves."""
+    mtbf_window: Seconds = Field(default=30 * DAY_S, gt=0, le=3650 * DAY_S)
+    """M counts interruptions and running time over this span before the job's newest event."""
     min_failures: int = Field(default=2, ge=0)
+    """Interruptions needed before advising."""
     min_saves: int = Field(default=3, ge=1)
+    """Timed saves needed before advising."""
     drift_ratio: float = Field(default=1.5, gt=1)
+    """Advise when current/recommended is outside [1/ratio, ratio] (and the other conditions)."""
     resolve_ratio: float = Field(default=1.3, gt=1)
-    repeat_after: Seconds = Field(default=86400.0, gt=0)
+    """A drift episode ends when the ratio is back inside [1/resolve_ratio, resolve_ratio];
+    at most ``drift_ratio`` (hysteresis)."""
+    repeat_after: Seconds = Field(default=DAY_S, gt=0)
+    """An unchanged recommendation is posted again only after this long."""
     min_excess_gpu_hours_per_day: float = Field(default=1.0, ge=0)
+    """Advise only when the current interval wastes at least this much more (needs ``gpus``)."""
     min_weibull_failures: int = Field(default=10, ge=2)
+    """Interruptions needed before a Weibull fit of the times between them is tried."""
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    """If set, messages also give the excess waste in money per day."""
     currency: str = "$"
+    """Prefix for money amounts."""
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> EstimationConfig:
+        if self.resolve_ratio > self.drift_ratio:
+            raise ValueError(
+                f"resolve_ratio ({self.resolve_ratio}) must not exceed drift_ratio "
+                f"({self.drift_ratio}): a drift episode must be able to end"
+            )
+        return self
 
 
 class ParseConfig(_Section):
+    """``[parse]``: how log text is read."""
+
     timezone: str = "UTC"
+    """IANA zone of timestamps printed without an offset (most frameworks print local time)."""
 
     @field_validator("timezone")
     @classmethod
@@ -100,7 +145,11 @@ class PatternConfig(_Section):
     """``[[jobs.patterns]]``: a custom log pattern (``parsers/custom.py``)."""
 
     kind: str
+    """Event kind the pattern produces (``checkpoint_start``, ``checkpoint_end``, ``failure``,
+    ``restart``, ``resume``, ``run_start``, ``run_end``, ``step``)."""
     regex: str
+    """Python regex searched in each line; optional named groups ``step``, ``time``,
+    ``duration_s``."""
 
     @field_validator("kind")
     @classmethod
@@ -122,12 +171,21 @@ class PatternConfig(_Section):
 
 
 class JobConfig(_Section):
+    """``[[jobs]]``: one training job (or a family of runs that share an interval setting)."""
+
     name: str = Field(min_length=1)
+    """The job's name in messages, the store and the CLI."""
     logs: list[str] = Field(default_factory=list)
+    """Absolute globs of training logs (``**`` recurses); files appearing later are found."""
     timings: list[str] = Field(default_factory=list)
+    """Absolute globs of checkpoint timing files (JSONL or CSV; exact C)."""
     format: str = "auto"
+    """Parser for the logs: ``auto`` (detected per file) or a stack name (``ckpt-advisor
+    parse --help`` lists them)."""
     gpus: int | None = Field(default=None, ge=1)
+    """GPUs the job runs on: waste in GPU-hours per day, and the worth-it threshold."""
     patterns: list[PatternConfig] = Field(default_factory=list)
+    """Custom ``[[jobs.patterns]]`` for lines no built-in parser knows."""
 
     @field_validator("format")
     @classmethod
@@ -138,6 +196,7 @@ class JobConfig(_Section):
         return value
 
     nodes: int | None = Field(default=None, ge=1)
+    """Nodes the job runs on: M per node, rescaled when the job is resized."""
 
     @field_validator("logs", "timings")
     @classmethod
@@ -151,10 +210,17 @@ class JobConfig(_Section):
 
 
 class SlackConfig(_Section):
+    """``[slack]``: where recommendations go; without a token they go to the daemon's log."""
+
     channel: str | None = None
+    """Channel name (``#training-alerts``) or ID (``C…``; lets delivery check for duplicates
+    before any post succeeded)."""
     token_env: str = "SLACK_BOT_TOKEN"
+    """Name of the environment variable (or systemd credential) holding the bot token."""
     base_url: str = "https://slack.com/api/"
-    timeout: Seconds = Field(default=10.0, gt=0)
+    """Web API base URL (other Slack deployments, e.g. GovSlack, differ)."""
+    timeout: Seconds = Field(default=10.0, gt=0, le=600)
+    """Timeout of one Web API call."""
 
     @field_validator("base_url")
     @classmethod
@@ -173,6 +239,7 @@ class MetricsConfig(_Section):
     """
 
     listen: str | None = None
+    """``host:port`` of the Prometheus endpoint; a bare port binds to 127.0.0.1; off if unset."""
 
     @field_validator("listen")
     @classmethod
@@ -282,3 +349,47 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}") from None
     return parse_config(data, str(p))
+
+
+def config_reference() -> str:
+    """Every config key with its default and meaning, as Markdown (``docs/CONFIG.md``).
+
+    Generated from the models' field docstrings, so the reference cannot drift from the code.
+    """
+    from agent.units import format_duration
+
+    def default_of(name: str, field: Any) -> str:
+        if field.is_required():
+            return "required"
+        if name == "path":
+            return "see meaning"
+        value = field.get_default(call_default_factory=True)
+        if value is None or value == []:
+            return "unset"
+        if any(getattr(m, "func", None) is parse_duration_s for m in field.metadata):
+            return f"`{format_duration(float(value))}`"
+        return f"`{json.dumps(value)}`"
+
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from `agent/config.py` (`python -c 'from agent.config import "
+        "config_reference as r; print(r())' > docs/CONFIG.md`). Every key has a default; "
+        "durations are seconds or text such as `90s`, `5m`, `6h`, `2d`.",
+    ]
+    sections: list[tuple[str, type[BaseModel]]] = [
+        (name, field.annotation)  # type: ignore[misc]
+        for name, field in Config.model_fields.items()
+        if name != "jobs"
+    ]
+    sections[3:3] = [("jobs", JobConfig), ("jobs.patterns", PatternConfig)]
+    for name, model in sections:
+        table = f"[[{name}]]" if name.startswith("jobs") else f"[{name}]"
+        lines += ["", f"## `{table}`", "", inspect.cleandoc(model.__doc__ or ""), ""]
+        lines += ["| key | default | meaning |", "| --- | --- | --- |"]
+        for key, field in model.model_fields.items():
+            if key == "patterns":
+                continue
+            text = " ".join((field.description or "").split()).replace("|", "\\|")
+            lines.append(f"| `{key}` | {default_of(key, field)} | {text} |")
+    return "\n".join(lines).replace("``", "`") + "\n"

@@ -101,3 +101,52 @@ def test_bad_input_exits_nonzero_with_a_message_naming_it(
     result = CliRunner().invoke(main, list(args))
     assert result.exit_code == code
     assert message in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("parse", "--tz", "Nowhere/X", "f.log"), "unknown time zone 'Nowhere/X'"),
+        (("ingest", "--job", " ", "--db", "x.db", "f.log"), "'--job': must not be empty"),
+        (("events", "--kind", "bogus"), "'bogus' is not one of 'checkpoint_start'"),
+        (("events", "--limit", "-1"), "-1 is not in the range x>=1"),
+        (("demo", "--days", "0"), "0 is not in the range 1<=x<=365"),
+        (("parse", "--format", "megatron-lm", "f.log"), "unknown format 'megatron-lm'; known:"),
+    ],
+)
+def test_bad_options_are_usage_errors_naming_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], message: str
+) -> None:
+    """Bad option values exit 2 with click's usage error naming the option, never a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.log").write_text("x\n")
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_parse_reports_records_it_could_not_read(tmp_path: Path) -> None:
+    """Bad timing records are not dropped silently: parse counts them on stderr with reasons."""
+    timing = tmp_path / "t.jsonl"
+    good = '{"step": 5, "start": "2026-11-01T00:00:00Z", "end": "2026-11-01T00:01:00Z"}'
+    timing.write_text(f"{good}\nnot json\n" + '{"step": 6, "end": 1, "duration_s": -3}\n')
+    code, out, err = _run("parse", str(timing), "--json")
+    assert code == 0
+    assert len(out.splitlines()) == 1
+    assert f"{timing}: 2 line(s) could not be read:" in err
+    assert f"{timing}:2: " in err and f"{timing}:3: " in err
+
+
+def test_check_config_refuses_a_store_it_cannot_create(tmp_path: Path) -> None:
+    """check-config fails (exit 2) when the store cannot be created there, naming the key, and
+    warns when no job is configured."""
+    config = tmp_path / "c.toml"
+    config.write_text('[store]\npath = "/proc/ckpt-advisor-test/s.db"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 2
+    assert f"{config}: store.path: cannot create /proc/ckpt-advisor-test/s.db" in result.stderr
+    config.write_text(f'[store]\npath = "{tmp_path}/s.db"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 0
+    assert "no [[jobs]]" in result.stderr

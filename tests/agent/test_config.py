@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, load_config, parse_config
+from agent.config import ConfigError, config_reference, load_config, parse_config
 
 DESIGN_EXAMPLE = """
 [store]
@@ -157,3 +157,24 @@ def test_estimation_money_and_job_size_keys() -> None:
     assert config.jobs[0].nodes == 8
     with pytest.raises(ConfigError, match=r"estimation\.price_per_gpu_hour"):
         parse_config({"estimation": {"price_per_gpu_hour": -1}})
+
+
+def test_docs_config_reference_is_generated_from_the_code() -> None:
+    """docs/CONFIG.md is exactly what config_reference() renders, so every key is documented
+    with its real default."""
+    doc = Path(__file__).parents[2] / "docs" / "CONFIG.md"
+    assert doc.read_text() == config_reference()
+    for key in ("estimate_every", "drift_ratio", "timezone", "token_env", "listen", "regex"):
+        assert f"| `{key}` |" in doc.read_text()
+
+
+def test_resolve_ratio_above_drift_ratio_is_refused() -> None:
+    """Hysteresis needs resolve_ratio <= drift_ratio, else an episode could never end."""
+    with pytest.raises(ConfigError, match=r"c\.toml: estimation: .*resolve_ratio \(2\.0\) must"):
+        parse_config({"estimation": {"drift_ratio": 1.2, "resolve_ratio": 2.0}}, "c.toml")
+
+
+def test_absurd_durations_are_refused_at_load() -> None:
+    """A poll interval of a million days is refused naming the key, not a crash at run time."""
+    with pytest.raises(ConfigError, match=r"schedule\.poll_every: .*less than or equal to 3600"):
+        parse_config({"schedule": {"poll_every": "1000000d"}}, "c.toml")

@@ -1,0 +1,58 @@
+"""One daemon per store: a second `run` on the same store refuses to start."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.lock import LockedError, lock_store
+
+
+def test_second_lock_on_one_store_names_the_holder(tmp_path: Path) -> None:
+    """While one process holds the lock, another gets LockedError naming the store and pid."""
+    db = tmp_path / "s.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         f"from agent.lock import lock_store; from pathlib import Path; import time; "
+         f"lock_store(Path({str(db)!r})); print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        try:
+            lock_store(db)
+        except LockedError as exc:
+            assert f"{db}: another ckpt-advisor daemon (pid {holder.pid})" in str(exc)
+        else:
+            raise AssertionError("a second lock on the same store was granted")
+    finally:
+        holder.kill()
+        holder.wait()
+    lock_store(db)  # the kernel released the dead holder's lock: no stale lock file
+
+
+def test_second_daemon_on_the_same_store_exits_1(tmp_path: Path) -> None:
+    """`run` twice on one config: the second exits 1 at once saying the store is in use."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[store]\npath = "{tmp_path / "s.db"}"\n[schedule]\npoll_every = "0.2s"\n')
+    cmd = [sys.executable, "-m", "agent", "run", "--config", str(config)]
+    first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            not (tmp_path / "s.db.lock").read_text().strip()
+            if (tmp_path / "s.db.lock").exists()
+            else True
+        ):
+            assert time.monotonic() < deadline, "first daemon never took the lock"
+            time.sleep(0.1)
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert "another ckpt-advisor daemon" in second.stderr
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
