@@ -286,26 +286,44 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
 
 
 def current_interval_s(
-    timeline: Timeline, run_id: IntArray, saves: IntArray, *, window: int
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    window: int,
+    cost_s: float | None = None,
 ) -> float | None:
-    """The job's checkpoint interval now: median time between consecutive saves of one run.
+    """The job's checkpoint interval now, as compute time between saves (Daly's T).
+
+    The median spacing of consecutive saves of one run (one save's mark to the next one's) is
+    ``T + C`` when saves block training for C; Daly (FGCS 22(3), 2006) and Young (1974) define
+    the interval T as the compute time between checkpoints, without the checkpoint, so C is
+    subtracted when known (the spacing itself is returned when C is unknown, or when it does
+    not exceed C).
 
     Args:
         timeline: the job's observations.
         run_id: shape (n,), from :func:`rules.timeline.split_runs`.
         saves: from :func:`save_index`.
         window: how many of the most recent intervals to use, >= 1.
+        cost_s: blocking checkpoint cost C, seconds, or None when unknown.
 
     Returns:
         Seconds, or None when no run has two saves.
     """
     gaps_s = _within_runs(timeline.time_s[saves], run_id[saves])
     recent = gaps_s[gaps_s > 0.0][-window:]
-    return float(np.median(recent)) if recent.size else None
+    if not recent.size:
+        return None
+    spacing_s = float(np.median(recent))
+    if cost_s is not None and spacing_s > cost_s:
+        return spacing_s - cost_s
+    return spacing_s
 
 
 def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray) -> int | None:
-    """Median step distance between consecutive saves of one run, or None without steps."""
+    """Median step distance between consecutive saves of one run (the training steps computed
+    between them, e.g. ``save_steps``), or None without steps."""
     steps = _within_runs(timeline.step[saves], run_id[saves])
     steps = steps[steps > 0]  # NaN compares False
     return round(float(np.median(steps))) if steps.size else None

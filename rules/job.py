@@ -31,9 +31,11 @@ from rules.estimates import (
     widen_mtbf_ci,
 )
 from rules.interval import (
+    HIGH_COST_RATIO,
     daly_interval_s,
     excess_gpu_hours_per_day,
-    waste_fraction,
+    exponential_waste_fraction,
+    high_cost_warning,
     young_interval_s,
 )
 from rules.model import FleetRate, JobEstimate, Observation, Status
@@ -70,6 +72,7 @@ def estimate_job(
     gpus: int | None = None,
     price_per_gpu_hour: float | None = None,
     min_excess_gpu_hours_per_day: float = 1.0,
+    high_cost_ratio: float = HIGH_COST_RATIO,
 ) -> JobEstimate:
     """Estimate everything about one job's checkpointing from its observations.
 
@@ -78,8 +81,12 @@ def estimate_job(
     last ``cost_window_saves`` save durations; M counts the unplanned interruptions that began,
     and the exposure run, within ``mtbf_window_s`` before the newest observation. The
     recommendation is Daly's interval (FGCS 22(3), 2006, eq. 37); its confidence interval is
-    Daly evaluated at the corners of the M and C confidence intervals. Waste fractions are
-    :func:`rules.interval.waste_fraction` with R included when known.
+    Daly evaluated at the corners of the M and C confidence intervals. The current interval is
+    the compute time between saves (the measured spacing minus C, as Daly's T;
+    :func:`rules.estimates.current_interval_s`). Waste fractions and the excess GPU-hours use
+    Daly's exponential model (:func:`rules.interval.exponential_waste_fraction`) with R
+    included when known; it never exceeds 1. When C/M exceeds ``high_cost_ratio`` a note says
+    that the job mostly writes checkpoints.
 
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
@@ -130,6 +137,7 @@ def estimate_job(
         gpus: the job's GPU count, for GPU-hours, >= 1, or None.
         price_per_gpu_hour: money per GPU-hour, >= 0, or None.
         min_excess_gpu_hours_per_day: see :func:`rules.drift.off_optimum`, >= 0.
+        high_cost_ratio: C/M above which the estimate notes that checkpointing barely helps, > 0.
 
     Returns:
         The estimate; unknown numbers are None.
@@ -185,7 +193,7 @@ def estimate_job(
         mtbf, mtbf_source = widen_mtbf_ci(own, weibull.cv), "weibull"
     if mtbf.mtbf_s is None:
         mtbf_source = None
-    current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
+    current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves, cost_s=cost_s)
     restart_s = restart_cost_s(timeline, counted)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
@@ -194,9 +202,13 @@ def estimate_job(
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
         ci_s = _daly_ci_s(mtbf, cost)
-        waste_recommended = waste_fraction(daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+        waste_recommended = exponential_waste_fraction(
+            daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
+        )
         if current_s is not None:
-            waste_current = waste_fraction(current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+            waste_current = exponential_waste_fraction(
+                current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
+            )
             ratio = current_s / daly_s
             if gpus is not None:
                 excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
@@ -252,7 +264,8 @@ def estimate_job(
         newest_event_s=newest_s,
         failure_classes=dict(Counter(i.failure_class for i in counted)),
         notes=_notes(cost, own, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures)
-        + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units),
+        + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
+        + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
         checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
         persist_latency_s=persist_s,
         mtbf_source=mtbf_source,
@@ -311,6 +324,15 @@ def _more_notes(
             f"for {units} units"
         )
     return tuple(notes)
+
+
+def _cost_notes(
+    cost_s: float | None, mtbf_s: float | None, waste_recommended: float | None, ratio: float
+) -> tuple[str, ...]:
+    if cost_s is None or mtbf_s is None or waste_recommended is None:
+        return ()
+    warning = high_cost_warning(cost_s, mtbf_s, waste_recommended, ratio=ratio)
+    return () if warning is None else (warning,)
 
 
 def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:
