@@ -375,18 +375,19 @@ def step_time_s(
 def _step_time_from_saves(
     timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
 ) -> FloatArray:
-    """Per pair of consecutive saves of one run with steps: ``(Δt − C)/Δstep``."""
+    """Per pair of consecutive saves of one run with Δstep > 0: ``(Δt − C)/Δstep``."""
     useful = saves[np.isfinite(timeline.step[saves])]
     if cost_s is None or useful.size < 2:
         return np.zeros(0)
     elapsed_s = _within_runs(timeline.time_s[useful], run_id[useful]) - cost_s
-    return elapsed_s / _within_runs(timeline.step[useful], run_id[useful])
+    return _per_step(elapsed_s, _within_runs(timeline.step[useful], run_id[useful]))
 
 
 def _step_time_from_steps(
     timeline: Timeline, run_id: IntArray, saves: IntArray, stepped: IntArray, cost_s: float | None
 ) -> FloatArray:
-    """Per pair of consecutive step observations of one run: ``(Δt − k·C)/Δstep``."""
+    """Per pair of consecutive step observations of one run with Δstep > 0:
+    ``(Δt − k·C)/Δstep``."""
     times = timeline.time_s[stepped]
     elapsed_s = np.diff(times)
     if cost_s is not None:
@@ -394,7 +395,15 @@ def _step_time_from_steps(
         stalls = np.searchsorted(save_s, times[1:]) - np.searchsorted(save_s, times[:-1])
         elapsed_s = elapsed_s - stalls * cost_s
     same = run_id[stepped][1:] == run_id[stepped][:-1]
-    per_step: FloatArray = elapsed_s[same] / np.diff(timeline.step[stepped])[same]
+    return _per_step(elapsed_s[same], np.diff(timeline.step[stepped])[same])
+
+
+def _per_step(elapsed_s: FloatArray, steps: FloatArray) -> FloatArray:
+    """``elapsed_s / steps`` where the step advanced: a bar line and the timed record of the
+    same step (HF Trainer) give Δstep = 0, a resume from an earlier save read without its
+    start line gives Δstep < 0; neither says anything about the step time."""
+    forward = steps > 0.0  # NaN compares False
+    per_step: FloatArray = elapsed_s[forward] / steps[forward]
     return per_step
 
 
