@@ -91,8 +91,11 @@ def estimate_job(
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
     the run had got (:func:`rules.estimates.failure_times_s`), so exposure and R are not cut
-    short. ``n_checkpoints`` counts the job's saves (each once, see
-    :func:`rules.estimates.save_index`), whether or not their duration is known. Status is
+    short. A run that stopped with no failure line and no clean end before a new run started
+    counts as an interruption of class ``unknown``
+    (:meth:`rules.timeline.Timeline.with_unseen_interruptions`). ``n_checkpoints`` counts the
+    job's saves (each once, see :func:`rules.estimates.save_index`), whether or not their
+    duration is known. Status is
     ``insufficient_data`` when C, M or the current interval is unknown, or there are fewer than
     ``min_saves`` saves or ``min_failures`` interruptions behind M;
     ``drift`` when :func:`rules.drift.off_optimum` says so (current/recommended outside
@@ -159,7 +162,7 @@ def estimate_job(
         run_id = split_runs(timeline, interruptions, idle_gap_s=idle_gap_s)
         return interruptions, run_id, save_index(timeline, run_id)
 
-    timeline = Timeline.of(observations)
+    timeline, n_unseen = Timeline.of(observations).with_unseen_interruptions()
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
@@ -264,6 +267,7 @@ def estimate_job(
         newest_event_s=newest_s,
         failure_classes=dict(Counter(i.failure_class for i in counted)),
         notes=_notes(cost, own, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures)
+        + _unseen_notes(n_unseen)
         + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
         + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
         checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
@@ -324,6 +328,16 @@ def _more_notes(
             f"for {units} units"
         )
     return tuple(notes)
+
+
+def _unseen_notes(n_unseen: int) -> tuple[str, ...]:
+    if not n_unseen:
+        return ()
+    return (
+        f"{n_unseen} run(s) stopped with no failure line and no clean end before a new run "
+        "started (a kill or a lost node prints nothing): counted as interruptions of unknown "
+        "cause",
+    )
 
 
 def _cost_notes(

@@ -27,8 +27,7 @@ from rules.estimates import (
 )
 from rules.model import Observation
 from rules.timeline import Kind, Timeline, cluster_interruptions, split_runs
-from tests.parsers._helpers import REAL_LOGS, parse, read_lines
-from tests.rules.simulate import T0, hf_like_crash, obs
+from tests.rules.simulate import T0, hf_like_crash, obs, real_hf_observations
 
 
 def prepared(observations: list[Observation]) -> tuple[Timeline, np.ndarray]:
@@ -431,16 +430,7 @@ def test_step_time_skips_repeated_and_backward_steps_without_warnings() -> None:
 def test_real_hf_trainer_logs_give_a_step_time_without_warnings() -> None:
     """The captured HF crash and resume logs, parsed, give tqdm's seconds per step and no
     divide-by-zero warning from their repeated steps (bar line + record line)."""
-    observations = []
-    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
-        events, _ = parse(read_lines(REAL_LOGS / name))
-        observations += [
-            Observation(
-                str(e.kind), e.time.timestamp(), e.step, e.duration_s, e.failure_class, source=name
-            )
-            for e in events
-            if e.time is not None
-        ]
+    observations = real_hf_observations()
     timeline, run_id = prepared(observations)
     assert (
         np.diff(timeline.step[timeline.kind == Kind.STEP]) == 0

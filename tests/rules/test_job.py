@@ -13,7 +13,7 @@ import pytest
 from rules.interval import daly_interval_s, exponential_waste_fraction
 from rules.job import estimate_job
 from rules.model import FleetRate, Observation, Status
-from tests.rules.simulate import T0, Trace, hf_like_crash, obs, simulate_trace
+from tests.rules.simulate import T0, Trace, hf_like_crash, obs, real_hf_observations, simulate_trace
 
 DAY_S = 86400.0
 
@@ -392,3 +392,18 @@ def test_a_checkpoint_cost_near_the_mtbf_gets_a_note_and_a_sane_waste() -> None:
     assert estimate.waste_fraction_current < 1.0
     healthy = estimate_job("llama", ten_days_of_llama().observations, now_s=0.0)
     assert not any("nearly pointless" in note for note in healthy.notes)
+
+
+def test_real_hf_runs_whose_failure_line_is_lost_still_count_one_interruption() -> None:
+    """The captured HF crash and resume runs give one interruption whether or not the crash's
+    traceback was seen: cuda_illegal_memory_access with it, unknown without it (at the crash
+    run's last line, 22:11:44.640), never "no failure"."""
+    seen = estimate_job("hf", real_hf_observations(), now_s=0.0)
+    assert seen.n_failures == 1
+    assert seen.failure_classes == {"cuda_illegal_memory_access": 1}
+    lost = estimate_job("hf", real_hf_observations(drop_failures=True), now_s=0.0)
+    assert lost.n_failures == 1
+    assert lost.failure_classes == {"unknown": 1}
+    assert lost.exposure_s == pytest.approx(seen.exposure_s, abs=1.0)
+    assert any("no failure line and no clean end" in note for note in lost.notes)
+    assert not any(note.startswith("no failure in") for note in lost.notes)
