@@ -182,25 +182,25 @@ class Timeline:
         """A copy with a ``failure`` of class ``unknown`` where a run died without a word.
 
         A run that progressed (``step``, ``checkpoint_*``) and is followed by a new run (a start
-        kind not preceded by another start) with no failure and no clean ``run_end`` in between
-        was interrupted by something that printed nothing: a Kubernetes SIGKILL, a lost node,
+        kind not preceded by another start) with no failure and no clean ``run_end`` anywhere
+        since its own start (a traceback dated by the bar clock may sort before the run's last
+        save) was interrupted by something that printed nothing: a Kubernetes SIGKILL, a lost node,
         an OOM kill (FORMATS.md §15, "the log simply stops"). Not counting it would overstate
         M. The failure is placed at the time of the dead run's last observation, so its
         exposure ends there. ``unknown`` is a generic class (:data:`GENERIC_FAILURE_CLASSES`),
-        so a failure line of another source clustered with it names the root cause. The first
-        run seen, and runs that ended with a failure (planned or not) or ``run_end``, add none.
+        so a failure line of another source clustered with it (one stamped after the new start,
+        before progress) names the root cause. The run before the first start seen, and runs
+        with a failure (planned or not) or a ``run_end``, add none.
 
         Returns:
             ``(timeline, k)``: the new timeline (``self`` when k is 0) and the k failures added.
         """
         opens = self.is_kind(*START_KINDS)
         openings = np.flatnonzero(opens & ~np.concatenate(([False], opens[:-1])))
-        progress = self.is_kind(*PROGRESS_KINDS)
-        marked = progress | self.is_kind(Kind.FAILURE, Kind.RUN_END)
-        marked[openings] = True
-        marked_index = np.flatnonzero(marked)
-        before = np.searchsorted(marked_index, openings) - 1  # last marked index before each
-        dead = openings[(before >= 0) & progress[marked_index[np.maximum(before, 0)]]]
+        # per run between two openings: any progress, any failure or clean end
+        progressed = _any_between(self.is_kind(*PROGRESS_KINDS), openings)
+        ended = _any_between(self.is_kind(Kind.FAILURE, Kind.RUN_END), openings)
+        dead = openings[1:][progressed & ~ended]
         if dead.size == 0:
             return self, 0
         # one failure after each dead run's last observation (index dead - 1), at its time

@@ -274,14 +274,14 @@ def test_only_runs_with_no_end_and_no_failure_get_an_unseen_interruption(
 
 
 def test_a_real_failure_near_an_unseen_end_names_the_root_cause() -> None:
-    """A kernel Xid line from another source, stamped just before the dead run's last step,
-    clusters with the unknown failure and wins as root cause (unknown is generic)."""
+    """A kernel Xid line from another source, stamped after the new run's start but before its
+    progress, clusters with the unknown failure and wins as root cause (unknown is generic)."""
     timeline, added = Timeline.of(
         [
             obs("run_start", 0),
             *steps(10, 100, 10),
-            obs("failure", 95, failure_class="xid_79", source="dmesg"),
             obs("run_start", 400),
+            obs("failure", 405, failure_class="xid_79", source="dmesg"),
             *steps(410, 420, 10),
         ]
     ).with_unseen_interruptions()
@@ -289,3 +289,20 @@ def test_a_real_failure_near_an_unseen_end_names_the_root_cause() -> None:
     [interruption] = cluster_interruptions(timeline)
     assert interruption.failure_class == "xid_79"
     assert interruption.n_observations == 2
+
+
+def test_a_failure_dated_before_the_runs_last_save_still_ends_the_run() -> None:
+    """An untimed traceback dated by the bar clock sorts before the run's last save lines: the
+    run has a failure, so no unknown interruption is added on top of it."""
+    _, added = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 100, 10),
+            obs("failure", 100, step=10, failure_class="cuda_illegal_memory_access"),
+            obs("checkpoint_start", 100.5, step=10),
+            obs("checkpoint_end", 538, step=10),
+            obs("run_start", 1800),
+            *steps(1810, 1900, 10),
+        ]
+    ).with_unseen_interruptions()
+    assert added == 0
