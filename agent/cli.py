@@ -577,8 +577,16 @@ def events(
 def interval(
     mtbf: float, cost: float, restart: float, current: float | None, as_json: bool
 ) -> None:
-    """Young and Daly checkpoint intervals and the waste at each (a calculator)."""
-    from rules.interval import daly_interval_s, waste_fraction, young_interval_s
+    """Young and Daly checkpoint intervals and the waste at each (a calculator).
+
+    Waste fractions use Daly's exponential model (rules.interval.exponential_waste_fraction);
+    a C/M above 0.5 adds a line to ``warnings`` (checkpointing is then nearly pointless)."""
+    from rules.interval import (
+        daly_interval_s,
+        exponential_waste_fraction,
+        high_cost_warning,
+        young_interval_s,
+    )
 
     if mtbf <= 0 or cost <= 0:
         _fail("--mtbf and --cost must be greater than zero", EXIT_CONFIG)
@@ -590,12 +598,14 @@ def interval(
         "restart_s": restart,
         "young_interval_s": young,
         "daly_interval_s": daly,
-        "waste_fraction_young": waste_fraction(young, mtbf, cost, restart),
-        "waste_fraction_daly": waste_fraction(daly, mtbf, cost, restart),
+        "waste_fraction_young": exponential_waste_fraction(young, mtbf, cost, restart),
+        "waste_fraction_daly": exponential_waste_fraction(daly, mtbf, cost, restart),
     }
     if current is not None:
         out["current_interval_s"] = current
-        out["waste_fraction_current"] = waste_fraction(current, mtbf, cost, restart)
+        out["waste_fraction_current"] = exponential_waste_fraction(current, mtbf, cost, restart)
+    warning = high_cost_warning(cost, mtbf, out["waste_fraction_daly"])
+    out["warnings"] = [] if warning is None else [warning]
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -612,6 +622,8 @@ def interval(
             f"Current:        {format_duration(current)} ({current:.0f} s), "
             f"waste {out['waste_fraction_current']:.2%}"
         )
+    for line in out["warnings"]:
+        click.echo(f"Warning: {line}")
 
 
 @main.command()

@@ -115,8 +115,9 @@ class SynthJob:
 
     @property
     def interval_s(self) -> float:
-        """The job's true checkpoint interval: compute between saves plus the save itself."""
-        return self.interval_steps * self.step_time_s + self.cost_s
+        """The job's true checkpoint interval as Daly's T: compute time between saves (the
+        save itself, C, not included)."""
+        return self.interval_steps * self.step_time_s
 
 
 def _ts(t: datetime) -> str:

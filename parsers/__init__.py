@@ -39,6 +39,7 @@ from parsers.megatron import Megatron, MegatronProgress
 from parsers.nemo import NeMo
 from parsers.stack import ParseContext
 from parsers.stream import Diagnostics, StreamParser
+from parsers.timestamps import LocalZone
 from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
 from parsers.torchtitan import Torchtitan
 
@@ -84,7 +85,9 @@ def make_parser(
     Args:
         fmt: one of :func:`available_formats`.
         tz: zone of naive wall-clock stamps in logs (the training nodes' local zone); events
-            carry aware UTC times. Timing files ignore it: their naive times are UTC.
+            carry aware UTC times. Stamps in a DST transition are resolved from the file's
+            previous stamps (:class:`parsers.timestamps.LocalZone`). Timing files ignore it:
+            their naive times are UTC.
         year_hint: year for stamps printed without one (no training stack's own prefix
             lacks the year; kept for failure-side formats).
         patterns: custom patterns (:func:`compile_pattern`, from the config) searched in
@@ -94,8 +97,9 @@ def make_parser(
         ValueError: ``fmt`` is not a known format; the message lists the known ones.
     """
     diagnostics = Diagnostics()
-    context = ParseContext(tz=tz, year_hint=year_hint, report=diagnostics.report)
-    custom = CustomPatterns(patterns, tz, diagnostics.report) if patterns else None
+    zone = tz if tz is UTC else LocalZone(tz)  # this file's own DST context
+    context = ParseContext(tz=zone, year_hint=year_hint, report=diagnostics.report)
+    custom = CustomPatterns(patterns, zone, diagnostics.report) if patterns else None
     if fmt == AUTO:
         return AutoParser(context, tuple(STACKS.values()), diagnostics, custom)
     if fmt in STACKS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 _YMD_HMS_MS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
 _MDY_HMS = re.compile(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)")
@@ -23,7 +23,65 @@ def _to_utc(moment: datetime) -> datetime:
         raise ValueError(f"time out of range in UTC: {moment.isoformat()}") from exc
 
 
+class LocalZone(tzinfo):
+    """A zone for one parser's naive stamps that resolves DST transitions from context.
+
+    Wall-clock stamps are ambiguous for an hour when clocks fall back (``01:30`` happens twice
+    on 2026-11-01 in America/New_York) and do not exist for an hour when they spring forward.
+    ``datetime`` alone reads an ambiguous time as its first occurrence (``fold=0``), which puts
+    every record of the repeated hour up to an hour early and a save's end before its start.
+    This zone remembers the UTC time of the last stamp it converted: an ambiguous wall time is
+    read as its second occurrence (``fold=1``) when the first would lie more than
+    ``tolerance`` before the previous stamp (logs move forward; a little disorder between
+    ranks is tolerated); a time in the spring gap is shifted forward by the gap (PEP 495: with
+    ``fold=0`` a missing time takes the offset before the transition, so ``02:30`` reads as
+    ``03:30`` EDT). One instance per parser (:func:`parsers.make_parser` makes it): the state
+    is that file's. Offsets, DST and names come from the wrapped zone (a ``ZoneInfo``).
+
+    Args:
+        zone: the nodes' local zone.
+        tolerance_s: how far a stamp may go back before a repeated hour is taken as the
+            second one, seconds.
+    """
+
+    def __init__(self, zone: tzinfo, tolerance_s: float = 300.0) -> None:
+        self.zone = zone
+        self.tolerance = timedelta(seconds=tolerance_s)
+        self.last_utc: datetime | None = None
+
+    def utcoffset(self, dt: datetime | None) -> timedelta | None:
+        return self.zone.utcoffset(dt)
+
+    def dst(self, dt: datetime | None) -> timedelta | None:
+        return self.zone.dst(dt)
+
+    def tzname(self, dt: datetime | None) -> str | None:
+        return self.zone.tzname(dt)
+
+    def __repr__(self) -> str:
+        return f"LocalZone({self.zone!r})"
+
+    def to_utc(self, naive: datetime) -> datetime:
+        """The UTC time of a naive local stamp, resolved as the class docstring says.
+
+        Raises:
+            ValueError: out of range in UTC.
+        """
+        first = _to_utc(naive.replace(tzinfo=self.zone, fold=0))
+        second = _to_utc(naive.replace(tzinfo=self.zone, fold=1))
+        moment = first
+        if second > first:  # ambiguous: the repeated hour after clocks fall back
+            if self.last_utc is not None and first < self.last_utc - self.tolerance:
+                moment = second
+        elif second < first:  # nonexistent: in the gap when clocks spring forward
+            moment = first  # fold=0 uses the offset before the gap: shifted forward by it
+        self.last_utc = moment if self.last_utc is None else max(self.last_utc, moment)
+        return moment
+
+
 def _aware(naive: datetime, tz: tzinfo) -> datetime:
+    if isinstance(tz, LocalZone):
+        return tz.to_utc(naive)
     return _to_utc(naive.replace(tzinfo=tz))
 
 

@@ -286,26 +286,44 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
 
 
 def current_interval_s(
-    timeline: Timeline, run_id: IntArray, saves: IntArray, *, window: int
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    window: int,
+    cost_s: float | None = None,
 ) -> float | None:
-    """The job's checkpoint interval now: median time between consecutive saves of one run.
+    """The job's checkpoint interval now, as compute time between saves (Daly's T).
+
+    The median spacing of consecutive saves of one run (one save's mark to the next one's) is
+    ``T + C`` when saves block training for C; Daly (FGCS 22(3), 2006) and Young (1974) define
+    the interval T as the compute time between checkpoints, without the checkpoint, so C is
+    subtracted when known (the spacing itself is returned when C is unknown, or when it does
+    not exceed C).
 
     Args:
         timeline: the job's observations.
         run_id: shape (n,), from :func:`rules.timeline.split_runs`.
         saves: from :func:`save_index`.
         window: how many of the most recent intervals to use, >= 1.
+        cost_s: blocking checkpoint cost C, seconds, or None when unknown.
 
     Returns:
         Seconds, or None when no run has two saves.
     """
     gaps_s = _within_runs(timeline.time_s[saves], run_id[saves])
     recent = gaps_s[gaps_s > 0.0][-window:]
-    return float(np.median(recent)) if recent.size else None
+    if not recent.size:
+        return None
+    spacing_s = float(np.median(recent))
+    if cost_s is not None and spacing_s > cost_s:
+        return spacing_s - cost_s
+    return spacing_s
 
 
 def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray) -> int | None:
-    """Median step distance between consecutive saves of one run, or None without steps."""
+    """Median step distance between consecutive saves of one run (the training steps computed
+    between them, e.g. ``save_steps``), or None without steps."""
     steps = _within_runs(timeline.step[saves], run_id[saves])
     steps = steps[steps > 0]  # NaN compares False
     return round(float(np.median(steps))) if steps.size else None
@@ -357,18 +375,19 @@ def step_time_s(
 def _step_time_from_saves(
     timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
 ) -> FloatArray:
-    """Per pair of consecutive saves of one run with steps: ``(Δt − C)/Δstep``."""
+    """Per pair of consecutive saves of one run with Δstep > 0: ``(Δt − C)/Δstep``."""
     useful = saves[np.isfinite(timeline.step[saves])]
     if cost_s is None or useful.size < 2:
         return np.zeros(0)
     elapsed_s = _within_runs(timeline.time_s[useful], run_id[useful]) - cost_s
-    return elapsed_s / _within_runs(timeline.step[useful], run_id[useful])
+    return _per_step(elapsed_s, _within_runs(timeline.step[useful], run_id[useful]))
 
 
 def _step_time_from_steps(
     timeline: Timeline, run_id: IntArray, saves: IntArray, stepped: IntArray, cost_s: float | None
 ) -> FloatArray:
-    """Per pair of consecutive step observations of one run: ``(Δt − k·C)/Δstep``."""
+    """Per pair of consecutive step observations of one run with Δstep > 0:
+    ``(Δt − k·C)/Δstep``."""
     times = timeline.time_s[stepped]
     elapsed_s = np.diff(times)
     if cost_s is not None:
@@ -376,7 +395,15 @@ def _step_time_from_steps(
         stalls = np.searchsorted(save_s, times[1:]) - np.searchsorted(save_s, times[:-1])
         elapsed_s = elapsed_s - stalls * cost_s
     same = run_id[stepped][1:] == run_id[stepped][:-1]
-    per_step: FloatArray = elapsed_s[same] / np.diff(timeline.step[stepped])[same]
+    return _per_step(elapsed_s[same], np.diff(timeline.step[stepped])[same])
+
+
+def _per_step(elapsed_s: FloatArray, steps: FloatArray) -> FloatArray:
+    """``elapsed_s / steps`` where the step advanced: a bar line and the timed record of the
+    same step (HF Trainer) give Δstep = 0, a resume from an earlier save read without its
+    start line gives Δstep < 0; neither says anything about the step time."""
+    forward = steps > 0.0  # NaN compares False
+    per_step: FloatArray = elapsed_s[forward] / steps[forward]
     return per_step
 
 

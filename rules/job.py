@@ -31,9 +31,11 @@ from rules.estimates import (
     widen_mtbf_ci,
 )
 from rules.interval import (
+    HIGH_COST_RATIO,
     daly_interval_s,
     excess_gpu_hours_per_day,
-    waste_fraction,
+    exponential_waste_fraction,
+    high_cost_warning,
     young_interval_s,
 )
 from rules.model import FleetRate, JobEstimate, Observation, Status
@@ -70,6 +72,7 @@ def estimate_job(
     gpus: int | None = None,
     price_per_gpu_hour: float | None = None,
     min_excess_gpu_hours_per_day: float = 1.0,
+    high_cost_ratio: float = HIGH_COST_RATIO,
 ) -> JobEstimate:
     """Estimate everything about one job's checkpointing from its observations.
 
@@ -78,14 +81,21 @@ def estimate_job(
     last ``cost_window_saves`` save durations; M counts the unplanned interruptions that began,
     and the exposure run, within ``mtbf_window_s`` before the newest observation. The
     recommendation is Daly's interval (FGCS 22(3), 2006, eq. 37); its confidence interval is
-    Daly evaluated at the corners of the M and C confidence intervals. Waste fractions are
-    :func:`rules.interval.waste_fraction` with R included when known.
+    Daly evaluated at the corners of the M and C confidence intervals. The current interval is
+    the compute time between saves (the measured spacing minus C, as Daly's T;
+    :func:`rules.estimates.current_interval_s`). Waste fractions and the excess GPU-hours use
+    Daly's exponential model (:func:`rules.interval.exponential_waste_fraction`) with R
+    included when known; it never exceeds 1. When C/M exceeds ``high_cost_ratio`` a note says
+    that the job mostly writes checkpoints.
 
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
     the run had got (:func:`rules.estimates.failure_times_s`), so exposure and R are not cut
-    short. ``n_checkpoints`` counts the job's saves (each once, see
-    :func:`rules.estimates.save_index`), whether or not their duration is known. Status is
+    short. A run that stopped with no failure line and no clean end before a new run started
+    counts as an interruption of class ``unknown``
+    (:meth:`rules.timeline.Timeline.with_unseen_interruptions`). ``n_checkpoints`` counts the
+    job's saves (each once, see :func:`rules.estimates.save_index`), whether or not their
+    duration is known. Status is
     ``insufficient_data`` when C, M or the current interval is unknown, or there are fewer than
     ``min_saves`` saves or ``min_failures`` interruptions behind M;
     ``drift`` when :func:`rules.drift.off_optimum` says so (current/recommended outside
@@ -130,6 +140,7 @@ def estimate_job(
         gpus: the job's GPU count, for GPU-hours, >= 1, or None.
         price_per_gpu_hour: money per GPU-hour, >= 0, or None.
         min_excess_gpu_hours_per_day: see :func:`rules.drift.off_optimum`, >= 0.
+        high_cost_ratio: C/M above which the estimate notes that checkpointing barely helps, > 0.
 
     Returns:
         The estimate; unknown numbers are None.
@@ -151,7 +162,7 @@ def estimate_job(
         run_id = split_runs(timeline, interruptions, idle_gap_s=idle_gap_s)
         return interruptions, run_id, save_index(timeline, run_id)
 
-    timeline = Timeline.of(observations)
+    timeline, n_unseen = Timeline.of(observations).with_unseen_interruptions()
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
@@ -185,7 +196,7 @@ def estimate_job(
         mtbf, mtbf_source = widen_mtbf_ci(own, weibull.cv), "weibull"
     if mtbf.mtbf_s is None:
         mtbf_source = None
-    current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
+    current_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves, cost_s=cost_s)
     restart_s = restart_cost_s(timeline, counted)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
@@ -194,9 +205,13 @@ def estimate_job(
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
         ci_s = _daly_ci_s(mtbf, cost)
-        waste_recommended = waste_fraction(daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+        waste_recommended = exponential_waste_fraction(
+            daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
+        )
         if current_s is not None:
-            waste_current = waste_fraction(current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0)
+            waste_current = exponential_waste_fraction(
+                current_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
+            )
             ratio = current_s / daly_s
             if gpus is not None:
                 excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
@@ -252,7 +267,9 @@ def estimate_job(
         newest_event_s=newest_s,
         failure_classes=dict(Counter(i.failure_class for i in counted)),
         notes=_notes(cost, own, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures)
-        + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units),
+        + _unseen_notes(n_unseen)
+        + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
+        + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
         checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
         persist_latency_s=persist_s,
         mtbf_source=mtbf_source,
@@ -311,6 +328,25 @@ def _more_notes(
             f"for {units} units"
         )
     return tuple(notes)
+
+
+def _unseen_notes(n_unseen: int) -> tuple[str, ...]:
+    if not n_unseen:
+        return ()
+    return (
+        f"{n_unseen} run(s) stopped with no failure line and no clean end before a new run "
+        "started (a kill or a lost node prints nothing): counted as interruptions of unknown "
+        "cause",
+    )
+
+
+def _cost_notes(
+    cost_s: float | None, mtbf_s: float | None, waste_recommended: float | None, ratio: float
+) -> tuple[str, ...]:
+    if cost_s is None or mtbf_s is None or waste_recommended is None:
+        return ()
+    warning = high_cost_warning(cost_s, mtbf_s, waste_recommended, ratio=ratio)
+    return () if warning is None else (warning,)
 
 
 def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:

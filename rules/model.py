@@ -55,6 +55,13 @@ class JobEstimate:
     Field names and meanings are the public ``ckpt-advisor estimates --json`` contract
     (DESIGN.md). Unknown numbers are ``None``, never 0. Seconds throughout.
 
+    Intervals are compute time between checkpoints, Daly's T: ``current_interval_s`` is the
+    measured spacing of saves minus the blocking cost C when C is known (a job saving every
+    1200 steps of 6 s with C = 240 s has 7200 s, not 7440 s), ``current_interval_steps`` the
+    steps between saves; ``recommended_interval_steps`` is the recommended T over the step time.
+    Waste fractions and the excess use Daly's exponential model
+    (:func:`rules.interval.exponential_waste_fraction`), always in [0, 1).
+
     The fields after ``notes`` extend the contract: the checkpoint cost before a recent change
     of level; the background persist time of asynchronous saves; where M comes from (the job's
     own exponential MLE, a Weibull fit whose shape is clearly not 1, or the fleet's per-unit

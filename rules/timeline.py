@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -175,6 +176,63 @@ class Timeline:
             failure_index=np.flatnonzero(kind == Kind.FAILURE),
             failure_class=tuple(self.failure_class[i] for i in failure_order),
             failure_planned=self.failure_planned[failure_order],
+        )
+
+    def with_unseen_interruptions(self) -> tuple[Timeline, int]:
+        """A copy with a ``failure`` of class ``unknown`` where a run died without a word.
+
+        A run that progressed (``step``, ``checkpoint_*``) and is followed by a new run (a start
+        kind not preceded by another start) with no failure and no clean ``run_end`` anywhere
+        since its own start (a traceback dated by the bar clock may sort before the run's last
+        save) was interrupted by something that printed nothing: a Kubernetes SIGKILL, a lost node,
+        an OOM kill (FORMATS.md §15, "the log simply stops"). Not counting it would overstate
+        M. The failure is placed at the time of the dead run's last observation, so its
+        exposure ends there. ``unknown`` is a generic class (:data:`GENERIC_FAILURE_CLASSES`),
+        so a failure line of another source clustered with it (one stamped after the new start,
+        before progress) names the root cause. The run before the first start seen, and runs
+        with a failure (planned or not) or a ``run_end``, add none.
+
+        Returns:
+            ``(timeline, k)``: the new timeline (``self`` when k is 0) and the k failures added.
+        """
+        opens = self.is_kind(*START_KINDS)
+        openings = np.flatnonzero(opens & ~np.concatenate(([False], opens[:-1])))
+        # per run between two openings: any progress, any failure or clean end
+        progressed = _any_between(self.is_kind(*PROGRESS_KINDS), openings)
+        ended = _any_between(self.is_kind(Kind.FAILURE, Kind.RUN_END), openings)
+        dead = openings[1:][progressed & ~ended]
+        if dead.size == 0:
+            return self, 0
+        # one failure after each dead run's last observation (index dead - 1), at its time
+        at = dead - 1
+        order = np.argsort(np.concatenate((np.arange(len(self)), at)), kind="stable")
+        n_new = int(at.size)
+
+        def grown(values: npt.NDArray[Any], fill: object) -> npt.NDArray[Any]:
+            return np.concatenate((values, np.full(n_new, fill, values.dtype)))[order]
+
+        time_s = np.concatenate((self.time_s, self.time_s[at]))[order]
+        kind = grown(self.kind, Kind.FAILURE)
+        failure_index = np.flatnonzero(kind == Kind.FAILURE)
+        is_new = order[failure_index] >= len(self)
+        old_class = iter(self.failure_class)
+        old_planned = iter(self.failure_planned.tolist())
+        return (
+            Timeline(
+                time_s=time_s,
+                kind=kind,
+                step=grown(self.step, np.nan),
+                duration_s=grown(self.duration_s, np.nan),
+                persist_s=grown(self.persist_s, np.nan),
+                from_timing_file=grown(self.from_timing_file, False),
+                new_source=grown(self.new_source, False),
+                failure_index=failure_index,
+                failure_class=tuple("unknown" if new else next(old_class) for new in is_new),
+                failure_planned=np.array(
+                    [False if new else next(old_planned) for new in is_new], np.bool_
+                ),
+            ),
+            n_new,
         )
 
     def __len__(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -75,13 +76,32 @@ def test_parse_json_has_the_contract_keys_per_event() -> None:
 
 
 def test_interval_calculator_json() -> None:
-    """`interval` gives Young sqrt(2MC) and Daly's eq. 37 for durations written with units."""
+    """`interval` gives Young sqrt(2MC) and Daly's eq. 37 for durations written with units, and
+    the waste of Daly's exponential model, 1 − T/(M·(e^((T+C)/M) − 1)), with no warning."""
     code, out, _ = _run("interval", "--mtbf", "1d", "--cost", "5m", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["young_interval_s"] == pytest.approx(7200.0)
     assert data["daly_interval_s"] == pytest.approx(7001.389, abs=1e-3)
-    assert data["waste_fraction_young"] == pytest.approx(300 / 7200 + 7200 / (2 * 86400))
+    assert data["waste_fraction_young"] == pytest.approx(
+        1 - 7200 / (86400 * math.expm1(7500 / 86400))
+    )
+    assert data["waste_fraction_daly"] <= data["waste_fraction_young"]
+    assert data["warnings"] == []
+
+
+def test_interval_calculator_warns_when_the_cost_nears_the_mtbf() -> None:
+    """`interval --mtbf 1h --cost 2h` prints a warning (and lists it in --json), and its waste
+    fractions stay below 100%."""
+    code, out, _ = _run("interval", "--mtbf", "1h", "--cost", "2h")
+    assert code == 0
+    assert "Warning: checkpoint cost is 2x the MTBF" in out
+    assert "250" not in out
+    code, out, _ = _run("interval", "--mtbf", "1h", "--cost", "2h", "--json")
+    data = json.loads(out)
+    [warning] = data["warnings"]
+    assert "nearly pointless" in warning
+    assert 0.9 < data["waste_fraction_daly"] < 1.0
 
 
 @pytest.mark.parametrize(

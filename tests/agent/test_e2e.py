@@ -86,7 +86,8 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     stop_daemon: list[subprocess.Popen[str]],
 ) -> None:
     """A week of log + timing file copied into a watched dir yields exactly one Slack message
-    whose recommended interval is within 15% of the Daly interval of the true M and C."""
+    whose recommended interval is within 15% of the Daly interval of the true M and C, and whose
+    current interval is the compute time between saves (1200 steps of 6 s = 7200 s, C excluded)."""
     mtbf_s, cost_s = 6 * 3600.0, 240.0
     job = simulate(mtbf_s=mtbf_s, cost_s=cost_s, interval_steps=1200, step_time_s=6.0, seed=3)
     staging = tmp_path / "staging"
@@ -114,6 +115,9 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     assert est["n_checkpoints"] == job.n_saves
     assert abs(float(est["recommended_interval_s"]) / truth - 1) < 0.15  # type: ignore[arg-type]
     assert abs(float(est["checkpoint_cost_s"]) / cost_s - 1) < 0.01  # type: ignore[arg-type]
+    assert est["current_interval_s"] == pytest.approx(job.interval_s, rel=0.005)
+    assert job.interval_s == 7200.0
+    assert est["current_interval_steps"] == 1200
 
     time.sleep(3.0)  # several more estimate cycles: the same episode is not posted again
     assert len(fake_slack.messages) == 1

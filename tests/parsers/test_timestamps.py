@@ -8,7 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parsers.timestamps import parse_iso_or_epoch, parse_mdy_hms, parse_ymd_hms
+from parsers.events import EventKind
+from parsers.timestamps import LocalZone, parse_iso_or_epoch, parse_mdy_hms, parse_ymd_hms
+from tests.parsers._helpers import parse, utc
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -60,3 +62,65 @@ def test_bad_times_raise_value_error(call: Callable[[], object]) -> None:
     """Impossible dates, non-finite or out-of-range numbers and junk raise ValueError."""
     with pytest.raises(ValueError):
         call()
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def _hf_save(wall: str, step: int) -> list[str]:
+    """An HF Trainer save's start and end lines (transformers 5.24.0 format) on 2026-11-01,
+    ``wall`` being ``"start|end"`` local times."""
+    start, end = wall.split("|")
+    return [
+        f"[INFO|trainer.py:4149] 2026-11-01 {start} >> Saving model checkpoint to "
+        f"/data/hf/run/checkpoint-{step}",
+        f"[INFO|modeling_utils.py:3639] 2026-11-01 {end} >> Model weights saved in "
+        f"/data/hf/run/checkpoint-{step}/model.safetensors",
+    ]
+
+
+def test_a_save_across_the_repeated_hour_keeps_its_end_after_its_start() -> None:
+    """In America/New_York clocks fall back at 02:00 EDT on 2026-11-01: a save from 01:58 EDT
+    to 01:03 EST lasts 5 minutes, and later records of the repeated hour are read as EST."""
+    lines = [
+        *_hf_save("01:40:00,000|01:41:00,000", 100),
+        *_hf_save("01:58:00,000|01:03:00,000", 200),
+        *_hf_save("01:30:00,000|01:31:00,000", 300),
+        *_hf_save("02:10:00,000|02:11:00,000", 400),
+    ]
+    events, _ = parse(lines, "hf_trainer", tz=NEW_YORK)
+    times = [
+        e.time for e in events if e.kind in (EventKind.CHECKPOINT_START, EventKind.CHECKPOINT_END)
+    ]
+    assert times == [
+        utc("2026-11-01 05:40:00"),
+        utc("2026-11-01 05:41:00"),
+        utc("2026-11-01 05:58:00"),
+        utc("2026-11-01 06:03:00"),  # 01:03 EST, not 05:03 UTC (EDT)
+        utc("2026-11-01 06:30:00"),
+        utc("2026-11-01 06:31:00"),
+        utc("2026-11-01 07:10:00"),
+        utc("2026-11-01 07:11:00"),
+    ]
+    ends = [e for e in events if e.kind == EventKind.CHECKPOINT_END]
+    assert [e.duration_s for e in ends] == [60.0, 300.0, 60.0, 60.0]
+
+
+def test_the_first_pass_of_the_repeated_hour_stays_daylight_time() -> None:
+    """Before clocks fall back, 01:10 then 01:50 (a little disorder of 2 minutes too) are EDT:
+    the second occurrence is only chosen when the first would go back more than 5 minutes."""
+    zone = LocalZone(NEW_YORK)
+    read = [zone.to_utc(datetime(2026, 11, 1, 1, m)) for m in (10, 50, 48)]
+    assert read == [datetime(2026, 11, 1, 5, m, tzinfo=UTC) for m in (10, 50, 48)]
+
+
+def test_a_stamp_in_the_spring_gap_is_shifted_forward() -> None:
+    """02:30 on 2026-03-08 does not exist in New York (02:00 EST -> 03:00 EDT): it is read as
+    03:30 EDT, after 01:59 EST and before 03:40 EDT, in order."""
+    zone = LocalZone(NEW_YORK)
+    read = [zone.to_utc(datetime(2026, 3, 8, h, m)) for h, m in ((1, 59), (2, 30), (3, 40))]
+    assert read == [
+        datetime(2026, 3, 8, 6, 59, tzinfo=UTC),
+        datetime(2026, 3, 8, 7, 30, tzinfo=UTC),
+        datetime(2026, 3, 8, 7, 40, tzinfo=UTC),
+    ]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from rules.model import Observation
+from tests.parsers._helpers import REAL_LOGS, parse, read_lines
 
 T0 = 1.7e9
 """Epoch seconds where the hand-written timelines of the tests start."""
@@ -38,6 +39,22 @@ def hf_like_crash() -> list[Observation]:
         obs("resume", 2500, step=500),
         *[obs("step", 2500, step=s, duration_s=2.0) for s in (600, 700)],
     ]
+
+
+def real_hf_observations(*, drop_failures: bool = False) -> list[Observation]:
+    """The captured HF Trainer crash and resume runs (agent/fixtures/real), parsed as the agent
+    does; ``drop_failures`` leaves the crash's failure lines out (a run killed silently)."""
+    observations = []
+    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
+        events, _ = parse(read_lines(REAL_LOGS / name))
+        observations += [
+            Observation(
+                str(e.kind), e.time.timestamp(), e.step, e.duration_s, e.failure_class, source=name
+            )
+            for e in events
+            if e.time is not None and not (drop_failures and e.kind == "failure")
+        ]
+    return observations
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -25,8 +26,8 @@ from rules.estimates import (
     widen_mtbf_ci,
 )
 from rules.model import Observation
-from rules.timeline import Timeline, cluster_interruptions, split_runs
-from tests.rules.simulate import T0, hf_like_crash, obs
+from rules.timeline import Kind, Timeline, cluster_interruptions, split_runs
+from tests.rules.simulate import T0, hf_like_crash, obs, real_hf_observations
 
 
 def prepared(observations: list[Observation]) -> tuple[Timeline, np.ndarray]:
@@ -406,3 +407,37 @@ def test_widening_keeps_m_and_handles_unknowns() -> None:
     assert wide.upper_s == pytest.approx(900.0)
     unknown = MtbfEstimate(None, 10.0, None, 0, 10.0)
     assert widen_mtbf_ci(unknown, 2.0) == unknown
+
+
+def test_step_time_skips_repeated_and_backward_steps_without_warnings() -> None:
+    """A bar line and the timed record of the same step (Δstep = 0) and steps going back after
+    an unseen resume (Δstep < 0) are skipped, silently: 2 s per step from the other pairs."""
+    lines = [
+        obs("step", 0.0, step=100),
+        obs("step", 200.0, step=200),
+        obs("step", 200.5, step=200),  # the record line of the same step
+        obs("step", 400.5, step=300),
+        obs("step", 500.0, step=150),  # resumed from an earlier save, in the same log run
+        obs("step", 700.0, step=250),
+    ]
+    timeline, run_id = prepared(lines)
+    saves = save_index(timeline, run_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert step_time_s(timeline, run_id, saves, cost_s=None, since_s=-np.inf) == 2.0
+
+
+def test_real_hf_trainer_logs_give_a_step_time_without_warnings() -> None:
+    """The captured HF crash and resume logs, parsed, give tqdm's seconds per step and no
+    divide-by-zero warning from their repeated steps (bar line + record line)."""
+    observations = real_hf_observations()
+    timeline, run_id = prepared(observations)
+    assert (
+        np.diff(timeline.step[timeline.kind == Kind.STEP]) == 0
+    ).any()  # the trap is in the data
+    saves = save_index(timeline, run_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step_s = step_time_s(timeline, run_id, saves, cost_s=0.06, since_s=-np.inf)
+    assert step_s is not None
+    assert 0.1 < step_s < 0.2

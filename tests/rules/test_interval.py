@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
+    exponential_waste_fraction,
+    high_cost_warning,
     waste_fraction,
     young_interval_s,
 )
@@ -172,3 +174,47 @@ def test_excess_gpu_hours_per_day_is_the_waste_gap_times_gpus_times_24() -> None
     assert excess_gpu_hours_per_day(0.08, 0.12, 64) == pytest.approx(-61.44)
     with pytest.raises(ValueError, match="gpus"):
         excess_gpu_hours_per_day(0.1, 0.1, 0)
+
+
+def test_exponential_waste_matches_hand_computed_values() -> None:
+    """With T = C = M, R = 0 the expected wall time per unit of work is (e² − 1), so waste is
+    1 − 1/(e² − 1); R = M multiplies the wall time by e."""
+    assert exponential_waste_fraction(3600.0, 3600.0, 3600.0) == pytest.approx(
+        1.0 - 1.0 / math.expm1(2.0), rel=1e-12
+    )
+    assert exponential_waste_fraction(3600.0, 3600.0, 3600.0, 3600.0) == pytest.approx(
+        1.0 - 1.0 / (math.e * math.expm1(2.0)), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("ratio", [1e-5, 1e-3, 0.01, 0.1, 0.5, 1.0, 1.9, 2.0, 5.0, 50.0])
+def test_daly_wastes_no_more_than_young_in_the_exponential_model(ratio: float) -> None:
+    """At Daly's interval the exponential waste is at most the waste at Young's, for small and
+    large C/M (under the first-order form Daly always looked slightly worse)."""
+    mtbf_s, restart_s = 3600.0, 300.0
+    cost_s = ratio * mtbf_s
+    daly_s, young_s = daly_interval_s(mtbf_s, cost_s), young_interval_s(mtbf_s, cost_s)
+    daly_waste = exponential_waste_fraction(daly_s, mtbf_s, cost_s, restart_s)
+    assert daly_waste <= exponential_waste_fraction(young_s, mtbf_s, cost_s, restart_s) + 1e-12
+
+
+@given(
+    st.floats(min_value=1e-3, max_value=1e9),
+    st.floats(min_value=1.0, max_value=1e8),
+    st.floats(min_value=1e-3, max_value=1e9),
+    st.floats(min_value=0.0, max_value=1e8),
+)
+def test_exponential_waste_is_a_fraction_for_any_cost(
+    interval_s: float, mtbf_s: float, cost_s: float, restart_s: float
+) -> None:
+    """The exponential waste lies in [0, 1] whatever T, M, C and R (no 250% for C = 2M)."""
+    assert 0.0 <= exponential_waste_fraction(interval_s, mtbf_s, cost_s, restart_s) <= 1.0
+
+
+def test_a_cost_near_the_mtbf_is_warned_about() -> None:
+    """C = 2 h against M = 1 h gives a warning quoting the ratio and the waste; C = M/10 none."""
+    warning = high_cost_warning(7200.0, 3600.0, 0.95)
+    assert warning is not None
+    assert "2x the MTBF" in warning and "95%" in warning
+    assert high_cost_warning(360.0, 3600.0, 0.38) is None
+    assert high_cost_warning(1900.0, 3600.0, 0.7) is not None

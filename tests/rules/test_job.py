@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from rules.interval import daly_interval_s
+from rules.interval import daly_interval_s, exponential_waste_fraction
 from rules.job import estimate_job
 from rules.model import FleetRate, Observation, Status
-from tests.rules.simulate import T0, Trace, hf_like_crash, obs, simulate_trace
+from tests.rules.simulate import T0, Trace, hf_like_crash, obs, real_hf_observations, simulate_trace
 
 DAY_S = 86400.0
 
@@ -33,7 +33,8 @@ def ten_days_of_llama() -> Trace:
 
 
 def test_a_simulated_job_is_estimated_from_its_truth() -> None:
-    """Exposure, failures, C, step time and both intervals come out as simulated."""
+    """Exposure, failures, C, step time and both intervals come out as simulated; the current
+    interval is compute time between saves (Daly's T), 900 steps of 2 s, without the 60 s save."""
     trace = ten_days_of_llama()
     estimate = estimate_job("llama", trace.observations, now_s=T0 + 100 * DAY_S)
     assert estimate.n_failures == trace.n_failures == 8
@@ -47,7 +48,7 @@ def test_a_simulated_job_is_estimated_from_its_truth() -> None:
     assert estimate.n_checkpoints == sum(o.kind == "checkpoint_end" for o in trace.observations)
     assert estimate.n_checkpoints > 20
     assert estimate.step_time_s == pytest.approx(2.0)
-    assert estimate.current_interval_s == pytest.approx(900 * 2.0 + 60.0)
+    assert estimate.current_interval_s == pytest.approx(900 * 2.0)
     assert estimate.current_interval_steps == 900
     assert estimate.restart_cost_s == pytest.approx(1800.0 + 100.0, abs=1.0)
     assert estimate.recommended_interval_s == daly_interval_s(estimate.mtbf_s, 60.0)
@@ -55,7 +56,7 @@ def test_a_simulated_job_is_estimated_from_its_truth() -> None:
     assert estimate.recommended_interval_steps == pytest.approx(
         estimate.recommended_interval_s / 2.0, rel=0.05
     )
-    assert estimate.drift_ratio == pytest.approx(1860.0 / estimate.recommended_interval_s)
+    assert estimate.drift_ratio == pytest.approx(1800.0 / estimate.recommended_interval_s)
     assert estimate.status is Status.DRIFT  # 31 min saves against a ~2.4 h optimum
     assert estimate.failure_classes == {"nccl_error": 8}
     assert estimate.newest_event_s == max(o.time_s for o in trace.observations)
@@ -313,11 +314,21 @@ def test_a_job_without_failures_starts_from_its_fleets_per_node_rate() -> None:
 
 
 def test_excess_waste_is_given_in_gpu_hours_and_money() -> None:
-    """On 64 GPUs at 2.5 a GPU-hour the excess is (W_now − W_best)·64·24 GPU-hours a day."""
+    """On 64 GPUs at 2.5 a GPU-hour the excess is (W_now − W_best)·64·24 GPU-hours a day, with
+    W from Daly's exponential model."""
     trace = ten_days_of_llama()
     estimate = estimate_job("llama", trace.observations, now_s=0.0, gpus=64, price_per_gpu_hour=2.5)
     assert estimate.waste_fraction_current is not None
     assert estimate.waste_fraction_recommended is not None
+    assert estimate.mtbf_s is not None and estimate.current_interval_s is not None
+    assert estimate.restart_cost_s is not None and estimate.recommended_interval_s is not None
+    model = (estimate.mtbf_s, 60.0, estimate.restart_cost_s)
+    assert estimate.waste_fraction_current == pytest.approx(
+        exponential_waste_fraction(estimate.current_interval_s, *model)
+    )
+    assert estimate.waste_fraction_recommended == pytest.approx(
+        exponential_waste_fraction(estimate.recommended_interval_s, *model)
+    )
     gap = estimate.waste_fraction_current - estimate.waste_fraction_recommended
     assert estimate.excess_gpu_hours_per_day == pytest.approx(gap * 64 * 24)
     assert estimate.excess_cost_per_day == pytest.approx(gap * 64 * 24 * 2.5)
@@ -358,3 +369,41 @@ def test_per_class_mtbf_shares_the_exposure() -> None:
         "nccl_error": pytest.approx(estimate.exposure_s / estimate.n_failures)
     }
     assert estimate.mtbf_by_class_ci_s["nccl_error"] == estimate.mtbf_ci_s
+
+
+def test_a_checkpoint_cost_near_the_mtbf_gets_a_note_and_a_sane_waste() -> None:
+    """Saves of 20 min on a job failing about every 30 min (C/M ≈ 0.7): the estimate notes that
+    checkpointing is nearly pointless, and both waste fractions stay below 1."""
+    trace = simulate_trace(
+        np.random.default_rng(5),
+        mtbf_s=1800.0,
+        horizon_s=3 * DAY_S,
+        step_time_s=1.0,
+        save_steps=600,
+        cost_s=1200.0,
+    )
+    estimate = estimate_job("slow-storage", trace.observations, now_s=0.0)
+    assert estimate.mtbf_s is not None and estimate.checkpoint_cost_s == 1200.0
+    assert estimate.checkpoint_cost_s / estimate.mtbf_s > 0.5
+    assert any("nearly pointless" in note for note in estimate.notes)
+    assert estimate.waste_fraction_current is not None
+    assert estimate.waste_fraction_recommended is not None
+    assert 0.5 < estimate.waste_fraction_recommended < 1.0
+    assert estimate.waste_fraction_current < 1.0
+    healthy = estimate_job("llama", ten_days_of_llama().observations, now_s=0.0)
+    assert not any("nearly pointless" in note for note in healthy.notes)
+
+
+def test_real_hf_runs_whose_failure_line_is_lost_still_count_one_interruption() -> None:
+    """The captured HF crash and resume runs give one interruption whether or not the crash's
+    traceback was seen: cuda_illegal_memory_access with it, unknown without it (at the crash
+    run's last line, 22:11:44.640), never "no failure"."""
+    seen = estimate_job("hf", real_hf_observations(), now_s=0.0)
+    assert seen.n_failures == 1
+    assert seen.failure_classes == {"cuda_illegal_memory_access": 1}
+    lost = estimate_job("hf", real_hf_observations(drop_failures=True), now_s=0.0)
+    assert lost.n_failures == 1
+    assert lost.failure_classes == {"unknown": 1}
+    assert lost.exposure_s == pytest.approx(seen.exposure_s, abs=1.0)
+    assert any("no failure line and no clean end" in note for note in lost.notes)
+    assert not any(note.startswith("no failure in") for note in lost.notes)

@@ -231,3 +231,78 @@ def test_lives_are_running_time_between_interruptions_with_a_censored_tail() -> 
     assert gaps == pytest.approx([1000.0, 1380.0])
     assert tail == pytest.approx(500.0)
     assert gaps.sum() + tail == pytest.approx(exposure_s(timeline, run_id))
+
+
+def test_a_run_that_stops_silently_before_a_new_run_is_an_unknown_interruption() -> None:
+    """A run killed without a word (steps, then nothing, then run_start/resume) gets a failure
+    of class unknown at its last observation; exposure is the two runs' 100 s each."""
+    timeline, added = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 100, 10),
+            obs("run_start", 400),
+            obs("resume", 401, step=5),
+            *steps(410, 500, 10, first_step=6),
+        ]
+    ).with_unseen_interruptions()
+    assert added == 1
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.failure_class == "unknown"
+    assert interruption.start_s == T0 + 100 and not interruption.planned
+    run_id = split_runs(timeline, [interruption], idle_gap_s=21600)
+    assert exposure_s(timeline, run_id) == pytest.approx(100.0 + 100.0)
+
+
+@pytest.mark.parametrize(
+    ("ending", "seen"),
+    [
+        ([obs("run_end", 101)], 0),
+        ([obs("failure", 101, failure_class="time_limit", planned=True)], 0),
+        ([obs("failure", 101, failure_class="oom")], 0),
+        ([], 1),
+    ],
+)
+def test_only_runs_with_no_end_and_no_failure_get_an_unseen_interruption(
+    ending: list[Observation], seen: int
+) -> None:
+    """A clean run_end, a planned end or a seen failure before the new run adds nothing; the
+    first run seen (its start opens the timeline) adds nothing either."""
+    _, added = Timeline.of(
+        [obs("run_start", 0), *steps(10, 100, 10), *ending, obs("run_start", 400)]
+    ).with_unseen_interruptions()
+    assert added == seen
+
+
+def test_a_real_failure_near_an_unseen_end_names_the_root_cause() -> None:
+    """A kernel Xid line from another source, stamped after the new run's start but before its
+    progress, clusters with the unknown failure and wins as root cause (unknown is generic)."""
+    timeline, added = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 100, 10),
+            obs("run_start", 400),
+            obs("failure", 405, failure_class="xid_79", source="dmesg"),
+            *steps(410, 420, 10),
+        ]
+    ).with_unseen_interruptions()
+    assert added == 1
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.failure_class == "xid_79"
+    assert interruption.n_observations == 2
+
+
+def test_a_failure_dated_before_the_runs_last_save_still_ends_the_run() -> None:
+    """An untimed traceback dated by the bar clock sorts before the run's last save lines: the
+    run has a failure, so no unknown interruption is added on top of it."""
+    _, added = Timeline.of(
+        [
+            obs("run_start", 0),
+            *steps(10, 100, 10),
+            obs("failure", 100, step=10, failure_class="cuda_illegal_memory_access"),
+            obs("checkpoint_start", 100.5, step=10),
+            obs("checkpoint_end", 538, step=10),
+            obs("run_start", 1800),
+            *steps(1810, 1900, 10),
+        ]
+    ).with_unseen_interruptions()
+    assert added == 0
