@@ -43,8 +43,8 @@ _JOB_GAUGES: Final = {
     "failures": "Unplanned interruptions counted toward M.",
     "current_interval_seconds": "The job's current checkpoint interval, seconds.",
     "recommended_interval_seconds": "The recommended (Daly 2006) checkpoint interval, seconds.",
-    "waste_fraction": "Fraction of run time lost, W = C/T + T/2M + R/M (interval=current|"
-    "recommended).",
+    "waste_fraction": "Fraction of run time lost under exponential failures (Daly 2006 full "
+    "model; interval=current|recommended).",
     "excess_gpu_hours_per_day": "GPU-hours/day lost at the current interval versus the "
     "recommended one (jobs with gpus set).",
     "drift_ratio": "Current interval / recommended interval.",

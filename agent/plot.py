@@ -12,15 +12,16 @@ from typing import Any
 import numpy as np
 
 from agent.units import format_duration
-from rules.interval import waste_fraction
+from rules.interval import exponential_waste_fraction
 
 
 def waste_curve(
     mtbf_s: float, cost_s: float, restart_s: float, intervals_s: list[float]
 ) -> list[float]:
-    """First-order waste ``C/T + T/(2M) + R/M`` (:func:`rules.interval.waste_fraction`) at each
+    """Waste under exponential failures (Daly's full model,
+    :func:`rules.interval.exponential_waste_fraction`, the one the estimates report) at each
     interval."""
-    return [waste_fraction(t, mtbf_s, cost_s, restart_s) for t in intervals_s]
+    return [exponential_waste_fraction(t, mtbf_s, cost_s, restart_s) for t in intervals_s]
 
 
 def plot_waste_curve(row: dict[str, Any], path: str | Path) -> Path:
@@ -59,7 +60,7 @@ def plot_waste_curve(row: dict[str, Any], path: str | Path) -> Path:
     waste = waste_curve(mtbf_s, cost_s, restart_s, intervals_s)
     hours = [t / 3600.0 for t in intervals_s]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    ax.plot(hours, [100.0 * w for w in waste], color="black", label="waste (first order)")
+    ax.plot(hours, [100.0 * w for w in waste], color="black", label="waste (Daly, exponential failures)")
     if band:
         ax.axvspan(
             band[0] / 3600.0,
@@ -73,7 +74,7 @@ def plot_waste_curve(row: dict[str, Any], path: str | Path) -> Path:
         (current_s, "tab:red", "current"),
     ):
         if value:
-            w = waste_fraction(value, mtbf_s, cost_s, restart_s)
+            w = exponential_waste_fraction(value, mtbf_s, cost_s, restart_s)
             ax.axvline(
                 value / 3600.0,
                 color=colour,
