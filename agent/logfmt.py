@@ -108,5 +108,8 @@ def setup_logging(level: str = "INFO", fmt: str = "text", *, secrets: Iterable[s
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO), handlers=[handler], force=True
     )
-    for noisy in ("apscheduler", "watchdog", "slack_sdk", "urllib3"):
+    for noisy in ("apscheduler", "watchdog", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # slack-sdk logs every failed request at ERROR; the notifier reports each failure once,
+    # with what to fix, so its own copy would only double the line.
+    logging.getLogger("slack_sdk").setLevel(logging.CRITICAL)
