@@ -301,6 +301,11 @@ class Store:
             )
             return [FileState(**{k: r._mapping[k] for k in _FILE_KEYS}) for r in rows]
 
+    def forget_file(self, file_id: int) -> None:
+        """Drop what is remembered of a file that is gone (its events stay)."""
+        with self._write() as conn:
+            conn.execute(delete(_files).where(_files.c.id == file_id))
+
     def files(self, job: str | None = None) -> list[FileState]:
         """Every remembered file (optionally of one job), newest first."""
         q = select(_files).order_by(_files.c.updated_s.desc())

@@ -12,6 +12,7 @@ recreated file is recognised whatever its name.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import logging
@@ -64,12 +65,21 @@ class ScanStats:
 
 @dataclass
 class _Tracked:
+    """One open file. ``pos``/``lineno``: how far the parser has read (in memory);
+    ``state``: how far events are committed. Bytes before ``replay_to`` were committed by an
+    earlier run: they are fed again to rebuild the parser's state, and their events dropped."""
+
     spec: WatchSpec
+    path: str
+    fd: int
     state: FileState
     parser: parsers.StreamParser
     live_from: int
+    replay_to: int
+    pos: int = 0
+    lineno: int = 0
     last_time: datetime | None = None
-    skipping: bool = False
+    skip_pos: int | None = None  # inside an overlong line: where to go on reading it
 
 
 def _parser_format(spec: WatchSpec, path: str) -> str:
@@ -84,6 +94,18 @@ def _head_hash(fd: int, length: int) -> str:
 
 class Tailer:
     """Reads the files of several jobs into a :class:`Store`, exactly once per complete line.
+
+    Files are followed by identity (device + inode + head hash), not by name: a file renamed
+    within the globs keeps its offset; one renamed out of them, deleted, or left behind by a
+    re-pointed symlink is drained to its end through the open descriptor, then closed; a path
+    reached twice (a symlink and its target) is read once. A file shorter than its offset, or
+    whose first bytes changed, was truncated: it is read again from 0 and counted.
+
+    Parser state (a traceback half read, a CSV header, the detected stack) is not stored: when a
+    file is opened again after a restart, its committed bytes are fed to a fresh parser and
+    their events dropped, so the parser continues exactly where the crashed one was. This costs
+    one re-read of each file per start (see ``bench/``), and makes a restart mid-traceback or
+    mid-save lose nothing.
 
     Args:
         store: where events and offsets go.
@@ -112,15 +134,13 @@ class Tailer:
         self._tz = tz
         self._backfill = backfill
         self._on_progress = on_progress
-        self._tracked: dict[str, _Tracked] = {}
-        self._fds: dict[str, int] = {}
-        self._first_size: dict[str, int] = {}
+        self._tracked: dict[tuple[int, int], _Tracked] = {}
+        self._scans = 0
 
     def close(self) -> None:
         """Close every open file."""
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        for t in self._tracked.values():
+            os.close(t.fd)
         self._tracked.clear()
 
     def watched_dirs(self) -> set[str]:
@@ -153,105 +173,199 @@ class Tailer:
         """Read everything new in every watched file; returns what was done.
 
         Never raises for a bad file: an unreadable file is logged and retried next scan.
+
+        Raises:
+            StoreError: the store cannot be written. Nothing read since the last commit is
+                lost: the files involved are re-read from their stored offsets next scan.
         """
         stats = ScanStats()
+        seen: set[tuple[int, int]] = set()
         for spec, path in self.discover():
             try:
-                self._scan_file(spec, path, stats)
+                self._scan_path(spec, path, seen, stats)
             except OSError as exc:
                 log.warning("cannot read %s: %s", path, exc.strerror or exc)
+        if self._scans == 0 and not self._backfill:
+            self._finish_rotated(seen, stats)
+        for key in [k for k in self._tracked if k not in seen]:
+            self._finish(key, stats)
+        self._scans += 1
         return stats
 
     # -- one file ------------------------------------------------------------------------
 
-    def _open(self, spec: WatchSpec, path: str) -> _Tracked | None:
+    def _scan_path(
+        self, spec: WatchSpec, path: str, seen: set[tuple[int, int]], stats: ScanStats
+    ) -> None:
+        st = os.stat(path)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            return  # the same file by a second name (a symlink, or a second glob)
+        t = self._tracked.get(key)
+        if t is None:
+            t = self._open(spec, path, live=self._scans > 0)
+            if t is None:
+                return
+            key = (t.state.dev, t.state.ino)
+            if key in seen or key in self._tracked:
+                os.close(t.fd)
+                return
+            self._tracked[key] = t
+        seen.add(key)
+        t.path = path
+        stats.files += 1
+        self._read_or_drop(key, stats)
+
+    def _read_or_drop(self, key: tuple[int, int], stats: ScanStats) -> None:
+        """Read one tracked file; if anything fails, forget its in-memory state (the parser has
+        seen lines that were not committed) so the next scan replays from the store."""
+        try:
+            self._read(self._tracked[key], stats)
+        except BaseException:
+            self._close(key)
+            raise
+
+    def _close(self, key: tuple[int, int]) -> _Tracked:
+        t = self._tracked.pop(key)
+        os.close(t.fd)
+        return t
+
+    def _finish(self, key: tuple[int, int], stats: ScanStats) -> None:
+        """A tracked file no longer under its glob (renamed away, deleted, symlink re-pointed):
+        read it to its end through the open descriptor, then let it go."""
+        t = self._tracked[key]
+        try:
+            self._read_or_drop(key, stats)
+        except OSError as exc:
+            log.warning("cannot finish %s: %s", t.path, exc.strerror or exc)
+            return
+        deleted = os.fstat(t.fd).st_nlink == 0
+        self._close(key)
+        log.info("finished %s (%s)", t.path, "deleted" if deleted else "no longer watched")
+        if deleted and t.state.id:
+            self.store.forget_file(t.state.id)  # its inode may be reused by an unrelated file
+
+    def _finish_rotated(self, seen: set[tuple[int, int]], stats: ScanStats) -> None:
+        """At start: files rotated away while the daemon was down are found in their old
+        directory by inode and head hash and read from their stored offset to the end."""
+        by_dir: dict[str, dict[int, str]] = {}
+        for spec in self.specs:
+            for known in self.store.files(spec.job):
+                if (known.dev, known.ino) in seen or not any(
+                    fnmatch.fnmatch(known.path, p) for p in spec.patterns
+                ):
+                    continue
+                folder = os.path.dirname(known.path)
+                if folder not in by_dir:
+                    try:
+                        by_dir[folder] = {e.inode(): e.path for e in os.scandir(folder)}
+                    except OSError:
+                        by_dir[folder] = {}
+                path = by_dir[folder].get(known.ino)
+                if path is None:
+                    continue
+                try:
+                    t = self._open(spec, path, live=False)
+                except OSError:
+                    continue
+                if t is None:
+                    continue
+                key = (t.state.dev, t.state.ino)
+                if t.state.id != known.id or key in seen or key in self._tracked:
+                    os.close(t.fd)  # not the same file after all (inode reused)
+                    continue
+                seen.add(key)
+                self._tracked[key] = t
+                log.info("finishing %s (was %s) from byte %d", path, known.path, known.offset)
+                self._finish(key, stats)
+
+    def _open(self, spec: WatchSpec, path: str, *, live: bool) -> _Tracked | None:
+        """Open ``path`` and find what the store remembers of it (None for an empty file).
+
+        ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
+        already there are history.
+        """
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        st = os.fstat(fd)
-        first_size = self._first_size.setdefault(path, st.st_size)
-        if st.st_size == 0:
+        try:
+            st = os.fstat(fd)
+            if st.st_size == 0:
+                os.close(fd)
+                return None
+            state = self._identify(fd, st, spec.job, path)
+        except BaseException:
             os.close(fd)
-            return None
-        head_len = min(HEAD_BYTES, st.st_size)
-        state = None
-        for known in self.store.find_files(spec.job, st.st_dev, st.st_ino):
-            if known.head_len <= st.st_size and _head_hash(fd, known.head_len) == known.head_hash:
-                state = known
-                break
-        if state is None:
-            state = FileState(
-                id=0,
-                job=spec.job,
-                path=path,
-                dev=st.st_dev,
-                ino=st.st_ino,
-                head_hash=_head_hash(fd, head_len),
-                head_len=head_len,
-                offset=0,
-                lineno=0,
-                truncations=0,
-            )
-        self._fds[path] = fd
+            raise
         parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz)
-        # Bytes already there when the path was first seen are history; later ones are live.
-        live_from = first_size if not self._backfill else 1 << 62
-        tracked = _Tracked(spec=spec, state=state, parser=parser, live_from=live_from)
+        if self._backfill:
+            live_from = 1 << 62
+        else:
+            live_from = 0 if live else st.st_size
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
-        return tracked
+        return _Tracked(spec, path, fd, state, parser, live_from, replay_to=state.offset)
 
-    def _forget(self, path: str) -> None:
-        """Stop following the file now at ``path``; whatever replaces it appeared while we
-        watched, so all of it is live."""
-        self._first_size[path] = 0
-        self._tracked.pop(path, None)
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
+    def _identify(self, fd: int, st: os.stat_result, job: str, path: str) -> FileState:
+        """The stored state of the open file, or a new one at offset 0; stale rows for this
+        inode (an unrelated file that had it before) are forgotten."""
+        for known in self.store.find_files(job, st.st_dev, st.st_ino):
+            same = known.head_len <= st.st_size and (
+                _head_hash(fd, known.head_len) == known.head_hash
+            )
+            if same and known.offset <= st.st_size:
+                return replace(known, path=path)
+            self.store.forget_file(known.id)
+            log.info("%s: inode %d held another file before; reading from 0", path, st.st_ino)
+        head_len = min(HEAD_BYTES, st.st_size)
+        return FileState(
+            id=0,
+            job=job,
+            path=path,
+            dev=st.st_dev,
+            ino=st.st_ino,
+            head_hash=_head_hash(fd, head_len),
+            head_len=head_len,
+            offset=0,
+            lineno=0,
+            truncations=0,
+        )
 
-    def _scan_file(self, spec: WatchSpec, path: str, stats: ScanStats) -> None:
-        tracked = self._tracked.get(path)
-        if tracked is not None:
-            st = os.stat(path)
-            old = tracked.state
-            if (st.st_dev, st.st_ino) != (old.dev, old.ino):
-                self._read(tracked, path, stats)  # drain the rotated-away file to its end
-                self._forget(path)
-                tracked = None
-            elif st.st_size < old.offset:
-                log.warning(
-                    "%s was truncated (%d < offset %d); reading from the start",
-                    path,
-                    st.st_size,
-                    old.offset,
-                )
-                stats.truncations += 1
-                fd = self._fds[path]
-                head_len = min(HEAD_BYTES, st.st_size)
-                tracked.state = replace(
-                    old, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(fd, head_len)
-                )
-                tracked.parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz)
-                tracked.live_from = 0
-                stats.files += 1
-                self._read(tracked, path, stats, truncated=True)
-                return
-        if tracked is None:
-            tracked = self._open(spec, path)
-            if tracked is None:
-                return
-            self._tracked[path] = tracked
-        stats.files += 1
-        self._read(tracked, path, stats)
+    def _truncated(self, t: _Tracked, size: int) -> bool:
+        """Shorter than what was read, or different first bytes: a truncated (and maybe
+        rewritten) file."""
+        if size < t.pos or size < t.state.offset:
+            return True
+        return _head_hash(t.fd, t.state.head_len) != t.state.head_hash
 
-    def _read(self, t: _Tracked, path: str, stats: ScanStats, *, truncated: bool = False) -> None:
-        fd = self._fds[path]
-        offset, lineno = t.state.offset, t.state.lineno
+    def _restart(self, t: _Tracked, size: int) -> None:
+        log.warning(
+            "%s was truncated or rewritten (%d bytes, offset %d); reading from the start",
+            t.path,
+            size,
+            t.state.offset,
+        )
+        head_len = min(HEAD_BYTES, size)
+        t.state = replace(
+            t.state, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(t.fd, head_len)
+        )
+        t.parser = parsers.make_parser(_parser_format(t.spec, t.path), tz=self._tz)
+        t.pos = t.lineno = t.replay_to = t.live_from = 0
+        t.skip_pos = None
+
+    def _read(self, t: _Tracked, stats: ScanStats) -> None:
+        fd = t.fd
+        size = os.fstat(fd).st_size
+        truncated = self._truncated(t, size)
+        if truncated:
+            stats.truncations += 1
+            self._restart(t, size)
         pending: list[Event] = []
         since_commit = 0
+        pos, lineno = t.pos, t.lineno  # pos: start of the first line not yet consumed
+        skipping = t.skip_pos is not None
         buf = b""
-        pos = offset  # file position of buf's first byte
+        buf_start = t.skip_pos if t.skip_pos is not None else pos  # file position of buf[0]
         while True:
-            chunk = os.pread(fd, READ_CHUNK_BYTES, pos + len(buf))
+            chunk = os.pread(fd, READ_CHUNK_BYTES, buf_start + len(buf))
             if not chunk:
                 break
             buf += chunk
@@ -261,35 +375,44 @@ class Tailer:
             cut = buf.rfind(b"\n")
             if cut < 0:
                 if len(buf) > MAX_LINE_BYTES:  # an endless line: drop what we have, keep skipping
-                    pos += len(buf)
+                    buf_start += len(buf)
                     buf = b""
-                    t.skipping = True
+                    skipping = True
                 continue
             complete, buf = buf[: cut + 1], buf[cut + 1 :]
+            end = buf_start
             for raw in complete.split(b"\n")[:-1]:
-                line_start = pos
-                pos += len(raw) + 1
+                end += len(raw) + 1
                 lineno += 1
-                if t.skipping or len(raw) > MAX_LINE_BYTES:
-                    t.skipping = False
-                    stats.skipped_lines += 1
-                    log.warning("%s:%d: line of %d+ bytes skipped", path, lineno, len(raw))
-                    continue
-                stats.lines += 1
-                text = raw.decode("utf-8", "replace")
-                live = line_start >= t.live_from
-                for ev in t.parser.feed(text, lineno):
-                    pending.append(self._resolve_time(t, ev, live, fd))
-            offset = pos
+                replaying = end <= t.replay_to
+                if skipping or len(raw) > MAX_LINE_BYTES:
+                    skipping = False
+                    if not replaying:
+                        stats.skipped_lines += 1
+                        log.warning("%s:%d: line of %d bytes skipped", t.path, lineno, end - pos)
+                else:
+                    live = pos >= t.live_from
+                    for ev in t.parser.feed(raw.decode("utf-8", "replace"), lineno):
+                        resolved = self._resolve_time(t, ev, live, fd)
+                        if not replaying:
+                            pending.append(resolved)
+                    stats.lines += not replaying
+                pos = end
+            buf_start = pos
             since_commit += len(complete)
-            if since_commit >= COMMIT_EVERY_BYTES:
-                self._commit(t, offset, lineno, pending, stats, truncated)
+            if since_commit >= COMMIT_EVERY_BYTES and pos > t.state.offset:
+                t.pos, t.lineno = pos, lineno
+                self._commit(t, pending, stats, truncated)
                 pending, since_commit, truncated = [], 0, False
+        t.pos, t.lineno = pos, lineno
+        t.skip_pos = buf_start if skipping else None
         if self._backfill:
             for ev in t.parser.finish():
                 pending.append(self._resolve_time(t, ev, False, fd))
-        if pending or offset != t.state.offset or truncated or t.state.id == 0:
-            self._commit(t, offset, lineno, pending, stats, truncated)
+        if pos >= t.state.offset and (
+            pending or pos != t.state.offset or truncated or t.state.id == 0
+        ):
+            self._commit(t, pending, stats, truncated)
 
     def _resolve_time(self, t: _Tracked, ev: Event, live: bool, fd: int) -> Event:
         """Date an event whose line printed no time.
@@ -315,19 +438,17 @@ class Tailer:
             when = datetime.fromtimestamp(os.fstat(fd).st_mtime, now.tzinfo)
         return replace(ev, time=when, time_estimated=True)
 
-    def _commit(
-        self,
-        t: _Tracked,
-        offset: int,
-        lineno: int,
-        events: list[Event],
-        stats: ScanStats,
-        truncated: bool,
-    ) -> None:
+    def _commit(self, t: _Tracked, events: list[Event], stats: ScanStats, truncated: bool) -> None:
+        """Store ``events`` with the offset ``t.pos`` in one transaction; the identifying head
+        grows with the committed bytes up to :data:`HEAD_BYTES`."""
+        state = t.state
+        if state.head_len < HEAD_BYTES and t.pos > state.head_len:
+            head_len = min(HEAD_BYTES, t.pos)
+            state = replace(state, head_len=head_len, head_hash=_head_hash(t.fd, head_len))
         t.state = self.store.commit_read(
-            t.state,
-            offset=offset,
-            lineno=lineno,
+            state,
+            offset=t.pos,
+            lineno=t.lineno,
             events=events,
             now_s=self._clock().timestamp(),
             from_timing_file=t.spec.timing,
