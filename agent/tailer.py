@@ -73,6 +73,7 @@ class _Tracked:
     path: str
     fd: int
     state: FileState
+    fmt: str
     parser: parsers.StreamParser
     live_from: int
     replay_to: int
@@ -265,7 +266,7 @@ class Tailer:
                 if path is None:
                     continue
                 try:
-                    t = self._open(spec, path, live=False)
+                    t = self._open(spec, path, live=False, name=known.path)
                 except OSError:
                     continue
                 if t is None:
@@ -279,11 +280,14 @@ class Tailer:
                 log.info("finishing %s (was %s) from byte %d", path, known.path, known.offset)
                 self._finish(key, stats)
 
-    def _open(self, spec: WatchSpec, path: str, *, live: bool) -> _Tracked | None:
+    def _open(
+        self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None
+    ) -> _Tracked | None:
         """Open ``path`` and find what the store remembers of it (None for an empty file).
 
         ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
-        already there are history.
+        already there are history. ``name``: the name the file had under its glob (a rotated
+        ``timings.csv.1`` is still CSV), ``path`` by default.
         """
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
@@ -295,14 +299,15 @@ class Tailer:
         except BaseException:
             os.close(fd)
             raise
-        parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz)
+        fmt = _parser_format(spec, name or path)
+        parser = parsers.make_parser(fmt, tz=self._tz)
         if self._backfill:
             live_from = 1 << 62
         else:
             live_from = 0 if live else st.st_size
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
-        return _Tracked(spec, path, fd, state, parser, live_from, replay_to=state.offset)
+        return _Tracked(spec, path, fd, state, fmt, parser, live_from, replay_to=state.offset)
 
     def _identify(self, fd: int, st: os.stat_result, job: str, path: str) -> FileState:
         """The stored state of the open file, or a new one at offset 0; stale rows for this
@@ -347,7 +352,7 @@ class Tailer:
         t.state = replace(
             t.state, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(t.fd, head_len)
         )
-        t.parser = parsers.make_parser(_parser_format(t.spec, t.path), tz=self._tz)
+        t.parser = parsers.make_parser(t.fmt, tz=self._tz)
         t.pos = t.lineno = t.replay_to = t.live_from = 0
         t.skip_pos = None
 
