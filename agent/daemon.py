@@ -7,7 +7,11 @@ keyword argument so tests pass real-but-local ones. :class:`Daemon` runs three t
   only place that writes events and offsets;
 * watchdog's observer thread only sets a wake-up flag;
 * APScheduler runs the estimate job every ``estimate_every`` (UTC, coalesced, one instance at a
-  time) and once more soon after a new failure is stored.
+  time) and once more soon after a new failure is stored; the outbox delivery every
+  ``DELIVER_EVERY_S`` (each send bounded by a deadline); retention daily.
+
+The main loop supervises the other threads: a dead watchdog observer is restarted (polling goes
+on meanwhile); a dead scheduler thread ends the daemon with exit code 1, for systemd to restart.
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from watchdog.observers.api import BaseObserver
 from agent.advisor import Advisor, EstimateSettings
 from agent.config import Config
 from agent.notifier import LogNotifier, Notifier, SlackNotifier
-from agent.store import Store
+from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
+from agent.store import Store, StoreError
 from agent.tailer import Tailer, WatchSpec
 from rules.drift import DriftRule
 
 log = logging.getLogger(__name__)
+
+DELIVER_EVERY_S = 15.0
+"""How often queued Slack messages are retried (Slack back after an outage)."""
+RETENTION_EVERY_S = 86400.0
+EXIT_THREAD_DIED = 1
 
 
 def utc_now() -> datetime:
@@ -93,6 +103,8 @@ def make_advisor(
         ),
         clock=clock,
         gpus={j.name: j.gpus for j in config.jobs if j.gpus},
+        # three attempts (429 retry, connect retry) plus the longest Retry-After slept through
+        send_deadline_s=3 * config.slack.timeout + 30.0,
     )
 
 
@@ -114,8 +126,10 @@ class Daemon:
         store: Store,
         notifier: Notifier,
         clock: Callable[[], datetime],
+        mount_table: str = MOUNT_TABLE,
     ) -> None:
         self.config = config
+        self.mount_table = mount_table
         self.store = store
         self.clock = clock
         self.tailer = Tailer(
@@ -130,6 +144,8 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._observer: BaseObserver | None = None
+        self._observer_restarts = 0
+        self._store_error: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -149,20 +165,97 @@ class Daemon:
         signal.signal(signal.SIGINT, handler)
 
     def _start_observer(self) -> None:
+        """Watch the local directories with inotify (a wake-up only: polling is always on).
+
+        Directories on shared filesystems get no inotify watch: other hosts' writes raise no
+        event there. If inotify fails (watch limit, instance limit), one warning, then polling.
+        """
         observer = Observer()
         handler = _Wake(self._wake)
+        watched = 0
         try:
             for d in sorted(self.tailer.watched_dirs()):
+                fstype = filesystem_type(d, self.mount_table)
+                if fstype is not None and is_shared(fstype):
+                    log.info("%s is on %s: polling it every %gs", d, fstype, self.poll_every_s)
+                    continue
                 observer.schedule(handler, d, recursive=True)
-            observer.start()
+                watched += 1
+            if watched:
+                observer.start()
         except OSError as exc:
             log.warning(
-                "file notifications unavailable (%s); polling every %.3gs only",
+                "file notifications unavailable (%s); polling every %gs only",
                 exc,
-                self.config.schedule.poll_every,
+                self.poll_every_s,
             )
             return
-        self._observer = observer
+        self._observer = observer if watched else None
+
+    @property
+    def poll_every_s(self) -> float:
+        """Seconds between two polls of every known file."""
+        return self.config.schedule.poll_every
+
+    def _supervise(self) -> int | None:
+        """Check the other threads; returns an exit code when the daemon must stop."""
+        if self.scheduler.running and not _scheduler_alive(self.scheduler):
+            log.error("the scheduler thread died; exiting for the service manager to restart")
+            return EXIT_THREAD_DIED
+        if self._observer is not None and not self._observer.is_alive():
+            self._observer = None
+            self._observer_restarts += 1
+            log.warning(
+                "the file watcher thread died; restarting it (polling every %gs meanwhile)",
+                self.poll_every_s,
+            )
+            self._start_observer()
+        return None
+
+    def _scan(self) -> None:
+        """One scan; a store that cannot be written is reported once per distinct error and
+        retried every poll (offsets stay where they were, so nothing is lost)."""
+        try:
+            stats = self.tailer.scan()
+        except StoreError as exc:
+            if str(exc) != self._store_error:
+                log.error("%s; retrying every %gs", exc, self.poll_every_s)
+            self._store_error = str(exc)
+            return
+        if self._store_error is not None:
+            log.info("store writable again: %s", self.store.path)
+            self._store_error = None
+        if stats.events:
+            log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
+        if stats.failure_jobs and self.scheduler.running:
+            self._after_failure(stats.failure_jobs)
+
+    def prune(self) -> None:
+        """The retention job: drop events older than ``[store] retention_days``."""
+        cutoff_s = self.clock().timestamp() - self.config.store.retention_days * 86400.0
+        n = self.store.prune_events(cutoff_s)
+        if n:
+            log.info("retention: pruned %d event(s) older than %g days", n, cutoff_s)
+
+    def _start_scheduler(self) -> None:
+        self.scheduler.add_job(
+            self.estimate_now,
+            "interval",
+            seconds=self.config.schedule.estimate_every,
+            id="estimate",
+            next_run_time=self.clock(),
+        )
+        self.scheduler.add_job(
+            self.advisor.deliver, "interval", seconds=DELIVER_EVERY_S, id="deliver"
+        )
+        self.scheduler.add_job(
+            self.prune,
+            "interval",
+            seconds=RETENTION_EVERY_S,
+            id="retention",
+            next_run_time=self.clock() + timedelta(seconds=60),
+        )
+        self.scheduler.start()
 
     def estimate_now(self) -> None:
         """The scheduled job: estimate every configured job, then deliver queued messages."""
@@ -179,35 +272,33 @@ class Daemon:
         """Run until stopped; returns the process exit code."""
         log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.path)
         self._start_observer()
-        first = True
+        code = 0
         try:
             while not self._stop.is_set():
-                stats = self.tailer.scan()
-                if stats.events:
-                    log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
-                if first:
-                    first = False
-                    self.scheduler.add_job(
-                        self.estimate_now,
-                        "interval",
-                        seconds=self.config.schedule.estimate_every,
-                        id="estimate",
-                        next_run_time=self.clock(),
-                    )
-                    self.scheduler.start()
-                elif stats.failure_jobs:
-                    self._after_failure(stats.failure_jobs)
-                self._wake.wait(self.config.schedule.poll_every)
+                self._scan()
+                if not self.scheduler.running:
+                    self._start_scheduler()
+                exit_code = self._supervise()
+                if exit_code is not None:
+                    code = exit_code
+                    break
+                self._wake.wait(self.poll_every_s)
                 self._wake.clear()
         finally:
             if self._observer is not None:
                 self._observer.stop()
                 self._observer.join(timeout=5)
             if self.scheduler.running:
-                self.scheduler.shutdown(wait=True)
+                self.scheduler.shutdown(wait=code == 0)
             self.tailer.close()
             log.info("ckpt-advisor stopped")
-        return 0
+        return code
+
+
+def _scheduler_alive(scheduler: BackgroundScheduler) -> bool:
+    """APScheduler 3 keeps its loop thread in ``_thread`` (no public accessor)."""
+    thread = getattr(scheduler, "_thread", None)
+    return thread is None or bool(thread.is_alive())
 
 
 def build_daemon(

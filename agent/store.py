@@ -41,10 +41,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DatabaseError, OperationalError
 
+from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from parsers.events import Event, EventKind
 from rules.model import AlertState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first release; 2: adds ``silences``."""
+PRUNE_BATCH_ROWS = 5000
+"""Retention deletes this many events per transaction, so ingestion waits at most one batch."""
 
 _md = MetaData()
 
@@ -120,12 +124,20 @@ _outbox = Table(
     Column("created_s", Float, nullable=False),
     Column("action", String, nullable=False),
     Column("payload", Text, nullable=False),
-    Column("state", String, nullable=False),  # queued | sent | failed
+    Column("state", String, nullable=False),  # queued | unsure | sent | failed
     Column("attempts", Integer, nullable=False, default=0),
     Column("sent_s", Float, nullable=True),
     Column("ts", String, nullable=True),
     Column("error", Text, nullable=True),
     Index("ix_outbox_state", "state", "id"),
+)
+
+
+_silences = Table(
+    "silences",
+    _md,
+    Column("job", String, primary_key=True),
+    Column("until_s", Float, nullable=False),
 )
 
 
@@ -192,6 +204,7 @@ class OutboxItem:
     action: str
     payload: dict[str, Any]
     attempts: int
+    state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
 
 
 def _new_id(result: CursorResult[Any]) -> int:
@@ -216,14 +229,23 @@ class Store:
     WAL snapshots and never block the daemon's writes.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, mount_table: str = MOUNT_TABLE
+    ) -> None:
         """Open (and create or migrate) the database at ``path``.
 
         Raises:
-            StoreError: the directory cannot be created, the file is not a database, is from a
-                newer ckpt-advisor, or cannot be written. The message names the path.
+            StoreError: the directory cannot be created, is on a network filesystem (SQLite's
+                locks and WAL shared memory are unsafe there), the file is not a database, is
+                from a newer ckpt-advisor, or cannot be written. The message names the path.
         """
         self.path = Path(path)
+        fstype = filesystem_type(self.path, mount_table)
+        if fstype is not None and is_shared(fstype):
+            raise StoreError(
+                f"{self.path}: on a {fstype} network filesystem, where SQLite can lose or corrupt "
+                f"data; put the store on a local disk ([store] path)"
+            )
         self._lock = threading.RLock()
         if not readonly:
             try:
@@ -243,6 +265,8 @@ class Store:
             self._init_schema()
         except (DatabaseError, OperationalError) as exc:
             raise StoreError(f"{self.path}: {exc.orig}") from None
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
 
     def _on_connect(self, dbapi_conn: sqlite3.Connection, _record: object) -> None:
         cur = dbapi_conn.cursor()
@@ -271,7 +295,8 @@ class Store:
         if version == SCHEMA_VERSION or self._readonly:
             return
         with self._lock, self.engine.begin() as conn:
-            _md.create_all(conn)
+            _md.create_all(conn)  # new tables only: version 1 -> 2 adds ``silences``
+            conn.execute(delete(_meta).where(_meta.c.key == "schema"))
             conn.execute(insert(_meta).values(key="schema", value=str(SCHEMA_VERSION)))
 
     @contextmanager
@@ -282,7 +307,7 @@ class Store:
             try:
                 with self.engine.begin() as conn:
                     yield conn
-            except OperationalError as exc:
+            except DatabaseError as exc:  # full disk, read-only file, corrupt page, locked
                 raise StoreError(f"{self.path}: write failed: {exc.orig}") from None
 
     def close(self) -> None:
@@ -403,10 +428,20 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(q).scalar_one())
 
-    def prune_events(self, older_than_s: float) -> int:
-        """Delete events older than ``older_than_s`` (epoch seconds); returns how many."""
-        with self._write() as conn:
-            return conn.execute(delete(_events).where(_events.c.time_s < older_than_s)).rowcount
+    def prune_events(self, older_than_s: float, *, batch_rows: int = PRUNE_BATCH_ROWS) -> int:
+        """Delete events older than ``older_than_s`` (epoch seconds); returns how many.
+
+        Deletes ``batch_rows`` at a time, each batch its own transaction, so the tailer's
+        commits wait at most one batch (SQLite has one writer).
+        """
+        total = 0
+        while True:
+            with self._write() as conn:
+                ids = select(_events.c.id).where(_events.c.time_s < older_than_s).limit(batch_rows)
+                n = conn.execute(delete(_events).where(_events.c.id.in_(ids))).rowcount
+            total += n
+            if n < batch_rows:
+                return total
 
     # -- estimates ------------------------------------------------------------------------
 
@@ -493,9 +528,27 @@ class Store:
                 )
             )
 
+    def silence(self, job: str, until_s: float) -> None:
+        """Send nothing about ``job`` until ``until_s`` (epoch seconds); decisions go on."""
+        with self._write() as conn:
+            conn.execute(delete(_silences).where(_silences.c.job == job))
+            conn.execute(insert(_silences).values(job=job, until_s=until_s))
+
+    def silenced_until(self, job: str, now_s: float) -> float | None:
+        """When the silence of ``job`` ends, or None if it is not silenced at ``now_s``."""
+        with self.engine.connect() as conn:
+            until = conn.execute(
+                select(_silences.c.until_s).where(_silences.c.job == job)
+            ).scalar_one_or_none()
+        return until if until is not None and until > now_s else None
+
     def queued_messages(self) -> list[OutboxItem]:
-        """Messages not yet delivered, in the order they were queued."""
-        q = select(_outbox).where(_outbox.c.state == "queued").order_by(_outbox.c.id)
+        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
+        q = (
+            select(_outbox)
+            .where(_outbox.c.state.in_(("queued", "unsure")))
+            .order_by(_outbox.c.id)
+        )
         with self.engine.connect() as conn:
             return [
                 OutboxItem(
@@ -505,6 +558,7 @@ class Store:
                     action=r.action,
                     payload=json.loads(r.payload),
                     attempts=r.attempts,
+                    state=r.state,
                 )
                 for r in conn.execute(q)
             ]
@@ -518,7 +572,8 @@ class Store:
         ts: str | None = None,
         error: str | None = None,
     ) -> None:
-        """Record the outcome of one delivery attempt (``sent``, ``failed`` or still ``queued``)."""
+        """Record the outcome of one delivery attempt (``sent``, ``failed``, ``unsure`` or still
+        ``queued``)."""
         with self._write() as conn:
             conn.execute(
                 update(_outbox)
