@@ -31,8 +31,8 @@ from watchdog.observers.api import BaseObserver
 
 from agent.advisor import Advisor, EstimateSettings
 from agent.config import Config
-from agent.notifier import LogNotifier, Notifier, SlackNotifier
 from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
+from agent.notifier import LogNotifier, Notifier, SlackNotifier
 from agent.store import Store, StoreError
 from agent.tailer import Tailer, WatchSpec
 from rules.drift import DriftRule

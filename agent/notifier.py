@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from http.client import HTTPException
-from urllib.error import URLError
-from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
+from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -478,9 +478,7 @@ class SlackNotifier:
                 ``token_revoked``, ``account_inactive``, ``channel_not_found``,
                 ``not_in_channel``, ``invalid_blocks``, …) and for a malformed ``base_url``.
         """
-        metadata = (
-            {"event_type": METADATA_EVENT, "event_payload": {"key": key}} if key else None
-        )
+        metadata = {"event_type": METADATA_EVENT, "event_payload": {"key": key}} if key else None
         response = self._call(
             "chat.postMessage",
             lambda: self._client.chat_postMessage(
@@ -554,9 +552,7 @@ class SlackNotifier:
             hint = ""
         return NotifyError(
             NotifyErrorKind.TRANSIENT if transient else NotifyErrorKind.PERMANENT,
-            self._scrub(
-                f"{method} to {self.channel!r} failed (HTTP {status}, {code}){hint}"
-            ),
+            self._scrub(f"{method} to {self.channel!r} failed (HTTP {status}, {code}){hint}"),
             slack_error=code,
             retry_after_s=retry_after_s,
             maybe_sent=status >= 500,

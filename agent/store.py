@@ -544,11 +544,7 @@ class Store:
 
     def queued_messages(self) -> list[OutboxItem]:
         """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
-        q = (
-            select(_outbox)
-            .where(_outbox.c.state.in_(("queued", "unsure")))
-            .order_by(_outbox.c.id)
-        )
+        q = select(_outbox).where(_outbox.c.state.in_(("queued", "unsure"))).order_by(_outbox.c.id)
         with self.engine.connect() as conn:
             return [
                 OutboxItem(

@@ -301,10 +301,7 @@ class Tailer:
             raise
         fmt = _parser_format(spec, name or path)
         parser = parsers.make_parser(fmt, tz=self._tz)
-        if self._backfill:
-            live_from = 1 << 62
-        else:
-            live_from = 0 if live else st.st_size
+        live_from = 1 << 62 if self._backfill else 0 if live else st.st_size
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
         return _Tracked(spec, path, fd, state, fmt, parser, live_from, replay_to=state.offset)

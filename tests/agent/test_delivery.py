@@ -199,3 +199,19 @@ def test_token_never_in_logs_or_errors(
     assert "chat.postMessage" in text or "Sending a request" in text
     assert fake_slack.token not in text
     assert all(fake_slack.token not in str(m) for m in store.messages())
+
+
+def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
+    """`ckpt-advisor silence --job J --for 24h` records a silence ending 24 h from now."""
+    from click.testing import CliRunner
+
+    from agent.cli import main
+
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(
+        main, ["silence", "--job", "llama", "--for", "24h", "--db", str(db)]
+    )
+    assert result.exit_code == 0, result.output
+    until_s = Store(db).silenced_until("llama", datetime.now(UTC).timestamp())
+    assert until_s is not None
+    assert abs(until_s - datetime.now(UTC).timestamp() - 86400) < 60

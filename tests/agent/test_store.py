@@ -35,7 +35,7 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 
 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
-    """A new store file is created with its directory, in WAL mode, at the current schema version (2)."""
+    """A new store file is created with its directory, in WAL mode, at schema version 2."""
     db = tmp_path / "deep" / "dir" / "s.db"
     Store(db).close()
     conn = sqlite3.connect(db)
