@@ -277,9 +277,9 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: str) 
 )
 @db_option
 @config_option
-def silence(job: str, for_s: float, db: str | None, config: str | None) -> None:
+def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
     """Send no Slack message about JOB for a while; estimates and decisions go on."""
-    store = _open_store(db, config, readonly=False)
+    store = _open_store(db, config_path, readonly=False)
     until_s = datetime.now(UTC).timestamp() + for_s
     store.silence(job, until_s)
     until = datetime.fromtimestamp(until_s, UTC).isoformat(timespec="seconds")
