@@ -135,6 +135,7 @@ def test_dead_watcher_is_restarted(
     assert _until(lambda: daemon.store.count_events() == 1)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_dead_scheduler_thread_exits_non_zero(tmp_path: Path) -> None:
     """Scenario 15: the scheduler's thread dying makes the daemon exit with code 1 (systemd's
     Restart=on-failure restarts it), not run on without estimates."""
