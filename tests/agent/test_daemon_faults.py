@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import json
 import os
 import signal
 import sqlite3
@@ -28,12 +27,7 @@ from agent.store import Store
 from rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.test_e2e import TOKEN_ENV, wait_started
-
-
-def _record(step: int) -> str:
-    start = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(hours=step)
-    end = start + timedelta(seconds=30)
-    return json.dumps({"step": step, "start": start.isoformat(), "end": end.isoformat()}) + "\n"
+from tests.agent.test_tailer import _record
 
 
 def _config(tmp: Path, **schedule: str) -> dict[str, Any]:

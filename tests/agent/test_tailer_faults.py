@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -16,15 +15,10 @@ import pytest
 from agent.store import FileState, Store, StoreError
 from agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
 from parsers.events import Event, EventKind
+from tests.agent.test_tailer import _record
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
-
-
-def _record(step: int) -> str:
-    start = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(hours=step)
-    end = start + timedelta(seconds=30)
-    return json.dumps({"step": step, "start": start.isoformat(), "end": end.isoformat()}) + "\n"
 
 
 def _records(steps: range) -> str:
