@@ -483,6 +483,26 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
 
 
 @main.command()
+@click.option("--job", required=True, help="The job to keep quiet about.")
+@click.option(
+    "--for",
+    "for_s",
+    required=True,
+    callback=_duration,
+    help="How long (e.g. 24h); 0 ends a silence now.",
+)
+@db_option
+@config_option
+def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
+    """Send no Slack message about JOB for a while; estimates and decisions go on."""
+    store = _open_store(db, config_path, readonly=False)
+    until_s = datetime.now(UTC).timestamp() + for_s
+    store.silence(job, until_s)
+    until = datetime.fromtimestamp(until_s, UTC).isoformat(timespec="seconds")
+    click.echo(f"{job}: silenced until {until}", err=True)
+
+
+@main.command()
 @click.option("--job", help="Only this job.")
 @db_option
 @config_option

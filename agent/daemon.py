@@ -7,7 +7,12 @@ keyword argument so tests pass real-but-local ones. :class:`Daemon` runs three t
   only place that writes events and offsets;
 * watchdog's observer thread only sets a wake-up flag;
 * APScheduler runs the estimate job every ``estimate_every`` (UTC, coalesced, one instance at a
-  time) and once more soon after a new failure is stored.
+  time) and once more soon after a new failure is stored; the outbox delivery every
+  ``DELIVER_EVERY_S`` (each send bounded by a deadline); retention daily.
+
+The main loop supervises the other threads: a dead watchdog observer is restarted (polling goes
+on meanwhile); a dead scheduler thread is reported by :meth:`Daemon.problem` and ends the daemon
+with exit code 1, for systemd to restart.
 
 Under systemd (``Type=notify``) the main loop says ``READY=1`` after the first scan, pings
 ``WATCHDOG=1`` only while the tailer and the scheduler are healthy, and says ``STOPPING=1`` on
@@ -38,10 +43,11 @@ from watchdog.observers.api import BaseObserver
 from agent.advisor import Advisor, EstimateSettings
 from agent.config import Config, ConfigError, load_config
 from agent.metrics import CountingNotifier, Metrics
+from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from agent.notifier import LogNotifier, Notifier, SlackNotifier
 from agent.sdnotify import SystemdNotifier
 from agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
-from agent.store import Store
+from agent.store import Store, StoreError
 from agent.tailer import ScanStats, Tailer, WatchSpec
 from rules.drift import DriftRule
 
@@ -49,6 +55,10 @@ log = logging.getLogger(__name__)
 
 START_EXTEND_S = 60.0
 """While the first scan reads a long history, the start timeout is pushed this far ahead."""
+DELIVER_EVERY_S = 15.0
+"""How often queued Slack messages are retried (Slack back after an outage)."""
+RETENTION_EVERY_S = 86400.0
+EXIT_THREAD_DIED = 1
 
 
 def utc_now() -> datetime:
@@ -118,6 +128,8 @@ def make_advisor(
         clock=clock,
         gpus={j.name: j.gpus for j in config.jobs if j.gpus},
         units={j.name: n for j in config.jobs if (n := j.nodes or j.gpus)},
+        # three attempts (429 retry, connect retry) plus the longest Retry-After slept through
+        send_deadline_s=3 * config.slack.timeout + 30.0,
     )
 
 
@@ -143,9 +155,11 @@ class Daemon:
         metrics: Metrics | None = None,
         config_path: Path | None = None,
         notifier_fixed: bool = True,
+        mount_table: str = MOUNT_TABLE,
     ) -> None:
         self.config = config
         self.config_path = config_path
+        self.mount_table = mount_table
         self.store = store
         self.clock = clock
         self.systemd = systemd or SystemdNotifier()
@@ -157,6 +171,7 @@ class Daemon:
             clock=clock,
             tz=ZoneInfo(config.parse.timezone),
             on_progress=self._on_progress,
+            idle_flush_s=config.schedule.poll_every,
         )
         self.advisor = make_advisor(config, store, CountingNotifier(notifier, self.metrics), clock)
         self.jobs = [j.name for j in config.jobs]
@@ -167,6 +182,8 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._observer: BaseObserver | None = None
+        self._observer_restarts = 0
+        self._store_error: str | None = None
         self._reload = threading.Event()
         self._ready = False
         self._extended_at_s = float("-inf")
@@ -236,7 +253,9 @@ class Daemon:
         notifier = self.advisor.notifier
         if not self._notifier_fixed:
             notifier = CountingNotifier(make_notifier(new), self.metrics)
-        self.advisor = make_advisor(new, self.store, notifier, self.clock)
+        advisor = make_advisor(new, self.store, notifier, self.clock)
+        advisor.take_over(self.advisor)
+        self.advisor = advisor
         if self.scheduler.running:
             self.scheduler.reschedule_job(
                 "estimate", trigger="interval", seconds=new.schedule.estimate_every
@@ -245,7 +264,8 @@ class Daemon:
             self._observer.stop()
             self._observer.join(timeout=5)
             self._observer = None
-        self._start_observer()
+        if new.schedule.file_events:
+            self._start_observer()
         self.metrics.reloads.labels("ok").inc()
         log.info("config reloaded from %s: %d job(s)", self.config_path, len(self.jobs))
         return True
@@ -254,11 +274,12 @@ class Daemon:
 
     def problem(self) -> str | None:
         """Why the scheduler is unhealthy, or None. The main loop's own health is implied: it
-        is the caller. A run longer than ``schedule.estimate_timeout`` counts as stuck."""
+        is the caller. A run longer than ``schedule.estimate_timeout`` counts as stuck. A dead
+        scheduler thread is also what :meth:`_supervise` exits on; a dead file watcher is not
+        a problem (it is restarted, and polling goes on meanwhile)."""
         if self._ready and not self.scheduler.running:
             return "scheduler is not running"
-        thread = getattr(self.scheduler, "_thread", None)
-        if self._ready and thread is not None and not thread.is_alive():
+        if self._ready and not _scheduler_alive(self.scheduler):
             return "scheduler thread died"
         started = self._estimate_started
         if started is not None:
@@ -343,20 +364,106 @@ class Daemon:
         log.info("metrics at http://%s:%d/metrics", host, port)
 
     def _start_observer(self) -> None:
+        """Watch the local directories with inotify (a wake-up only: polling is always on).
+
+        Directories on shared filesystems get no inotify watch: other hosts' writes raise no
+        event there. If inotify fails (watch limit, instance limit), one warning, then polling.
+        """
         observer = Observer()
         handler = _Wake(self._wake)
+        watched = 0
         try:
             for d in sorted(self.tailer.watched_dirs()):
+                fstype = filesystem_type(d, self.mount_table)
+                if fstype is not None and is_shared(fstype):
+                    log.info("%s is on %s: polling it every %gs", d, fstype, self.poll_every_s)
+                    continue
                 observer.schedule(handler, d, recursive=True)
-            observer.start()
+                watched += 1
+            if watched:
+                observer.start()
         except OSError as exc:
             log.warning(
-                "file notifications unavailable (%s); polling every %.3gs only",
+                "file notifications unavailable (%s); polling every %gs only",
                 exc,
-                self.config.schedule.poll_every,
+                self.poll_every_s,
             )
             return
-        self._observer = observer
+        self._observer = observer if watched else None
+
+    @property
+    def poll_every_s(self) -> float:
+        """Seconds between two polls of every known file."""
+        return self.config.schedule.poll_every
+
+    def _supervise(self) -> int | None:
+        """Check the other threads; returns an exit code when the daemon must stop."""
+        if self._ready and self.scheduler.running and not _scheduler_alive(self.scheduler):
+            log.error("the scheduler thread died; exiting for the service manager to restart")
+            return EXIT_THREAD_DIED
+        if self._observer is not None and not self._observer.is_alive():
+            self._observer = None
+            self._observer_restarts += 1
+            log.warning(
+                "the file watcher thread died; restarting it (polling every %gs meanwhile)",
+                self.poll_every_s,
+            )
+            self._start_observer()
+        return None
+
+    def _scan(self) -> ScanStats:
+        """One scan; a store that cannot be written is reported once per distinct error and
+        retried every poll (offsets stay where they were, so nothing is lost)."""
+        try:
+            stats = self.tailer.scan()
+        except StoreError as exc:
+            if str(exc) != self._store_error:
+                log.error("%s; retrying every %gs", exc, self.poll_every_s)
+            self._store_error = str(exc)
+            return ScanStats()
+        if self._store_error is not None:
+            log.info("store writable again: %s", self.store.path)
+            self._store_error = None
+        if stats.events:
+            log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
+        if stats.failure_jobs and self.scheduler.running:
+            self._after_failure(stats.failure_jobs)
+        return stats
+
+    def prune(self) -> None:
+        """The retention job: drop events older than ``[store] retention_days``."""
+        cutoff_s = self.clock().timestamp() - self.config.store.retention_days * 86400.0
+        n = self.store.prune_events(cutoff_s)
+        if n:
+            log.info("retention: pruned %d event(s) older than %g days", n, cutoff_s)
+
+    def deliver(self) -> None:
+        """The delivery job (through the current advisor: a reload replaces it)."""
+        self.advisor.deliver()
+        self.metrics.queued.set(len(self.store.queued_messages()))
+
+    def _start_scheduler(self) -> None:
+        """One scheduler for every job (estimate, deliver, retention; ``after-failure`` is
+        added by :meth:`_after_failure`), with the metrics listener for errors and misses."""
+        self.scheduler.add_listener(
+            self._on_scheduler_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
+        )
+        self.scheduler.add_job(
+            self.estimate_now,
+            "interval",
+            seconds=self.config.schedule.estimate_every,
+            id="estimate",
+            next_run_time=self.clock(),
+        )
+        self.scheduler.add_job(self.deliver, "interval", seconds=DELIVER_EVERY_S, id="deliver")
+        self.scheduler.add_job(
+            self.prune,
+            "interval",
+            seconds=RETENTION_EVERY_S,
+            id="retention",
+            next_run_time=self.clock() + timedelta(seconds=60),
+        )
+        self.scheduler.start()
 
     def estimate_now(self) -> None:
         """The scheduled job: estimate every configured job, then deliver queued messages."""
@@ -385,44 +492,34 @@ class Daemon:
         )
 
     def run(self) -> int:
-        """Run until stopped; returns the process exit code (1 if metrics cannot be served)."""
+        """Run until stopped; returns the process exit code: 1 if metrics cannot be served or
+        the scheduler thread died."""
         log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.path)
         try:
             self._start_metrics()
         except OSError as exc:
             log.error("cannot serve metrics at %s: %s", self.config.metrics.listen, exc)
             return 1
-        self.scheduler.add_listener(
-            self._on_scheduler_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
-        )
         if self.config.schedule.file_events:
             self._start_observer()
-        first = True
+        code = 0
         try:
             while not self._stop.is_set():
                 if self._reload.is_set():
                     self._reload.clear()
                     self.reload()
                 started = time.monotonic()
-                stats = self.tailer.scan()
-                if stats.events:
-                    log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
-                if first:
-                    first = False
-                    self.scheduler.add_job(
-                        self.estimate_now,
-                        "interval",
-                        seconds=self.config.schedule.estimate_every,
-                        id="estimate",
-                        next_run_time=self.clock(),
-                    )
-                    self.scheduler.start()
+                stats = self._scan()
+                if not self._ready:
+                    self._start_scheduler()
                     self._ready = True
                     self.systemd.ready(self._status_line(stats))
-                elif stats.failure_jobs:
-                    self._after_failure(stats.failure_jobs)
                 self._after_scan(stats, time.monotonic() - started)
-                self._wake.wait(self.config.schedule.poll_every)
+                exit_code = self._supervise()
+                if exit_code is not None:
+                    code = exit_code
+                    break
+                self._wake.wait(self.poll_every_s)
                 self._wake.clear()
         finally:
             self.systemd.stopping()
@@ -433,11 +530,17 @@ class Daemon:
                 self._observer.stop()
                 self._observer.join(timeout=5)
             if self.scheduler.running:
-                self.scheduler.shutdown(wait=True)
+                self.scheduler.shutdown(wait=code == 0)
             self._write_heartbeat(None, [], stopped=True)
             self.tailer.close()
             log.info("ckpt-advisor stopped")
-        return 0
+        return code
+
+
+def _scheduler_alive(scheduler: BackgroundScheduler) -> bool:
+    """APScheduler 3 keeps its loop thread in ``_thread`` (no public accessor)."""
+    thread = getattr(scheduler, "_thread", None)
+    return thread is None or bool(thread.is_alive())
 
 
 def build_daemon(

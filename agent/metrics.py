@@ -263,15 +263,19 @@ class CountingNotifier:
     def __repr__(self) -> str:
         return f"CountingNotifier({self.inner!r})"
 
-    def send(self, message: dict[str, Any]) -> str:
+    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
         """Send through the wrapped notifier; same return value and errors."""
         try:
-            ts = self.inner.send(message)
+            ts = self.inner.send(message, key=key)
         except NotifyError as exc:
             self._metrics.notifications.labels("deferred" if exc.transient else "failed").inc()
             raise
         self._metrics.notifications.labels("sent").inc()
         return ts
+
+    def find(self, key: str, since_s: float) -> str | None:
+        """Look up through the wrapped notifier (not counted: it sends nothing)."""
+        return self.inner.find(key, since_s)
 
 
 def metric_names(metrics: Metrics) -> set[str]:

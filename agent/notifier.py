@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from http.client import HTTPException
 from typing import Any, Final, Protocol, cast
+from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
 )
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
@@ -43,6 +44,7 @@ MAX_SECTION_CHARS: Final = 3000
 MAX_HEADER_CHARS: Final = 150
 MAX_FALLBACK_CHARS: Final = 4000  # Slack truncates ``text`` at 40,000; notifications show far less
 ELLIPSIS: Final = "…"
+METADATA_EVENT: Final = "ckpt_advisor_outbox"
 
 _ESCAPES: Final = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 
@@ -65,6 +67,8 @@ _AUTH_ERRORS: Final = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
 )
 _CHANNEL_ERRORS: Final = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
+CONFIG_SLACK_ERRORS: Final = _AUTH_ERRORS | _CHANNEL_ERRORS
+"""Errors of the token or channel, not of one message: every later message would fail too."""
 
 
 def escape_slack(text: str) -> str:
@@ -373,6 +377,9 @@ class NotifyError(Exception):
         message: what happened, for people; never contains the token.
         slack_error: Slack's error code (``invalid_auth``, ``ratelimited``, …) if Slack answered.
         retry_after_s: seconds Slack asked to wait (``Retry-After``), if it did.
+        maybe_sent: the request reached Slack but no clear answer came back (read timeout,
+            HTTP 5xx): the message may be in the channel already, so it must not be sent again
+            without checking (:meth:`Notifier.find`).
     """
 
     def __init__(
@@ -382,12 +389,14 @@ class NotifyError(Exception):
         *,
         slack_error: str | None = None,
         retry_after_s: float | None = None,
+        maybe_sent: bool = False,
     ) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
         self.slack_error = slack_error
         self.retry_after_s = retry_after_s
+        self.maybe_sent = maybe_sent
 
     @property
     def transient(self) -> bool:
@@ -398,8 +407,14 @@ class NotifyError(Exception):
 class Notifier(Protocol):
     """Something that delivers a :func:`format_message` dict and returns its id."""
 
-    def send(self, message: dict[str, Any]) -> str:
-        """Deliver ``message``; return its id (Slack's ``ts``). Raises :class:`NotifyError`."""
+    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
+        """Deliver ``message`` tagged with the idempotency ``key``; return its id (Slack's
+        ``ts``). Raises :class:`NotifyError`."""
+        ...
+
+    def find(self, key: str, since_s: float) -> str | None:
+        """The id of a message tagged ``key`` sent since ``since_s`` (epoch seconds), or None.
+        Raises :class:`NotifyError` when it cannot be checked."""
         ...
 
 
@@ -442,10 +457,16 @@ class _BoundedRateLimitRetryHandler(RateLimitErrorRetryHandler):
 class SlackNotifier:
     """Posts messages to one Slack channel with the bot token, via slack-sdk's ``WebClient``.
 
-    Retries inside one :meth:`send` are bounded: one retry after a 429 (sleeping ``Retry-After``
-    seconds plus jitter, if at most ``max_retry_after_s``), one after HTTP 500/503, one after a
-    connection error (refused, reset). A read timeout is not retried: Slack may have posted the
-    message already. Whatever still fails raises :class:`NotifyError`.
+    Retries inside one :meth:`send` are bounded and never post twice: one retry after a 429
+    (sleeping ``Retry-After`` seconds plus jitter, if at most ``max_retry_after_s``; Slack did not
+    process the request) and one after a failure to connect (``URLError``: nothing was sent).
+    A read timeout or HTTP 5xx is not retried here: Slack may have posted the message already,
+    so it raises with ``maybe_sent``, and the outbox looks for the message before sending again.
+
+    Idempotency: each message carries Slack message metadata
+    (``event_type`` ``ckpt_advisor_outbox``, ``event_payload.key``); :meth:`find` looks for the
+    key with ``conversations.history`` (needs the ``channels:history`` scope, and the channel ID,
+    learnt from the first successful post or configured as ``C…``).
 
     The token is kept only inside the client: it is not in ``repr()``, nor in any
     :class:`NotifyError` (raised ``from None``, so slack-sdk's error, whose response holds the
@@ -472,6 +493,7 @@ class SlackNotifier:
             max_retry_after_s: the longest ``Retry-After`` to sleep through inside :meth:`send`.
         """
         self.channel = channel
+        self.channel_id: str | None = channel if channel[:1] in ("C", "G") else None
         self.base_url = base_url
         self.timeout_s = timeout_s
         self._client = WebClient(
@@ -481,8 +503,7 @@ class SlackNotifier:
             timeout=cast(int, timeout_s),
             retry_handlers=[
                 _BoundedRateLimitRetryHandler(max_retry_after_s),
-                ServerErrorRetryHandler(max_retry_count=1),
-                ConnectionErrorRetryHandler(max_retry_count=1),
+                ConnectionErrorRetryHandler(max_retry_count=1, error_types=[URLError]),
             ],
         )
 
@@ -492,25 +513,67 @@ class SlackNotifier:
             f"timeout_s={self.timeout_s!r}, token=<hidden>)"
         )
 
-    def send(self, message: dict[str, Any]) -> str:
+    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
         """Post ``message`` (``{"text": ..., "blocks": [...]}``) with ``chat.postMessage``.
+
+        Args:
+            message: the :func:`format_message` dict.
+            key: idempotency key, sent as message metadata so :meth:`find` can see whether a
+                message whose answer was lost is in the channel.
 
         Returns:
             The message's ``ts`` (Slack's id for it in the channel).
 
         Raises:
             NotifyError: TRANSIENT for rate limits beyond the retry, HTTP 5xx, timeouts and
-                connection errors; PERMANENT for answers that will not change on their own
-                (``invalid_auth``, ``not_authed``, ``token_revoked``, ``account_inactive``,
-                ``channel_not_found``, ``not_in_channel``, ``invalid_blocks``, …) and for a
-                malformed ``base_url``.
+                connection errors (``maybe_sent`` for 5xx and timeouts); PERMANENT for answers
+                that will not change on their own (``invalid_auth``, ``not_authed``,
+                ``token_revoked``, ``account_inactive``, ``channel_not_found``,
+                ``not_in_channel``, ``invalid_blocks``, …) and for a malformed ``base_url``.
         """
+        metadata = {"event_type": METADATA_EVENT, "event_payload": {"key": key}} if key else None
+        response = self._call(
+            "chat.postMessage",
+            lambda: self._client.chat_postMessage(
+                channel=self.channel,
+                text=message["text"],
+                blocks=message.get("blocks"),
+                metadata=metadata,
+            ),
+        )
+        self.channel_id = str(response.get("channel") or self.channel_id or "") or None
+        return str(response["ts"])
+
+    def find(self, key: str, since_s: float) -> str | None:
+        """Look in the channel's history since ``since_s`` for a message sent with ``key``.
+
+        Returns:
+            Its ``ts``, or None when no such message is there.
+
+        Raises:
+            NotifyError: as :meth:`send`; PERMANENT (``missing_scope``, ``channel_not_found``)
+                when the history cannot be read, e.g. the channel is configured by name and no
+                post has succeeded yet, or the bot lacks ``channels:history``.
+        """
+        channel = self.channel_id or self.channel
+        response = self._call(
+            "conversations.history",
+            lambda: self._client.conversations_history(
+                channel=channel, oldest=f"{since_s:.6f}", include_all_metadata=True, limit=200
+            ),
+        )
+        for msg in response.get("messages") or []:
+            payload = (msg.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("key") == key:
+                return str(msg["ts"])
+        return None
+
+    def _call(self, method: str, request: Callable[[], Any]) -> Any:
+        """Run one Web API call, mapping every failure to a token-free :class:`NotifyError`."""
         try:
-            response = self._client.chat_postMessage(
-                channel=self.channel, text=message["text"], blocks=message.get("blocks")
-            )
+            return request()
         except SlackApiError as exc:
-            raise self._api_error(exc) from None
+            raise self._api_error(method, exc) from None
         except SlackClientError as exc:
             raise NotifyError(
                 NotifyErrorKind.PERMANENT, self._scrub(f"Slack client error: {exc}")
@@ -521,10 +584,10 @@ class SlackNotifier:
                 self._scrub(
                     f"could not reach Slack at {self.base_url}: {type(exc).__name__}: {exc}"
                 ),
+                maybe_sent=not isinstance(exc, URLError),
             ) from None
-        return str(response["ts"])
 
-    def _api_error(self, exc: SlackApiError) -> NotifyError:
+    def _api_error(self, method: str, exc: SlackApiError) -> NotifyError:
         """Map slack-sdk's error for an answered request to a NotifyError (token-free)."""
         status = int(exc.response.status_code)
         data = exc.response.data if isinstance(exc.response.data, dict) else {}
@@ -542,11 +605,10 @@ class SlackNotifier:
             hint = ""
         return NotifyError(
             NotifyErrorKind.TRANSIENT if transient else NotifyErrorKind.PERMANENT,
-            self._scrub(
-                f"chat.postMessage to {self.channel!r} failed (HTTP {status}, {code}){hint}"
-            ),
+            self._scrub(f"{method} to {self.channel!r} failed (HTTP {status}, {code}){hint}"),
             slack_error=code,
             retry_after_s=retry_after_s,
+            maybe_sent=status >= 500,
         )
 
     def _scrub(self, text: str) -> str:
@@ -566,7 +628,11 @@ class LogNotifier:
     def __repr__(self) -> str:
         return f"LogNotifier(logger={self.logger.name!r})"
 
-    def send(self, message: dict[str, Any]) -> str:
+    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
         """Log ``message["text"]``; return a Slack-like id (``"<epoch seconds>.<micros>"``)."""
         self.logger.warning("%s", unescape_slack(message["text"]))
         return f"{time.time():.6f}"
+
+    def find(self, key: str, since_s: float) -> str | None:
+        """A log line cannot be half-sent: never found, always safe to write again."""
+        return None

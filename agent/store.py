@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     Column,
     Engine,
     Float,
@@ -41,10 +42,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DatabaseError, OperationalError
 
+from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from parsers.events import Event, EventKind
 from rules.model import AlertState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
+"""1: the first release; 2: adds ``silences``; 3: adds ``files.finished``."""
+PRUNE_BATCH_ROWS = 5000
+"""Retention deletes this many events per transaction, so ingestion waits at most one batch."""
 
 _md = MetaData()
 
@@ -66,6 +71,7 @@ _files = Table(
     Column("lineno", Integer, nullable=False),
     Column("truncations", Integer, nullable=False, default=0),
     Column("updated_s", Float, nullable=False),
+    Column("finished", Boolean, nullable=False, default=False, server_default="0"),
     Index("ix_files_identity", "job", "dev", "ino"),
 )
 
@@ -120,12 +126,20 @@ _outbox = Table(
     Column("created_s", Float, nullable=False),
     Column("action", String, nullable=False),
     Column("payload", Text, nullable=False),
-    Column("state", String, nullable=False),  # queued | sent | failed
+    Column("state", String, nullable=False),  # queued | unsure | sent | failed
     Column("attempts", Integer, nullable=False, default=0),
     Column("sent_s", Float, nullable=True),
     Column("ts", String, nullable=True),
     Column("error", Text, nullable=True),
     Index("ix_outbox_state", "state", "id"),
+)
+
+
+_silences = Table(
+    "silences",
+    _md,
+    Column("job", String, primary_key=True),
+    Column("until_s", Float, nullable=False),
 )
 
 
@@ -139,6 +153,8 @@ class FileState:
 
     ``offset`` is the byte offset just after the last complete line committed; ``lineno`` the
     number of lines before it. Identity is device + inode + a hash of the first ``head_len`` bytes.
+    ``finished``: the parser's pending state (a traceback waiting for its next line) was flushed
+    at ``offset``, so a parser rebuilt by replaying the file must be flushed there too.
     """
 
     id: int
@@ -151,6 +167,7 @@ class FileState:
     offset: int
     lineno: int
     truncations: int
+    finished: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +209,7 @@ class OutboxItem:
     action: str
     payload: dict[str, Any]
     attempts: int
+    state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
 
 
 def _new_id(result: CursorResult[Any]) -> int:
@@ -216,14 +234,23 @@ class Store:
     WAL snapshots and never block the daemon's writes.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, mount_table: str = MOUNT_TABLE
+    ) -> None:
         """Open (and create or migrate) the database at ``path``.
 
         Raises:
-            StoreError: the directory cannot be created, the file is not a database, is from a
-                newer ckpt-advisor, or cannot be written. The message names the path.
+            StoreError: the directory cannot be created, is on a network filesystem (SQLite's
+                locks and WAL shared memory are unsafe there), the file is not a database, is
+                from a newer ckpt-advisor, or cannot be written. The message names the path.
         """
         self.path = Path(path)
+        fstype = filesystem_type(self.path, mount_table)
+        if fstype is not None and is_shared(fstype):
+            raise StoreError(
+                f"{self.path}: on a {fstype} network filesystem, where SQLite can lose or corrupt "
+                f"data; put the store on a local disk ([store] path)"
+            )
         self._lock = threading.RLock()
         if not readonly:
             try:
@@ -248,6 +275,8 @@ class Store:
             self._init_schema()
         except (DatabaseError, OperationalError) as exc:
             raise StoreError(f"{self.path}: {exc.orig}") from None
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
 
     def _on_connect(self, dbapi_conn: sqlite3.Connection, _record: object) -> None:
         cur = dbapi_conn.cursor()
@@ -276,7 +305,13 @@ class Store:
         if version == SCHEMA_VERSION or self._readonly:
             return
         with self._lock, self.engine.begin() as conn:
-            _md.create_all(conn)
+            _md.create_all(conn)  # new tables only: version 1 -> 2 adds ``silences``
+            columns = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(files)")}
+            if "finished" not in columns:  # version 2 -> 3
+                conn.exec_driver_sql(
+                    "ALTER TABLE files ADD COLUMN finished BOOLEAN NOT NULL DEFAULT 0"
+                )
+            conn.execute(delete(_meta).where(_meta.c.key == "schema"))
             conn.execute(insert(_meta).values(key="schema", value=str(SCHEMA_VERSION)))
 
     @contextmanager
@@ -287,7 +322,7 @@ class Store:
             try:
                 with self.engine.begin() as conn:
                     yield conn
-            except OperationalError as exc:
+            except DatabaseError as exc:  # full disk, read-only file, corrupt page, locked
                 raise StoreError(f"{self.path}: write failed: {exc.orig}") from None
 
     def close(self) -> None:
@@ -305,6 +340,11 @@ class Store:
                 .order_by(_files.c.updated_s.desc())
             )
             return [FileState(**{k: r._mapping[k] for k in _FILE_KEYS}) for r in rows]
+
+    def forget_file(self, file_id: int) -> None:
+        """Drop what is remembered of a file that is gone (its events stay)."""
+        with self._write() as conn:
+            conn.execute(delete(_files).where(_files.c.id == file_id))
 
     def files(self, job: str | None = None) -> list[FileState]:
         """Every remembered file (optionally of one job), newest first."""
@@ -324,10 +364,12 @@ class Store:
         now_s: float,
         from_timing_file: bool = False,
         truncated: bool = False,
+        finished: bool = False,
     ) -> FileState:
         """Store ``events`` read from ``file`` and its new offset in ONE transaction.
 
-        ``file.id == 0`` means a file not seen before: it is inserted. Returns the stored state.
+        ``file.id == 0`` means a file not seen before: it is inserted. ``finished``: the parser
+        was flushed at ``offset`` (see :class:`FileState`). Returns the stored state.
         """
         with self._write() as conn:
             values = {
@@ -338,6 +380,7 @@ class Store:
                 "head_hash": file.head_hash,
                 "head_len": file.head_len,
                 "truncations": file.truncations + (1 if truncated else 0),
+                "finished": finished,
             }
             file_id = file.id
             if file_id == 0:
@@ -362,6 +405,7 @@ class Store:
             offset=offset,
             lineno=lineno,
             truncations=file.truncations + (1 if truncated else 0),
+            finished=finished,
         )
 
     # -- events ---------------------------------------------------------------------------
@@ -403,10 +447,20 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(q).scalar_one())
 
-    def prune_events(self, older_than_s: float) -> int:
-        """Delete events older than ``older_than_s`` (epoch seconds); returns how many."""
-        with self._write() as conn:
-            return conn.execute(delete(_events).where(_events.c.time_s < older_than_s)).rowcount
+    def prune_events(self, older_than_s: float, *, batch_rows: int = PRUNE_BATCH_ROWS) -> int:
+        """Delete events older than ``older_than_s`` (epoch seconds); returns how many.
+
+        Deletes ``batch_rows`` at a time, each batch its own transaction, so the tailer's
+        commits wait at most one batch (SQLite has one writer).
+        """
+        total = 0
+        while True:
+            with self._write() as conn:
+                ids = select(_events.c.id).where(_events.c.time_s < older_than_s).limit(batch_rows)
+                n = conn.execute(delete(_events).where(_events.c.id.in_(ids))).rowcount
+            total += n
+            if n < batch_rows:
+                return total
 
     # -- estimates ------------------------------------------------------------------------
 
@@ -493,9 +547,23 @@ class Store:
                 )
             )
 
+    def silence(self, job: str, until_s: float) -> None:
+        """Send nothing about ``job`` until ``until_s`` (epoch seconds); decisions go on."""
+        with self._write() as conn:
+            conn.execute(delete(_silences).where(_silences.c.job == job))
+            conn.execute(insert(_silences).values(job=job, until_s=until_s))
+
+    def silenced_until(self, job: str, now_s: float) -> float | None:
+        """When the silence of ``job`` ends, or None if it is not silenced at ``now_s``."""
+        with self.engine.connect() as conn:
+            until = conn.execute(
+                select(_silences.c.until_s).where(_silences.c.job == job)
+            ).scalar_one_or_none()
+        return until if until is not None and until > now_s else None
+
     def queued_messages(self) -> list[OutboxItem]:
-        """Messages not yet delivered, in the order they were queued."""
-        q = select(_outbox).where(_outbox.c.state == "queued").order_by(_outbox.c.id)
+        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
+        q = select(_outbox).where(_outbox.c.state.in_(("queued", "unsure"))).order_by(_outbox.c.id)
         with self.engine.connect() as conn:
             return [
                 OutboxItem(
@@ -505,6 +573,7 @@ class Store:
                     action=r.action,
                     payload=json.loads(r.payload),
                     attempts=r.attempts,
+                    state=r.state,
                 )
                 for r in conn.execute(q)
             ]
@@ -518,7 +587,8 @@ class Store:
         ts: str | None = None,
         error: str | None = None,
     ) -> None:
-        """Record the outcome of one delivery attempt (``sent``, ``failed`` or still ``queued``)."""
+        """Record the outcome of one delivery attempt (``sent``, ``failed``, ``unsure`` or still
+        ``queued``)."""
         with self._write() as conn:
             conn.execute(
                 update(_outbox)
@@ -552,6 +622,7 @@ _FILE_KEYS = (
     "offset",
     "lineno",
     "truncations",
+    "finished",
 )
 
 

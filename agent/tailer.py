@@ -13,6 +13,7 @@ recreated file is recognised whatever its name.
 from __future__ import annotations
 
 import bisect
+import fnmatch
 import functools
 import glob
 import hashlib
@@ -98,13 +99,26 @@ class FilePosition:
 
 @dataclass
 class _Tracked:
+    """One open file. ``pos``/``lineno``: how far the parser has read (in memory);
+    ``state``: how far events are committed. Bytes before ``replay_to`` were committed by an
+    earlier run: they are fed again to rebuild the parser's state, and their events dropped."""
+
     spec: WatchSpec
+    path: str
+    fd: int
     state: FileState
+    fmt: str
     parser: parsers.StreamParser
     live_from: int
+    replay_to: int
+    replay_finish: bool = False  # the parser was flushed at ``replay_to``: flush it there again
+    pos: int = 0
+    lineno: int = 0
     last_time: datetime | None = None
-    skipping: bool = False
-    last_read_s: float | None = None
+    skip_pos: int | None = None  # inside an overlong line: where to go on reading it
+    last_read_s: float | None = None  # clock time new bytes were last read
+    finished: bool = False  # the parser was flushed at ``pos`` (nothing pending)
+    idle_since_s: float = 0.0  # clock time of the last new complete line (or of the open)
 
 
 def _parser_format(spec: WatchSpec, path: str) -> str:
@@ -120,6 +134,26 @@ def _head_hash(fd: int, length: int) -> str:
 class Tailer:
     """Reads the files of several jobs into a :class:`Store`, exactly once per complete line.
 
+    Files are followed by identity (device + inode + head hash), not by name: a file renamed
+    within the globs keeps its offset; one renamed out of them, deleted, or left behind by a
+    re-pointed symlink is drained to its end through the open descriptor, then closed; a path
+    reached twice (a symlink and its target) is read once. A file shorter than its offset, or
+    whose first bytes changed, was truncated: it is read again from 0 and counted.
+
+    Parser state (a traceback half read, a CSV header, the detected stack) is not stored: when a
+    file is opened again after a restart, its committed bytes are fed to a fresh parser and
+    their events dropped, so the parser continues exactly where the crashed one was. This costs
+    one re-read of each file per start (see ``bench/``), and makes a restart mid-traceback or
+    mid-save lose nothing. Replayed bytes go through the same fast path (:meth:`_parse_lines`)
+    as new ones.
+
+    A parser may hold an event until the next line (a traceback's failure waits for the line
+    after its exception line). Live, a file with no new complete line for ``idle_flush_s``
+    has its parser flushed (``finish()``) once, and the flush is recorded with the offset
+    (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a
+    file is stored, and stored once, across restarts. ``ingest`` flushes at the end of each
+    file.
+
     Args:
         store: where events and offsets go.
         specs: the globs to watch.
@@ -129,6 +163,8 @@ class Tailer:
         backfill: True for ``ingest``: every line is history, so a line without a timestamp
             gets the nearest earlier timestamp of its file (or the file's mtime), never now.
         on_progress: called with the number of bytes read, for a progress bar.
+        idle_flush_s: live, how long (by ``clock``) a file must have had no new complete line
+            before its parser's pending state is flushed.
     """
 
     def __init__(
@@ -140,6 +176,7 @@ class Tailer:
         tz: tzinfo,
         backfill: bool = False,
         on_progress: Callable[[int], None] | None = None,
+        idle_flush_s: float = 2.0,
     ) -> None:
         self.store = store
         self.specs = specs
@@ -147,15 +184,14 @@ class Tailer:
         self._tz = tz
         self._backfill = backfill
         self._on_progress = on_progress
-        self._tracked: dict[str, _Tracked] = {}
-        self._fds: dict[str, int] = {}
-        self._first_size: dict[str, int] = {}
+        self._idle_flush_s = idle_flush_s
+        self._tracked: dict[tuple[int, int], _Tracked] = {}
+        self._scans = 0
 
     def close(self) -> None:
         """Close every open file."""
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        for t in self._tracked.values():
+            os.close(t.fd)
         self._tracked.clear()
 
     def set_specs(self, specs: list[WatchSpec]) -> None:
@@ -163,20 +199,19 @@ class Tailer:
         closed; the others keep their open file and parser state; new ones are found by the
         next :meth:`scan`."""
         self.specs = specs
-        for path, tracked in list(self._tracked.items()):
-            if tracked.spec not in specs:
-                self._tracked.pop(path)
-                os.close(self._fds.pop(path))
+        for key, t in list(self._tracked.items()):
+            if t.spec not in specs:
+                self._close(key)
 
     def positions(self) -> list[FilePosition]:
         """The read position and current size of every followed file, sorted by path."""
         out = []
-        for path, t in sorted(self._tracked.items()):
+        for t in sorted(self._tracked.values(), key=lambda t: t.path):
             try:
-                size = os.fstat(self._fds[path]).st_size
+                size = os.fstat(t.fd).st_size
             except OSError:
                 continue
-            out.append(FilePosition(t.spec.job, path, t.state.offset, size, t.last_read_s))
+            out.append(FilePosition(t.spec.job, t.path, t.state.offset, size, t.last_read_s))
         return out
 
     def watched_dirs(self) -> set[str]:
@@ -209,133 +244,268 @@ class Tailer:
         """Read everything new in every watched file; returns what was done.
 
         Never raises for a bad file: an unreadable file is logged and retried next scan.
+
+        Raises:
+            StoreError: the store cannot be written. Nothing read since the last commit is
+                lost: the files involved are re-read from their stored offsets next scan.
         """
         stats = ScanStats()
+        seen: set[tuple[int, int]] = set()
         for spec, path in self.discover():
             try:
-                self._scan_file(spec, path, stats)
+                self._scan_path(spec, path, seen, stats)
             except OSError as exc:
                 log.warning("cannot read %s: %s", path, exc.strerror or exc)
+        if self._scans == 0 and not self._backfill:
+            self._finish_rotated(seen, stats)
+        for key in [k for k in self._tracked if k not in seen]:
+            self._finish(key, stats)
+        self._scans += 1
         return stats
 
     # -- one file ------------------------------------------------------------------------
 
-    def _open(self, spec: WatchSpec, path: str) -> _Tracked | None:
+    def _scan_path(
+        self, spec: WatchSpec, path: str, seen: set[tuple[int, int]], stats: ScanStats
+    ) -> None:
+        st = os.stat(path)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            return  # the same file by a second name (a symlink, or a second glob)
+        t = self._tracked.get(key)
+        if t is None:
+            t = self._open(spec, path, live=self._scans > 0)
+            if t is None:
+                return
+            key = (t.state.dev, t.state.ino)
+            if key in seen or key in self._tracked:
+                os.close(t.fd)
+                return
+            self._tracked[key] = t
+        seen.add(key)
+        t.path = path
+        stats.files += 1
+        self._read_or_drop(key, stats)
+
+    def _read_or_drop(self, key: tuple[int, int], stats: ScanStats) -> None:
+        """Read one tracked file; if anything fails, forget its in-memory state (the parser has
+        seen lines that were not committed) so the next scan replays from the store."""
+        try:
+            self._read(self._tracked[key], stats)
+        except BaseException:
+            self._close(key)
+            raise
+
+    def _close(self, key: tuple[int, int]) -> _Tracked:
+        t = self._tracked.pop(key)
+        os.close(t.fd)
+        return t
+
+    def _finish(self, key: tuple[int, int], stats: ScanStats) -> None:
+        """A tracked file no longer under its glob (renamed away, deleted, symlink re-pointed):
+        read it to its end through the open descriptor, then let it go."""
+        t = self._tracked[key]
+        try:
+            self._read_or_drop(key, stats)
+        except OSError as exc:
+            log.warning("cannot finish %s: %s", t.path, exc.strerror or exc)
+            return
+        deleted = os.fstat(t.fd).st_nlink == 0
+        self._close(key)
+        log.info("finished %s (%s)", t.path, "deleted" if deleted else "no longer watched")
+        if deleted and t.state.id:
+            self.store.forget_file(t.state.id)  # its inode may be reused by an unrelated file
+
+    def _finish_rotated(self, seen: set[tuple[int, int]], stats: ScanStats) -> None:
+        """At start: files rotated away while the daemon was down are found in their old
+        directory by inode and head hash and read from their stored offset to the end."""
+        by_dir: dict[str, dict[int, str]] = {}
+        for spec in self.specs:
+            for known in self.store.files(spec.job):
+                if (known.dev, known.ino) in seen or not any(
+                    fnmatch.fnmatch(known.path, p) for p in spec.patterns
+                ):
+                    continue
+                folder = os.path.dirname(known.path)
+                if folder not in by_dir:
+                    try:
+                        by_dir[folder] = {e.inode(): e.path for e in os.scandir(folder)}
+                    except OSError:
+                        by_dir[folder] = {}
+                path = by_dir[folder].get(known.ino)
+                if path is None:
+                    continue
+                try:
+                    t = self._open(spec, path, live=False, name=known.path)
+                except OSError:
+                    continue
+                if t is None:
+                    continue
+                key = (t.state.dev, t.state.ino)
+                if t.state.id != known.id or key in seen or key in self._tracked:
+                    os.close(t.fd)  # not the same file after all (inode reused)
+                    continue
+                seen.add(key)
+                self._tracked[key] = t
+                log.info("finishing %s (was %s) from byte %d", path, known.path, known.offset)
+                self._finish(key, stats)
+
+    def _open(
+        self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None
+    ) -> _Tracked | None:
+        """Open ``path`` and find what the store remembers of it (None for an empty file).
+
+        ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
+        already there are history. ``name``: the name the file had under its glob (a rotated
+        ``timings.csv.1`` is still CSV), ``path`` by default.
+        """
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        st = os.fstat(fd)
-        first_size = self._first_size.setdefault(path, st.st_size)
-        if st.st_size == 0:
+        try:
+            st = os.fstat(fd)
+            if st.st_size == 0:
+                os.close(fd)
+                return None
+            state = self._identify(fd, st, spec.job, path)
+        except BaseException:
             os.close(fd)
-            return None
-        head_len = min(HEAD_BYTES, st.st_size)
-        state = None
-        for known in self.store.find_files(spec.job, st.st_dev, st.st_ino):
-            if known.head_len <= st.st_size and _head_hash(fd, known.head_len) == known.head_hash:
-                state = known
-                break
-        if state is None:
-            state = FileState(
-                id=0,
-                job=spec.job,
-                path=path,
-                dev=st.st_dev,
-                ino=st.st_ino,
-                head_hash=_head_hash(fd, head_len),
-                head_len=head_len,
-                offset=0,
-                lineno=0,
-                truncations=0,
-            )
-        self._fds[path] = fd
-        parser = parsers.make_parser(_parser_format(spec, path), tz=self._tz, patterns=spec.custom)
-        # Bytes already there when the path was first seen are history; later ones are live.
-        live_from = first_size if not self._backfill else 1 << 62
-        tracked = _Tracked(spec=spec, state=state, parser=parser, live_from=live_from)
+            raise
+        fmt = _parser_format(spec, name or path)
+        parser = parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom)
+        live_from = 1 << 62 if self._backfill else 0 if live else st.st_size
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
-        return tracked
+        return _Tracked(
+            spec,
+            path,
+            fd,
+            state,
+            fmt,
+            parser,
+            live_from,
+            replay_to=state.offset,
+            replay_finish=state.finished and state.offset > 0,
+            idle_since_s=self._clock().timestamp(),
+        )
 
-    def _forget(self, path: str) -> None:
-        """Stop following the file now at ``path``; whatever replaces it appeared while we
-        watched, so all of it is live."""
-        self._first_size[path] = 0
-        self._tracked.pop(path, None)
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
+    def _identify(self, fd: int, st: os.stat_result, job: str, path: str) -> FileState:
+        """The stored state of the open file, or a new one at offset 0; stale rows for this
+        inode (an unrelated file that had it before) are forgotten."""
+        for known in self.store.find_files(job, st.st_dev, st.st_ino):
+            same = known.head_len <= st.st_size and (
+                _head_hash(fd, known.head_len) == known.head_hash
+            )
+            if same and known.offset <= st.st_size:
+                return replace(known, path=path)
+            self.store.forget_file(known.id)
+            log.info("%s: inode %d held another file before; reading from 0", path, st.st_ino)
+        head_len = min(HEAD_BYTES, st.st_size)
+        return FileState(
+            id=0,
+            job=job,
+            path=path,
+            dev=st.st_dev,
+            ino=st.st_ino,
+            head_hash=_head_hash(fd, head_len),
+            head_len=head_len,
+            offset=0,
+            lineno=0,
+            truncations=0,
+        )
 
-    def _scan_file(self, spec: WatchSpec, path: str, stats: ScanStats) -> None:
-        tracked = self._tracked.get(path)
-        if tracked is not None:
-            st = os.stat(path)
-            old = tracked.state
-            if (st.st_dev, st.st_ino) != (old.dev, old.ino):
-                self._read(tracked, path, stats)  # drain the rotated-away file to its end
-                self._forget(path)
-                tracked = None
-            elif st.st_size < old.offset:
-                log.warning(
-                    "%s was truncated (%d < offset %d); reading from the start",
-                    path,
-                    st.st_size,
-                    old.offset,
-                )
-                stats.truncations += 1
-                fd = self._fds[path]
-                head_len = min(HEAD_BYTES, st.st_size)
-                tracked.state = replace(
-                    old, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(fd, head_len)
-                )
-                tracked.parser = parsers.make_parser(
-                    _parser_format(spec, path), tz=self._tz, patterns=spec.custom
-                )
-                tracked.live_from = 0
-                stats.files += 1
-                self._read(tracked, path, stats, truncated=True)
-                return
-        if tracked is None:
-            tracked = self._open(spec, path)
-            if tracked is None:
-                return
-            self._tracked[path] = tracked
-        stats.files += 1
-        self._read(tracked, path, stats)
+    def _truncated(self, t: _Tracked, size: int) -> bool:
+        """Shorter than what was read, or different first bytes: a truncated (and maybe
+        rewritten) file."""
+        if size < t.pos or size < t.state.offset:
+            return True
+        return _head_hash(t.fd, t.state.head_len) != t.state.head_hash
 
-    def _read(self, t: _Tracked, path: str, stats: ScanStats, *, truncated: bool = False) -> None:
-        fd = self._fds[path]
-        offset, lineno = t.state.offset, t.state.lineno
+    def _restart(self, t: _Tracked, size: int) -> None:
+        log.warning(
+            "%s was truncated or rewritten (%d bytes, offset %d); reading from the start",
+            t.path,
+            size,
+            t.state.offset,
+        )
+        head_len = min(HEAD_BYTES, size)
+        t.state = replace(
+            t.state, offset=0, lineno=0, head_len=head_len, head_hash=_head_hash(t.fd, head_len)
+        )
+        t.parser = parsers.make_parser(t.fmt, tz=self._tz, patterns=t.spec.custom)
+        t.pos = t.lineno = t.replay_to = t.live_from = 0
+        t.skip_pos = None
+        t.replay_finish = t.finished = False
+
+    def _read(self, t: _Tracked, stats: ScanStats) -> None:
+        fd = t.fd
+        size = os.fstat(fd).st_size
+        truncated = self._truncated(t, size)
+        if truncated:
+            stats.truncations += 1
+            self._restart(t, size)
         misses_before = t.parser.misses
         pending: list[Event] = []
         since_commit = 0
+        new_lines = False
         while True:
-            # Each read starts at the first unread line, so a partial last line is read again
-            # (with what was appended to it) rather than copied along.
-            data = os.pread(fd, max(READ_CHUNK_BYTES, MAX_LINE_BYTES + 1), offset)
+            # Each read starts at the first unconsumed line (or inside an overlong one), so a
+            # partial last line is read again with what was appended to it. A replay stops at
+            # ``replay_to``, where the earlier run stopped (and maybe flushed).
+            at = t.skip_pos if t.skip_pos is not None else t.pos
+            replaying = at < t.replay_to
+            end = t.replay_to if replaying else size  # bytes after ``size``: next scan
+            want = min(max(READ_CHUNK_BYTES, MAX_LINE_BYTES + 1), end - at)
+            if want <= 0:
+                break
+            data = os.pread(fd, want, at)
             cut = data.rfind(b"\n")
-            t.last_read_s = self._clock().timestamp()
             if cut < 0:
-                if len(data) <= MAX_LINE_BYTES:
+                if len(data) > MAX_LINE_BYTES:  # an endless line: drop what we have, keep skipping
+                    t.skip_pos = at + len(data)
+                    consumed = len(data)
+                elif replaying and data:  # the replayed bytes changed: read them as new ones
+                    t.replay_to, t.replay_finish = at, False
+                    continue
+                else:
                     break  # nothing, or a partial last line: wait for its newline
-                offset += len(data)  # an endless line: drop what we have, keep skipping
-                t.skipping = True
-                consumed = len(data)
             else:
                 consumed = cut + 1
-                lineno = self._parse_lines(t, data, consumed, offset, lineno, pending, stats, fd)
-                offset += consumed
+                self._parse_lines(t, data, consumed, at, pending, stats, replaying=replaying)
+                new_lines = new_lines or not replaying
+            if not replaying:
+                t.last_read_s = t.idle_since_s = self._clock().timestamp()
+            if replaying and t.pos == t.replay_to and t.replay_finish:
+                t.replay_finish = False
+                self._flush(t, [])  # as the earlier run did here; its events are stored
             stats.bytes_read += consumed
             if self._on_progress:
                 self._on_progress(consumed)
             since_commit += consumed
-            if since_commit >= COMMIT_EVERY_BYTES:
-                self._commit(t, offset, lineno, pending, stats, truncated)
+            if since_commit >= COMMIT_EVERY_BYTES and t.pos > t.state.offset:
+                self._commit(t, pending, stats, truncated)
                 pending, since_commit, truncated = [], 0, False
-        if self._backfill:
-            for ev in t.parser.finish():
-                pending.append(self._resolve_time(t, ev, False, fd))
+        idle_s = self._clock().timestamp() - t.idle_since_s
+        if (
+            t.pos >= t.replay_to
+            and not t.finished
+            and t.skip_pos is None
+            and (self._backfill or (not new_lines and idle_s >= self._idle_flush_s))
+        ):
+            self._flush(t, pending)
         stats.parse_misses += t.parser.misses - misses_before
-        if pending or offset != t.state.offset or truncated or t.state.id == 0:
-            self._commit(t, offset, lineno, pending, stats, truncated)
+        if t.pos >= t.state.offset and (
+            pending
+            or t.pos != t.state.offset
+            or truncated
+            or t.state.id == 0
+            or t.finished != t.state.finished
+        ):
+            self._commit(t, pending, stats, truncated)
+
+    def _flush(self, t: _Tracked, pending: list[Event]) -> None:
+        """Flush the parser's pending state at ``t.pos`` into ``pending``."""
+        for ev in t.parser.finish():
+            pending.append(self._resolve_time(t, ev, t.pos > t.live_from, t.fd))
+        t.finished = True
 
     def _parse_lines(
         self,
@@ -343,32 +513,39 @@ class Tailer:
         data: bytes,
         end: int,
         base: int,
-        lineno: int,
         pending: list[Event],
         stats: ScanStats,
-        fd: int,
-    ) -> int:
+        *,
+        replaying: bool,
+    ) -> None:
         """Feed the parser the lines of ``data[:end]`` (complete lines; ``data`` starts at file
-        byte ``base`` after line ``lineno``) that its :class:`~parsers.stream.LineFilter` asks
-        for; returns the number of the last line. The other lines are only counted: finding the
-        keyword lines is one multi-literal search over the whole buffer."""
+        byte ``base``, which is ``t.pos`` or inside the overlong line starting there) that its
+        :class:`~parsers.stream.LineFilter` asks for, and move ``t.pos``/``t.lineno`` past
+        them. The other lines are only counted: finding the keyword lines is one multi-literal
+        search over the whole buffer. ``replaying``: bytes an earlier run committed; their
+        events are dropped and they are not counted."""
 
         def feed(start: int, stop: int, lineno: int) -> None:
-            if t.skipping or stop - start > MAX_LINE_BYTES:
-                t.skipping = False
-                stats.skipped_lines += 1
-                log.warning("%s:%d: line of %d+ bytes skipped", t.state.path, lineno, stop - start)
+            line_start = t.pos if t.skip_pos is not None else base + start
+            if t.skip_pos is not None or stop - start > MAX_LINE_BYTES:
+                t.skip_pos = None
+                if not replaying:
+                    stats.skipped_lines += 1
+                    length = base + stop - line_start
+                    log.warning("%s:%d: line of %d bytes skipped", t.path, lineno, length)
                 return
-            text = data[start:stop].decode("utf-8", "replace")
-            live = base + start >= t.live_from
-            for ev in t.parser.feed(text, lineno):
-                pending.append(self._resolve_time(t, ev, live, fd))
+            t.finished = False
+            live = line_start >= t.live_from
+            for ev in t.parser.feed(data[start:stop].decode("utf-8", "replace"), lineno):
+                resolved = self._resolve_time(t, ev, live, t.fd)
+                if not replaying:
+                    pending.append(resolved)
 
-        first_lineno, pos = lineno, 0
+        first_lineno, lineno, pos = t.lineno, t.lineno, 0
         hits: dict[LineFilter, _Hits] = {}
         line_filter = t.parser.line_filter
         while pos < end:
-            if line_filter is None or t.skipping:  # every line, one at a time
+            if line_filter is None or t.skip_pos is not None:  # every line, one at a time
                 stop = data.index(b"\n", pos, end)
                 lineno += 1
                 feed(pos, stop, lineno)
@@ -391,8 +568,11 @@ class Tailer:
                 feed(pos, stop, lineno)
                 pos = stop + 1
                 line_filter = t.parser.line_filter
-        stats.lines += lineno - first_lineno
-        return lineno
+        if lineno > first_lineno:
+            t.finished = False  # lines went by, fed or not
+        t.pos, t.lineno = base + end, lineno
+        if not replaying:
+            stats.lines += lineno - first_lineno
 
     def _resolve_time(self, t: _Tracked, ev: Event, live: bool, fd: int) -> Event:
         """Date an event whose line printed no time.
@@ -418,23 +598,22 @@ class Tailer:
             when = datetime.fromtimestamp(os.fstat(fd).st_mtime, now.tzinfo)
         return replace(ev, time=when, time_estimated=True)
 
-    def _commit(
-        self,
-        t: _Tracked,
-        offset: int,
-        lineno: int,
-        events: list[Event],
-        stats: ScanStats,
-        truncated: bool,
-    ) -> None:
+    def _commit(self, t: _Tracked, events: list[Event], stats: ScanStats, truncated: bool) -> None:
+        """Store ``events`` with the offset ``t.pos`` in one transaction; the identifying head
+        grows with the committed bytes up to :data:`HEAD_BYTES`."""
+        state = t.state
+        if state.head_len < HEAD_BYTES and t.pos > state.head_len:
+            head_len = min(HEAD_BYTES, t.pos)
+            state = replace(state, head_len=head_len, head_hash=_head_hash(t.fd, head_len))
         t.state = self.store.commit_read(
-            t.state,
-            offset=offset,
-            lineno=lineno,
+            state,
+            offset=t.pos,
+            lineno=t.lineno,
             events=events,
             now_s=self._clock().timestamp(),
             from_timing_file=t.spec.timing,
             truncated=truncated,
+            finished=t.finished,
         )
         stats.events += len(events)
         if any(ev.kind is EventKind.FAILURE for ev in events):

@@ -1,7 +1,8 @@
 """A loopback stand-in for Slack's Web API, for tests that drive the real slack-sdk client.
 
 It speaks just enough of the API (https://api.slack.com/web) for this project:
-``POST /api/chat.postMessage`` and ``POST /api/auth.test``, with JSON or form-encoded bodies and
+``POST /api/chat.postMessage``, ``POST /api/conversations.history`` (messages posted here,
+newest first, with their metadata) and ``POST /api/auth.test``, with JSON or form-encoded bodies and
 ``Authorization: Bearer <token>``. Every request is recorded; the answer to each request can be
 scripted in advance (rate limit, server error, slow answer, Slack error code)::
 
@@ -82,6 +83,7 @@ class FakeSlack:
         self._requests: list[RecordedRequest] = []
         self._script: deque[Reply] = deque()
         self._ts_counter = 0
+        self._posted: list[dict[str, Any]] = []  # what is in the channels, even if unanswered
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
@@ -199,7 +201,21 @@ class FakeSlack:
                 return reply, {"ok": False, "error": "channel_not_found"}
             if not body.get("text") and not body.get("blocks"):
                 return reply, {"ok": False, "error": "no_text"}
-            return reply, {"ok": True, "channel": channel, "ts": self._next_ts()}
+            ts = self._next_ts()
+            with self._lock:
+                self._posted.append(
+                    {"channel": channel, "ts": ts, "text": body.get("text"), **_meta(body)}
+                )
+            return reply, {"ok": True, "channel": channel, "ts": ts}
+        if method == "conversations.history":
+            oldest = float(body.get("oldest") or 0)
+            with self._lock:
+                found = [
+                    m
+                    for m in reversed(self._posted)
+                    if m["channel"] == body.get("channel") and float(m["ts"]) >= oldest
+                ]
+            return reply, {"ok": True, "messages": found, "has_more": False}
         if method == "auth.test":
             return reply, {
                 "ok": True,
@@ -211,6 +227,10 @@ class FakeSlack:
                 "bot_id": "B00000000",
             }
         return reply, {"ok": False, "error": "unknown_method"}
+
+
+def _meta(body: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": body["metadata"]} if body.get("metadata") else {}
 
 
 def _parse_body(content_type: str, raw: bytes) -> dict[str, Any]:

@@ -23,10 +23,13 @@ class HangingNotifier:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def send(self, message: dict[str, Any]) -> str:
+    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
         self.entered.set()
         self.release.wait(timeout=30)
         return "1.0"
+
+    def find(self, key: str, since_s: float) -> str | None:
+        return None
 
 
 def test_stuck_estimate_withholds_watchdog_pings_until_it_ends(tmp_path: Path) -> None:

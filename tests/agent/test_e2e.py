@@ -59,6 +59,17 @@ def _start(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def wait_started(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
+    """Read the daemon's stderr until it logs that it is running (signal handlers installed)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stderr:
+        if "ckpt-advisor starting" in line:
+            return
+        assert time.monotonic() < deadline, "daemon did not start"
+    raise AssertionError(f"daemon exited with {proc.wait()} before starting")
+
+
 @pytest.fixture
 def stop_daemon() -> Iterator[list[subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
@@ -165,7 +176,8 @@ def test_live_lines_of_real_hf_runs_are_stored_once(
 
     proc2 = _start(config, daemon_env)
     stop_daemon.append(proc2)
-    time.sleep(2.0)
+    wait_started(proc2)
+    time.sleep(1.0)
     proc2.send_signal(signal.SIGTERM)
     assert proc2.wait(timeout=20) == 0
     events_after = subprocess.run(

@@ -59,11 +59,14 @@ def test_scan_counters_and_notification_results_add_up() -> None:
         def __init__(self) -> None:
             self.errors = [NotifyError(NotifyErrorKind.TRANSIENT, "503"), None]
 
-        def send(self, message: dict[str, object]) -> str:
+        def send(self, message: dict[str, object], *, key: str | None = None) -> str:
             error = self.errors.pop(0) if self.errors else None
             if error is not None:
                 raise error
             return "1.0"
+
+        def find(self, key: str, since_s: float) -> str | None:
+            return None
 
     counting = CountingNotifier(Flaky(), metrics)
     with pytest.raises(NotifyError):

@@ -245,22 +245,15 @@ def test_long_retry_after_is_handed_back(fake_slack: FakeSlack) -> None:
     assert len(fake_slack.requests) == 1
 
 
-def test_server_error_then_success(fake_slack: FakeSlack) -> None:
-    """One HTTP 503 is retried once and the message lands once."""
-    fake_slack.script(503)
-    _notifier(fake_slack).send(format_message(_estimate(), NOTIFY))
-    assert [r.status for r in fake_slack.requests] == [503, 200]
-    assert len(fake_slack.messages) == 1
-
-
-def test_persistent_server_error_is_transient(fake_slack: FakeSlack) -> None:
-    """HTTP 500 twice (the retry too) gives a transient NotifyError after exactly two attempts."""
-    fake_slack.script(500)
-    fake_slack.script(500)
+@pytest.mark.parametrize("status", [500, 503, 504])
+def test_server_error_is_not_resent_inside_send(fake_slack: FakeSlack, status: int) -> None:
+    """HTTP 5xx is one attempt only, transient and marked maybe-sent (Slack may have posted it),
+    so the outbox checks the channel before sending again instead of posting twice."""
+    fake_slack.script(status)
     with pytest.raises(NotifyError) as info:
         _notifier(fake_slack).send(format_message(_estimate(), NOTIFY))
-    assert info.value.transient
-    assert len(fake_slack.requests) == 2
+    assert (info.value.transient, info.value.maybe_sent) == (True, True)
+    assert len(fake_slack.requests) == 1
 
 
 def test_timeout_is_transient_and_bounded(fake_slack: FakeSlack) -> None:
@@ -272,6 +265,7 @@ def test_timeout_is_transient_and_bounded(fake_slack: FakeSlack) -> None:
         _notifier(fake_slack, timeout_s=0.3).send(format_message(_estimate(), NOTIFY))
     assert time.monotonic() - start < 2.0
     assert info.value.kind is NotifyErrorKind.TRANSIENT
+    assert info.value.maybe_sent
     assert len(fake_slack.requests) == 1
 
 

@@ -35,12 +35,12 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 
 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
-    """A new store file is created with its directory, in WAL mode, at schema version 1."""
+    """A new store file is created with its directory, in WAL mode, at schema version 3."""
     db = tmp_path / "deep" / "dir" / "s.db"
     Store(db).close()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "1"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "3"
 
 
 def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
@@ -125,3 +125,23 @@ def test_decision_and_message_are_recorded_together_then_delivered_in_order(tmp_
     store.mark_message(first, state="sent", now_s=12.0, ts="171.1")
     assert [m.payload for m in store.queued_messages()] == [{"text": "2"}]
     assert store.messages("a")[0]["state"] == "sent"
+
+
+def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
+    """A store written by schema version 2 (no ``files.finished``) is upgraded in place to
+    version 3, its files read as not finished."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE files DROP COLUMN finished")
+    conn.execute(
+        "INSERT INTO files (job, path, dev, ino, head_hash, head_len, offset, lineno,"
+        " truncations, updated_s) VALUES ('j', '/x', 1, 2, 'h', 1, 10, 1, 0, 0.0)"
+    )
+    conn.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    store = Store(db)
+    assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "3"

@@ -1,0 +1,316 @@
+"""RELIABILITY.md scenarios for the daemon: its threads in-process on real files, watchdog and
+APScheduler, and as a subprocess killed, stopped and suspended."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agent.daemon
+from agent.config import parse_config
+from agent.daemon import Daemon, build_daemon
+from agent.notifier import SlackNotifier
+from agent.store import Store
+from rules.model import AlertState
+from tests.agent.fake_slack import FakeSlack
+from tests.agent.test_e2e import TOKEN_ENV, wait_started
+from tests.agent.test_tailer import _record
+
+
+def _config(tmp: Path, **schedule: str) -> dict[str, Any]:
+    (tmp / "runs").mkdir(exist_ok=True)
+    return {
+        "store": {"path": str(tmp / "s.db")},
+        "schedule": {"poll_every": "0.1s", "estimate_every": "1h", **schedule},
+        "jobs": [{"name": "j", "timings": [f"{tmp}/runs/**/*.jsonl"]}],
+    }
+
+
+def _until(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[Daemon], threading.Thread]]:
+    started: list[tuple[Daemon, threading.Thread]] = []
+    result: dict[int, int] = {}
+
+    def start(daemon: Daemon) -> threading.Thread:
+        thread = threading.Thread(target=lambda: result.setdefault(id(daemon), daemon.run()))
+        thread.start()
+        started.append((daemon, thread))
+        return thread
+
+    yield start
+    for daemon, thread in started:
+        daemon.stop()
+        thread.join(timeout=20)
+
+
+def test_shared_filesystem_is_polled_not_watched(
+    tmp_path: Path, running: Callable[[Daemon], threading.Thread]
+) -> None:
+    """Scenario 13: a watched directory that the mount table puts on NFS gets no inotify watch;
+    lines written there arrive through the stat poll."""
+    table = tmp_path / "mounts"
+    table.write_text(f"/dev/vda / ext4 rw 0 0\nfiler:/x {tmp_path / 'runs'} nfs4 rw 0 0\n")
+    config = parse_config(_config(tmp_path))
+    daemon = Daemon(
+        config,
+        store=Store(config.store.path),
+        notifier=agent.daemon.make_notifier(config),
+        clock=agent.daemon.utc_now,
+        mount_table=str(table),
+    )
+    running(daemon)
+    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
+    assert _until(lambda: daemon.store.count_events() == 1)
+    assert daemon._observer is None
+
+
+def test_inotify_limit_warns_once_and_polls(
+    tmp_path: Path,
+    running: Callable[[Daemon], threading.Thread],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Scenario 14: inotify refusing a watch (ENOSPC, the watch limit) gives one warning and
+    the daemon keeps ingesting by polling."""
+
+    class Exhausted(agent.daemon.Observer):  # type: ignore[misc,name-defined]
+        def schedule(self, *args: Any, **kwargs: Any) -> Any:
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+    monkeypatch.setattr(agent.daemon, "Observer", Exhausted)
+    config = parse_config(_config(tmp_path))
+    daemon = build_daemon(config)
+    with caplog.at_level("WARNING", logger="agent.daemon"):
+        running(daemon)
+        for step in range(1, 4):
+            with (tmp_path / "runs" / "t.jsonl").open("a") as fh:
+                fh.write(_record(step))
+        assert _until(lambda: daemon.store.count_events() == 3)
+    warnings = [r for r in caplog.records if "notifications unavailable" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_dead_watcher_is_restarted(
+    tmp_path: Path, running: Callable[[Daemon], threading.Thread]
+) -> None:
+    """Scenario 15: the watchdog observer thread dying is noticed and a new one started."""
+    daemon = build_daemon(parse_config(_config(tmp_path)))
+    running(daemon)
+    assert _until(lambda: daemon._observer is not None and daemon._observer.is_alive())
+    first = daemon._observer
+    assert first is not None
+    first.stop()
+    first.join(5)
+    assert _until(lambda: daemon._observer is not None and daemon._observer is not first)
+    assert daemon._observer is not None and daemon._observer.is_alive()
+    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
+    assert _until(lambda: daemon.store.count_events() == 1)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_dead_scheduler_thread_exits_non_zero(tmp_path: Path) -> None:
+    """Scenario 15: the scheduler's thread dying makes the daemon exit with code 1 (systemd's
+    Restart=on-failure restarts it), not run on without estimates."""
+    daemon = build_daemon(parse_config(_config(tmp_path)))
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(daemon.run()))
+    thread.start()
+    assert _until(lambda: daemon.scheduler.running)
+
+    def boom() -> float:
+        raise RuntimeError("scheduler loop crashed")
+
+    daemon.scheduler._process_jobs = boom
+    daemon.scheduler.wakeup()
+    thread.join(timeout=20)
+    assert result == [1]
+
+
+def test_scheduler_is_utc_so_dst_neither_stalls_nor_repeats(tmp_path: Path) -> None:
+    """Scenario 27: the estimate schedule is in UTC: across the Europe/Berlin autumn change the
+    fire times stay exactly estimate_every apart (no hour repeated or skipped)."""
+    daemon = build_daemon(parse_config(_config(tmp_path, estimate_every="30m")))
+    daemon._start_scheduler()
+    try:
+        trigger = daemon.scheduler.get_job("estimate").trigger
+        t = datetime(2026, 10, 25, 0, 0, tzinfo=UTC)
+        prev, gaps = None, set()
+        for _ in range(12):
+            t = trigger.get_next_fire_time(prev, t + timedelta(microseconds=1))
+            if prev is not None:
+                gaps.add(t - prev)
+            prev = t
+        assert gaps == {timedelta(minutes=30)}
+        assert str(trigger.timezone) == "UTC"
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+
+
+def test_ingestion_goes_on_while_slack_rate_limits(
+    tmp_path: Path, fake_slack: FakeSlack, running: Callable[[Daemon], threading.Thread]
+) -> None:
+    """Scenario 18: while delivery sleeps through a 429 Retry-After, lines are still stored."""
+    config = parse_config(_config(tmp_path))
+    store = Store(config.store.path)
+    store.record_decision(
+        "j", AlertState(True, 1.0, 60.0), message={"text": "hi"}, action="notify", now_s=1.0
+    )
+    fake_slack.script(429, retry_after=3)
+    notifier = SlackNotifier(fake_slack.token, "#a", base_url=fake_slack.base_url)
+    daemon = Daemon(config, store=store, notifier=notifier, clock=agent.daemon.utc_now)
+    running(daemon)
+    assert _until(lambda: daemon.scheduler.running)
+    daemon.scheduler.add_job(daemon.advisor.deliver, id="deliver-now")
+    fake_slack.wait_for(1)
+    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
+    assert _until(lambda: store.count_events() == 1, 2.5)
+    assert fake_slack.messages == []  # still waiting out Retry-After
+    assert _until(lambda: len(fake_slack.messages) == 1)
+
+
+# -- as a subprocess ------------------------------------------------------------------------
+
+
+def _write_config(tmp: Path, estimate_every: str = "1h") -> Path:
+    (tmp / "runs").mkdir(exist_ok=True)
+    path = tmp / "c.toml"
+    path.write_text(
+        f'[store]\npath = "{tmp / "s.db"}"\n[schedule]\npoll_every = "0.1s"\n'
+        f'estimate_every = "{estimate_every}"\n'
+        f'[[jobs]]\nname = "j"\ntimings = ["{tmp}/runs/*.jsonl"]\n'
+    )
+    return path
+
+
+def _start(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_started(proc)
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
+    return proc
+
+
+def _steps(db: Path) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return sorted(r[0] for r in conn.execute("SELECT step FROM events"))
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_sigterm_restart_resumes_without_gap_or_duplicate(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    """Scenario 1: append, SIGTERM, append while down, restart: every line stored once."""
+    config, db, log = _write_config(tmp_path), tmp_path / "s.db", tmp_path / "runs" / "t.jsonl"
+    log.write_text("".join(_record(s) for s in range(1, 51)))
+    procs.append(proc := _start(config))
+    assert _until(lambda: db.exists() and len(_steps(db)) == 50)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0
+    with log.open("a") as fh:
+        fh.write("".join(_record(s) for s in range(51, 101)))
+    procs.append(proc := _start(config))
+    assert _until(lambda: len(_steps(db)) >= 100)
+    time.sleep(0.5)
+    assert _steps(db) == list(range(1, 101))
+
+
+def test_sigkill_at_random_moments_loses_and_repeats_nothing(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    """Scenario 2: the daemon SIGKILLed five times while lines stream in (partial lines
+    included), restarted each time: at the end every complete line is stored exactly once."""
+    config, db, log = _write_config(tmp_path), tmp_path / "s.db", tmp_path / "runs" / "t.jsonl"
+    step = 0
+    with log.open("a") as fh:
+        for _ in range(5):
+            procs.append(proc := _start(config))
+            for _ in range(400):
+                step += 1
+                text = _record(step)
+                fh.write(text[:20])
+                fh.flush()
+                fh.write(text[20:])
+                fh.flush()
+            time.sleep(0.15)
+            proc.kill()
+            proc.wait(10)
+    procs.append(_start(config))
+    assert _until(lambda: len(_steps(db)) >= step, 60)
+    time.sleep(0.5)
+    assert _steps(db) == list(range(1, step + 1))
+
+
+def test_suspended_daemon_runs_the_missed_estimate_once(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    """Scenario 16: SIGSTOP for 6 s with a 1 s estimate schedule, then SIGCONT: the missed runs
+    are coalesced into one (no burst of estimates on resume)."""
+    config, db = _write_config(tmp_path, estimate_every="1s"), tmp_path / "s.db"
+    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
+    procs.append(proc := _start(config))
+
+    def times() -> list[float]:
+        with sqlite3.connect(db) as conn:
+            return sorted(r[0] for r in conn.execute("SELECT computed_at_s FROM estimates"))
+
+    assert _until(lambda: db.exists() and len(times()) >= 2)
+    proc.send_signal(signal.SIGSTOP)
+    stopped_s = time.time()
+    time.sleep(6)
+    proc.send_signal(signal.SIGCONT)
+    time.sleep(2.5)
+    after = [t for t in times() if t > stopped_s]
+    assert 1 <= len(after) <= 4  # one coalesced run, then the regular 1 s ones
+    assert all(b - a > 0.5 for a, b in itertools.pairwise(after))
+
+
+def test_token_is_not_in_the_process_arguments(
+    tmp_path: Path, fake_slack: FakeSlack, procs: list[subprocess.Popen[str]]
+) -> None:
+    """Scenario 23: the token comes from the environment; `ps` (the command line) never shows
+    it."""
+    config = _write_config(tmp_path)
+    with config.open("a") as fh:
+        fh.write(
+            f'[slack]\nchannel = "#a"\ntoken_env = "{TOKEN_ENV}"\n'
+            f'base_url = "{fake_slack.base_url}"\n'
+        )
+    procs.append(proc := _start(config, {**os.environ, TOKEN_ENV: fake_slack.token}))
+    cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode()
+    assert fake_slack.token not in cmdline
+    assert str(config) in cmdline

@@ -1,0 +1,459 @@
+"""RELIABILITY.md scenarios for the tailer and the store, on real files and real SQLite."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent.store import FileState, Store, StoreError
+from agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
+from parsers.events import Event, EventKind
+from tests.agent.test_tailer import _record
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def _records(steps: range) -> str:
+    return "".join(_record(s) for s in steps)
+
+
+def _tailer(
+    store: Store, *patterns: str, timing: bool = True, tz: ZoneInfo | None = None
+) -> Tailer:
+    return Tailer(store, [WatchSpec("j", patterns, timing=timing)], clock=lambda: NOW, tz=tz or UTC)
+
+
+def _steps(store: Store) -> list[int | None]:
+    return sorted(e.event.step or 0 for e in store.events(job="j"))
+
+
+def _kinds(store: Store) -> list[tuple[str, int | None, int]]:
+    return sorted((str(e.event.kind), e.event.step, e.event.line) for e in store.events(job="j"))
+
+
+def test_rotation_while_down_finishes_old_file_from_its_offset(tmp_path: Path) -> None:
+    """Scenario 4: lines appended and a rename rotation while the daemon is down: the old file
+    (found by inode and head hash in its directory, not by name) is finished from its offset
+    and the new file is read from 0."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_records(range(1, 3)))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    tailer.close()
+    with path.open("a") as fh:
+        fh.write(_records(range(3, 5)))
+    os.rename(path, tmp_path / "t.jsonl.1")
+    path.write_text(_records(range(5, 7)))
+    _tailer(store, str(path)).scan()
+    assert _steps(store) == [1, 2, 3, 4, 5, 6]
+
+
+def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path) -> None:
+    """Scenario 6: a file truncated and rewritten larger than the old offset before the next
+    poll has different first bytes: it is read from 0 (not from the old offset) and counted."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_records(range(1, 3)))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    with path.open("r+") as fh:
+        fh.truncate(0)
+        fh.write(_records(range(10, 15)))
+    stats = tailer.scan()
+    assert stats.truncations == 1
+    assert _steps(store) == [1, 2, 10, 11, 12, 13, 14]
+
+
+def test_inode_reuse_reads_the_new_file_from_zero(tmp_path: Path) -> None:
+    """Scenario 7: a file deleted while the daemon is down and recreated with the same inode is
+    read from 0, not from the old file's offset."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_records(range(1, 4)))
+    _tailer(store, str(path)).scan()
+    path.unlink()
+    path.write_text(_records(range(100, 110)))  # larger than the old offset
+    # Give the stored record the new file's inode, as a filesystem reusing it would (ext4 does
+    # so at its own pace, which a test cannot wait for).
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE files SET ino = ?", (path.stat().st_ino,))
+    _tailer(store, str(path)).scan()
+    assert _steps(store) == [1, 2, 3, *range(100, 110)]
+
+
+def test_deleted_while_open_is_drained_and_forgotten(tmp_path: Path) -> None:
+    """A file deleted after lines were appended is read to its end through the open descriptor;
+    then its record is dropped, so a later file with its inode cannot inherit its offset."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    with path.open("a") as fh:
+        fh.write(_record(2))
+    path.unlink()
+    tailer.scan()
+    assert _steps(store) == [1, 2]
+    assert store.files("j") == []
+
+
+def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> None:
+    """Scenario 8 with parser state: the daemon stopping after every line of a real crash log
+    (mid-traceback, mid-save, a last line without newline) stores exactly the events of the
+    same pieces read without stopping, and the non-step events of one read of the whole file
+    (step events are a sample of the bar that depends on how much each read finds)."""
+    raw = b"".join(
+        (FIXTURES / n).read_bytes() for n in ("hf_trainer_crash.log", "hf_trainer_resume.log")
+    )
+    one_pass = Store(tmp_path / "one.db")
+    whole = tmp_path / "whole" / "train.log"
+    whole.parent.mkdir()
+    whole.write_bytes(raw)
+    _tailer(one_pass, str(whole), timing=False).scan()
+    assert any(e.event.kind == "failure" for e in one_pass.events(job="j"))
+
+    def read_in_pieces(name: str, *, restart: bool) -> Store:
+        store = Store(tmp_path / f"{name}.db")
+        path = tmp_path / name / "train.log"
+        path.parent.mkdir()
+        path.write_bytes(b"")
+        tailer = _tailer(store, str(path), timing=False)
+        tailer.scan()
+        for piece in raw.splitlines(keepends=True):
+            for part in (piece[:7], piece[7:]):  # a partial line, then its rest
+                with path.open("ab") as fh:
+                    fh.write(part)
+                tailer.scan()
+                if restart:
+                    tailer.close()
+                    tailer = _tailer(store, str(path), timing=False)
+        tailer.scan()
+        return store
+
+    store = read_in_pieces("restarted", restart=True)
+    assert _kinds(store) == _kinds(read_in_pieces("steady", restart=False))
+
+    def not_steps(store: Store) -> list[tuple[str, int | None, int]]:
+        return [k for k in _kinds(store) if k[0] != "step"]
+
+    assert not_steps(store) == not_steps(one_pass)
+
+
+def test_csv_timing_rows_after_a_restart_keep_their_header(tmp_path: Path) -> None:
+    """A restart after a CSV timing file's header re-derives the header from the file, so the
+    rows that follow are still read (a fresh parser would take the first row as a header)."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "ckpt_timings.csv"
+    path.write_text("step,start,end\n100,2026-11-01T00:00:00,2026-11-01T00:00:30\n")
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    tailer.close()
+    with path.open("a") as fh:
+        fh.write("200,2026-11-01T01:00:00,2026-11-01T01:00:40\n")
+    _tailer(store, str(path)).scan()
+    assert [(e.event.step, e.event.duration_s) for e in store.events(job="j")] == [
+        (100, 30.0),
+        (200, 40.0),
+    ]
+
+
+def test_ten_mib_line_is_skipped_with_bounded_memory(tmp_path: Path) -> None:
+    """Scenario 9: a 10 MiB line, arriving over several scans, is skipped and counted once while
+    memory stays within a few read chunks; the lines after it are parsed."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    skipped = 0
+    tracemalloc.start()
+    try:
+        for _ in range(10):
+            with path.open("a") as fh:
+                fh.write("x" * (1 << 20))
+            skipped += tailer.scan().skipped_lines
+        with path.open("a") as fh:
+            fh.write("\n" + _record(2))
+        skipped += tailer.scan().skipped_lines
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert skipped == 1
+    assert peak < 6 * MAX_LINE_BYTES  # a few read chunks, not the 10 MiB line
+    assert _steps(store) == [1, 2]
+
+
+def test_invalid_bytes_and_terminal_noise_do_not_stop_the_tailer(tmp_path: Path) -> None:
+    """Scenario 10: invalid UTF-8, NUL bytes, CRLF, ANSI colours and tqdm carriage returns are
+    decoded with replacement; the real log lines among them give the same saves and failure."""
+    clean = (FIXTURES / "hf_trainer_crash.log").read_bytes()
+    noisy = b"\xff\xfe\x00garbage\x1b[31mred\x1b[0m\r 10%|#  | 1/10\r 20%|## | 2/10\n"
+    noisy += b"\x00" * 64 + b"\n" + clean.replace(b"\n", b"\r\n") + b"\xc3\x28\xa0\xa1\n"
+    ref, store = Store(tmp_path / "ref.db"), Store(tmp_path / "s.db")
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "a.log").write_bytes(clean)
+    (tmp_path / "a.log").write_bytes(noisy)
+    _tailer(ref, str(tmp_path / "ref" / "a.log"), timing=False).scan()
+    stats = _tailer(store, str(tmp_path / "a.log"), timing=False).scan()
+    assert stats.lines == clean.count(b"\n") + 3
+    saves = [(k, s) for k, s, _ in _kinds(store) if k.startswith("checkpoint")]
+    assert saves and saves == [(k, s) for k, s, _ in _kinds(ref) if k.startswith("checkpoint")]
+    assert "failure" in {k for k, _, _ in _kinds(store)}
+
+
+def test_files_and_run_dirs_appearing_later_are_found_by_the_next_scan(tmp_path: Path) -> None:
+    """Scenario 11: a run directory and file created after start under a ``**`` glob are read
+    by the next scan."""
+    store = Store(tmp_path / "s.db")
+    tailer = _tailer(store, str(tmp_path / "runs" / "**" / "*.jsonl"))
+    assert tailer.scan().files == 0
+    run = tmp_path / "runs" / "job-7" / "rank0"
+    run.mkdir(parents=True)
+    (run / "ckpt_timings.jsonl").write_text(_record(7))
+    assert tailer.scan().events == 1
+    assert _steps(store) == [7]
+
+
+def test_repointed_symlink_finishes_old_target_and_follows_new(tmp_path: Path) -> None:
+    """Scenario 12: a symlink re-pointed to a new file: the old target is finished, the new one
+    read from 0; a target reached by the link and by its own name is read once."""
+    store = Store(tmp_path / "s.db")
+    runs, cur = tmp_path / "runs", tmp_path / "cur"
+    runs.mkdir()
+    cur.mkdir()
+    (runs / "r1.jsonl").write_text(_record(1))
+    (cur / "latest.jsonl").symlink_to(runs / "r1.jsonl")
+    tailer = _tailer(store, str(cur / "*.jsonl"), str(runs / "r1.jsonl"))
+    tailer.scan()
+    with (runs / "r1.jsonl").open("a") as fh:
+        fh.write(_record(2))
+    (runs / "r2.jsonl").write_text(_record(3))
+    (cur / "latest.jsonl").unlink()
+    (cur / "latest.jsonl").symlink_to(runs / "r2.jsonl")
+    tailer.scan()
+    with (runs / "r2.jsonl").open("a") as fh:
+        fh.write(_record(4))
+    tailer.scan()
+    assert _steps(store) == [1, 2, 3, 4]
+
+
+def test_naive_log_times_are_taken_in_the_configured_zone(tmp_path: Path) -> None:
+    """Scenario 27: naive timestamps in logs are read in the configured zone (default UTC)."""
+    path = tmp_path / "train.log"
+    path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    utc, ny = Store(tmp_path / "utc.db"), Store(tmp_path / "ny.db")
+    _tailer(utc, str(path), timing=False).scan()
+    _tailer(ny, str(path), timing=False, tz=ZoneInfo("America/New_York")).scan()
+    t_utc = [e.event.time for e in utc.events(job="j") if not e.event.time_estimated]
+    t_ny = [e.event.time for e in ny.events(job="j") if not e.event.time_estimated]
+    assert t_utc and len(t_utc) == len(t_ny)
+    assert {(b - a) for a, b in zip(t_utc, t_ny, strict=True) if a and b} == {timedelta(hours=5)}
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+def _mounts(tmp_path: Path, fstype: str) -> str:
+    table = tmp_path / "mounts"
+    table.write_text(f"/dev/vda / ext4 rw 0 0\nserver:/export {tmp_path} {fstype} rw 0 0\n")
+    return str(table)
+
+
+def test_store_on_a_network_filesystem_is_refused_naming_the_path(tmp_path: Path) -> None:
+    """Scenario 24: a database on NFS (from the mount table) is refused with the path and type."""
+    db = tmp_path / "state" / "s.db"
+    with pytest.raises(StoreError, match=rf"{db}: on a nfs4 network filesystem"):
+        Store(db, mount_table=_mounts(tmp_path, "nfs4"))
+    assert not db.exists()
+
+
+def test_store_in_a_read_only_place_names_the_path() -> None:
+    """Scenario 24: a database that cannot be created (read-only filesystem) names its path."""
+    with pytest.raises(StoreError, match=r"/proc/ckpt-advisor/s\.db: cannot create directory"):
+        Store("/proc/ckpt-advisor/s.db")
+
+
+def test_full_disk_loses_nothing_and_names_the_path(tmp_path: Path) -> None:
+    """Scenario 24: when SQLite reports a full disk, the scan fails naming the path, the offset
+    stays, and once there is room every line is stored exactly once."""
+    db = tmp_path / "s.db"
+    store = Store(db)
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
+
+    def cap(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+        dbapi_conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    from sqlalchemy import event
+
+    event.listen(store.engine, "connect", cap)
+    store.engine.dispose()
+    with path.open("a") as fh:
+        fh.write("".join(_record(s) + " " * 2000 + "\n" for s in range(2, 40)))
+    with pytest.raises(StoreError, match=rf"{db}: write failed: database or disk is full"):
+        tailer.scan()
+    event.remove(store.engine, "connect", cap)
+    store.engine.dispose()
+    tailer.scan()
+    assert _steps(store) == list(range(1, 40))
+
+
+def test_corrupt_page_gives_an_error_naming_the_path(tmp_path: Path) -> None:
+    """Scenario 24: a database whose pages were damaged gives a StoreError naming it when
+    written, never a silent drop."""
+    db = tmp_path / "s.db"
+    store = Store(db)
+    state = FileState(
+        0, "j", "/l", dev=1, ino=2, head_hash="h", head_len=1, offset=0, lineno=0, truncations=0
+    )
+    ev = Event(EventKind.STEP, 1, "x", time=NOW, step=1)
+    for i in range(300):
+        state = store.commit_read(state, offset=i + 1, lineno=i + 1, events=[ev] * 20, now_s=1.0)
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    data[8192:16384] = b"\xa5" * 8192
+    db.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=str(db)):
+        again = Store(db)
+        again.commit_read(state, offset=999, lineno=999, events=[ev] * 50, now_s=2.0)
+        again.count_events()
+
+
+def test_long_reader_transaction_does_not_block_daemon_writes(tmp_path: Path) -> None:
+    """Scenario 25: a CLI reader holding a read transaction open (WAL snapshot) while the
+    daemon commits 300 times: every commit lands, the reader's snapshot stays consistent."""
+    db = tmp_path / "s.db"
+    store = Store(db)
+    state = store.commit_read(
+        FileState(0, "j", "/l", 1, 2, "h", 1, 0, 0, 0), offset=0, lineno=0, events=[], now_s=0
+    )
+    reader = Store(db, readonly=True)
+    with reader.engine.connect() as conn:
+        conn.exec_driver_sql("BEGIN")
+        before = conn.exec_driver_sql("SELECT count(*) FROM events").scalar()
+        done = threading.Event()
+
+        def write() -> None:
+            nonlocal state
+            for i in range(300):
+                ev = Event(EventKind.STEP, i + 1, "x", time=NOW, step=i)
+                state = store.commit_read(state, offset=i + 1, lineno=i + 1, events=[ev], now_s=1)
+            done.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=60)
+        assert done.is_set()
+        assert conn.exec_driver_sql("SELECT count(*) FROM events").scalar() == before == 0
+        conn.exec_driver_sql("COMMIT")
+    assert reader.count_events() == 300
+    assert store.find_files("j", 1, 2)[0].offset == 300
+
+
+def test_retention_prunes_old_events_in_batches(tmp_path: Path) -> None:
+    """Retention deletes only events older than the cutoff, a batch per transaction."""
+    store = Store(tmp_path / "s.db")
+    state = FileState(0, "j", "/l", 1, 2, "h", 1, 0, 0, 0)
+    old = [Event(EventKind.STEP, i, "x", time=NOW - timedelta(days=400), step=i) for i in range(25)]
+    new = [Event(EventKind.STEP, 99, "x", time=NOW, step=99)]
+    store.commit_read(state, offset=1, lineno=1, events=old + new, now_s=1)
+    assert store.prune_events((NOW - timedelta(days=365)).timestamp(), batch_rows=10) == 25
+    assert [e.event.step for e in store.events()] == [99]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _live(store: Store, pattern: str, clock: _Clock, *, backfill: bool = False) -> Tailer:
+    spec = WatchSpec("j", (pattern,))
+    return Tailer(store, [spec], clock=clock, tz=UTC, backfill=backfill, idle_flush_s=2.0)
+
+
+def _failures(store: Store) -> int:
+    return sum(e.event.kind == "failure" for e in store.events(job="j"))
+
+
+def test_traceback_ending_a_live_file_is_stored_once_the_file_idles(tmp_path: Path) -> None:
+    """A crash log copied into a watched directory, its traceback the last thing the parser
+    holds, is stored after one idle poll, and stored once across a restart and more lines."""
+    store, clock = Store(tmp_path / "s.db"), _Clock()
+    (tmp_path / "logs").mkdir()
+    pattern = str(tmp_path / "logs" / "*.log")
+    tailer = _live(store, pattern, clock)
+    tailer.scan()
+    path = tmp_path / "logs" / "train.log"
+    path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    tailer.scan()
+    assert _failures(store) == 0  # held until the next line, or the file idles
+    clock.now += timedelta(seconds=3)
+    tailer.scan()
+    assert _failures(store) == 1
+    tailer.close()
+    tailer = _live(store, pattern, clock)
+    tailer.scan()
+    with path.open("a") as fh:
+        fh.write("[INFO] restarting\n")
+    tailer.scan()
+    clock.now += timedelta(seconds=3)
+    tailer.scan()
+    assert _failures(store) == 1
+
+
+def test_ingest_then_daemon_on_a_file_ending_mid_traceback_stores_one_failure(
+    tmp_path: Path,
+) -> None:
+    """``ingest`` flushes the traceback at the end of the file; the daemon's replay flushes at
+    the same byte, so the line that arrives later does not store the failure a second time."""
+    store, clock = Store(tmp_path / "s.db"), _Clock()
+    path = tmp_path / "train.log"
+    path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    _live(store, str(path), clock, backfill=True).scan()
+    assert _failures(store) == 1
+    tailer = _live(store, str(path), clock)
+    tailer.scan()
+    with path.open("a") as fh:
+        fh.write("[INFO] restarting\n")
+    tailer.scan()
+    clock.now += timedelta(seconds=3)
+    tailer.scan()
+    assert _failures(store) == 1
+
+
+def test_traceback_held_when_the_daemon_was_killed_is_stored_after_restart(
+    tmp_path: Path,
+) -> None:
+    """A daemon killed before the file idled never flushed: the restarted one rebuilds the
+    pending traceback by replay and stores it once the file idles."""
+    store, clock = Store(tmp_path / "s.db"), _Clock()
+    path = tmp_path / "train.log"
+    path.write_bytes(b"")
+    tailer = _live(store, str(path), clock)
+    tailer.scan()
+    path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    tailer.scan()
+    tailer.close()  # killed: no idle poll happened
+    assert _failures(store) == 0
+    tailer = _live(store, str(path), clock)
+    tailer.scan()
+    clock.now += timedelta(seconds=3)
+    tailer.scan()
+    assert _failures(store) == 1
