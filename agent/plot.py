@@ -60,7 +60,9 @@ def plot_waste_curve(row: dict[str, Any], path: str | Path) -> Path:
     waste = waste_curve(mtbf_s, cost_s, restart_s, intervals_s)
     hours = [t / 3600.0 for t in intervals_s]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    ax.plot(hours, [100.0 * w for w in waste], color="black", label="waste (Daly, exponential failures)")
+    ax.plot(
+        hours, [100.0 * w for w in waste], color="black", label="waste (Daly, exponential failures)"
+    )
     if band:
         ax.axvspan(
             band[0] / 3600.0,
