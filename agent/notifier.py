@@ -187,10 +187,11 @@ def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
         used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
         facts.append(("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f} to {high:.2f}){used}"))
     if e.mtbf_per_unit_s is not None and e.units is not None:
+        # units are the job's nodes when configured, else its GPUs (agent.daemon.make_advisor)
+        unit = "GPU" if e.gpus is not None and e.units == e.gpus else "node"
         source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
-        facts.append(
-            ("M per unit", f"{format_duration(e.mtbf_per_unit_s)} × {e.units:,} units{source}")
-        )
+        per = f"{format_duration(e.mtbf_per_unit_s)} ({e.units:,} {unit}s in the job{source})"
+        facts.append((f"M per {unit}", per))
     return facts
 
 

@@ -50,6 +50,8 @@ from rules.timeline import (
 )
 
 DAY_S = 86400.0
+MATERIAL_SHIFT_S = 60.0
+"""A failure re-dated by more than this is worth a note (less is the bar clock's rounding)."""
 
 
 def estimate_job(
@@ -174,7 +176,8 @@ def estimate_job(
     n_moved = 0
     if step_s is not None and interruptions:
         moved_s = failure_times_s(timeline, interruptions, step_time_s=step_s)
-        n_moved = int(np.count_nonzero(moved_s > timeline.time_s[timeline.failure_index]))
+        shifted_s = moved_s - timeline.time_s[timeline.failure_index]
+        n_moved = int(np.count_nonzero(shifted_s > MATERIAL_SHIFT_S))
         timeline = timeline.with_failure_times(moved_s)
         interruptions, run_id, saves = runs(timeline)
     recent = [i for i in interruptions if i.start_s >= since_s]

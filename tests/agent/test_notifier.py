@@ -329,6 +329,6 @@ def test_format_message_shows_money_classes_weibull_and_persist() -> None:
     assert "= 307.2 GPU-hours/day on 64 GPUs ≈ €768/day" in body
     assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body
     assert "*Weibull shape:* 0.71 (0.60 to 0.82); widens M's interval" in body
-    assert "*M per unit:* 2d 0h × 8 units" in body
+    assert "*M per node:* 2d 0h (8 nodes in the job)" in body
     assert "*C changed:* from 2m 00s to 5m 00s recently" in body
     assert "longer than the interval, saves queue up" in body

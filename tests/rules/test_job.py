@@ -407,3 +407,16 @@ def test_real_hf_runs_whose_failure_line_is_lost_still_count_one_interruption() 
     assert lost.exposure_s == pytest.approx(seen.exposure_s, abs=1.0)
     assert any("no failure line and no clean end" in note for note in lost.notes)
     assert not any(note.startswith("no failure in") for note in lost.notes)
+
+
+@pytest.mark.parametrize(("failure_step", "noted"), [(103, False), (150, True)])
+def test_only_a_material_redating_of_a_failure_is_noted(failure_step: int, noted: bool) -> None:
+    """A failure line dated by an earlier line is moved to where its step says the run had got;
+    the note says so only when the move exceeds a minute (bar-clock rounding is not news)."""
+    obs = [Observation("run_start", 0.0)]
+    obs += [Observation("step", 10.0 * s, step=s, duration_s=10.0) for s in range(1, 101)]
+    obs += [Observation("failure", 1000.0, step=failure_step, failure_class="nccl_error")]
+    obs += [Observation("run_start", 5000.0), Observation("step", 5010.0, step=101)]
+    est = estimate_job("j", obs, now_s=6000.0)
+    assert est.n_failures == 1
+    assert any("carried an earlier line's time" in note for note in est.notes) is noted
