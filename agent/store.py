@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import (
     Column,
     Engine,
@@ -180,6 +182,44 @@ class StoredEvent:
             "source": self.source,
             "parser": ev.parser,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class EventColumns:
+    """A job's timed events of some kinds as parallel arrays in time order (ties: stored order).
+
+    Attributes:
+        kinds: the kind strings asked for; ``kind`` indexes into them.
+        time_s: shape (n,), Unix epoch seconds, ascending.
+        kind: shape (n,), index into ``kinds``.
+        step, duration_s, persist_s: shape (n,), NaN when unknown (a stored +inf reads as NaN).
+        from_timing_file: shape (n,).
+        first_of_source: shape (n,), True at each log source's first event (timing files: never).
+        failure_class, failure_planned: length f, for the ``failure`` rows in order.
+        parser_counts: log events (time or not) per parser, most first, ties by first seen.
+    """
+
+    kinds: tuple[str, ...]
+    time_s: npt.NDArray[np.float64]
+    kind: npt.NDArray[np.intp]
+    step: npt.NDArray[np.float64]
+    duration_s: npt.NDArray[np.float64]
+    persist_s: npt.NDArray[np.float64]
+    from_timing_file: npt.NDArray[np.bool_]
+    first_of_source: npt.NDArray[np.bool_]
+    failure_class: tuple[str | None, ...]
+    failure_planned: npt.NDArray[np.bool_]
+    parser_counts: dict[str, int]
+
+
+_COLUMNS_DTYPE = np.dtype(
+    [("time_s", "f8"), ("code", "i8"), ("step", "f8"), ("duration_s", "f8"), ("persist_s", "f8")]
+)
+
+
+def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    values[values == np.inf] = np.nan  # NULL comes back as +inf (1e999): no NaN in SQLite
+    return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +427,77 @@ class Store:
             q = q.limit(limit)
         with self.engine.connect() as conn:
             return [_stored_event(r._mapping) for r in conn.execute(q)]
+
+    def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
+        """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
+
+        The estimator's read path: one query fetches five numbers a row straight into numpy
+        (a :class:`StoredEvent` per row costs ~70 µs through SQLAlchemy; this ~2 µs); the
+        failures' classes and the per-source and per-parser facts come from small queries.
+        """
+        kinds = tuple(kinds)
+        marks = ",".join("?" * len(kinds))
+        where = f"job = ? AND kind IN ({marks})"
+        params = (job, *kinds)
+        timed = f"{where} AND time_s IS NOT NULL"
+        order = "ORDER BY time_s, id"
+        with self.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            groups = raw.execute(
+                "SELECT source, parser, from_timing_file, count(*), MIN(time_s), MIN(id) "
+                f"FROM events WHERE {where} GROUP BY source, parser, from_timing_file",
+                params,
+            ).fetchall()
+            firsts: dict[str, float] = {}
+            for source, _, timing, _, first_s, _ in groups:
+                if not timing and first_s is not None:
+                    firsts[source] = min(first_s, firsts.get(source, first_s))
+            first_ids = [
+                raw.execute(
+                    f"SELECT MIN(id) FROM events WHERE {timed} AND from_timing_file = 0 "
+                    "AND source = ? AND time_s = ?",
+                    (*params, source, first_s),
+                ).fetchone()[0]
+                for source, first_s in firsts.items()
+            ]
+            code = " ".join(f"WHEN ? THEN {i}" for i in range(len(kinds)))
+            rows = np.fromiter(
+                raw.execute(
+                    f"SELECT time_s, (CASE kind {code} END) * 4 + 2 * (id IN "
+                    f"({','.join('?' * len(first_ids))})) + from_timing_file, "
+                    "IFNULL(step, 1e999), IFNULL(duration_s, 1e999), IFNULL(persist_s, 1e999) "
+                    f"FROM events WHERE {timed} {order}",
+                    (*kinds, *first_ids, *params),
+                ),
+                _COLUMNS_DTYPE,
+            )
+            failures = raw.execute(
+                f"SELECT failure_class, planned FROM events WHERE {timed} AND kind = 'failure' "
+                + order,
+                params,
+            ).fetchall()
+        counts: dict[str, list[Any]] = {}
+        for _, parser, timing, n, first_s, first_id in groups:
+            if not timing:
+                seen = counts.setdefault(parser, [0, (first_s is None, first_s or 0.0, first_id)])
+                seen[0] += n
+                seen[1] = min(seen[1], (first_s is None, first_s or 0.0, first_id))
+        ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[1][1]))
+        codes = rows["code"]
+        return EventColumns(
+            kinds=kinds,
+            time_s=rows["time_s"].copy(),
+            kind=(codes >> 2).astype(np.intp),
+            step=_unknown_as_nan(rows["step"].copy()),
+            duration_s=_unknown_as_nan(rows["duration_s"].copy()),
+            persist_s=_unknown_as_nan(rows["persist_s"].copy()),
+            from_timing_file=(codes & 1).astype(np.bool_),
+            first_of_source=(codes & 2).astype(np.bool_),
+            failure_class=tuple(r[0] for r in failures),
+            failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
+            parser_counts={parser: n for parser, (n, _) in ranked},
+        )
 
     def jobs(self) -> list[str]:
         """Names of the jobs that have events or estimates, sorted."""
