@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.store import EventColumns, Store, StoredEvent
+from agent.store_read import EventColumns, StoredEvent, StoreReader
 from rules.advice import setting_for
 from rules.drift import DriftRule
 from rules.job import estimate_job
@@ -25,6 +25,7 @@ from rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
     from agent.notifier import Notifier
+    from agent.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def fleet_rate(rows: Sequence[dict[str, Any]], units: dict[str, int], job: str) 
 
 
 def compute_estimate(
-    store: Store,
+    store: StoreReader,
     job: str,
     settings: EstimateSettings,
     now_s: float,

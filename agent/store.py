@@ -1,9 +1,12 @@
-"""The rolling store: the only module that speaks SQL.
+"""The rolling store: with :mod:`agent.store_read`, the only modules that speak SQL.
 
-SQLite in WAL mode by default (one file, no server), through SQLAlchemy Core so that a shared
-PostgreSQL backend is an addition later, not a rewrite. The schema is created and versioned here.
-Events and the tailer's file offsets are committed in one transaction (:meth:`Store.commit_read`),
-so a crash at any moment neither loses nor repeats a line.
+Writes (and the schema) go through SQLAlchemy here; the read queries live in
+:class:`agent.store_read.StoreReader`, which :class:`Store` extends, so that read-only commands
+start without importing SQLAlchemy. SQLite in WAL mode by default (one file, no server),
+through SQLAlchemy Core so that a shared PostgreSQL backend is an addition later, not a
+rewrite. The schema is created and versioned here. Events and the tailer's file offsets are
+committed in one transaction (:meth:`Store.commit_read`), so a crash at any moment neither loses
+nor repeats a line.
 
 Times are stored as Unix epoch seconds (UTC, REAL) and returned as aware UTC datetimes.
 """
@@ -13,15 +16,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from sqlalchemy import (
     Column,
     Engine,
@@ -35,7 +36,6 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
-    func,
     insert,
     select,
     update,
@@ -43,10 +43,28 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DatabaseError, OperationalError
 
-from parsers.events import Event, EventKind
+from agent.store_read import (
+    SCHEMA_VERSION,
+    EventColumns,
+    OutboxItem,
+    StoredEvent,
+    StoreError,
+    StoreReader,
+    check_schema,
+    schema_version,
+)
+from parsers.events import Event
 from rules.model import AlertState
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventColumns",
+    "FileState",
+    "OutboxItem",
+    "Store",
+    "StoreError",
+    "StoredEvent",
+]
 
 _md = MetaData()
 
@@ -131,10 +149,6 @@ _outbox = Table(
 )
 
 
-class StoreError(Exception):
-    """The store cannot be opened or written; the message names the database path."""
-
-
 @dataclass(frozen=True, slots=True)
 class FileState:
     """What the tailer remembers of one file: its identity and how far it has been read.
@@ -155,85 +169,6 @@ class FileState:
     truncations: int
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event as stored: the parser's event plus the job, its source file and its kind."""
-
-    job: str
-    source: str
-    event: Event
-    from_timing_file: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``events --json`` contract: the ``parse --json`` keys plus ``job``."""
-        ev = self.event
-        return {
-            "job": self.job,
-            "kind": str(ev.kind),
-            "time": ev.time.isoformat() if ev.time else None,
-            "time_estimated": ev.time_estimated,
-            "step": ev.step,
-            "duration_s": ev.duration_s,
-            "failure_class": ev.failure_class,
-            "planned": ev.planned,
-            "persist_s": ev.persist_s,
-            "detail": ev.detail,
-            "line": ev.line,
-            "source": self.source,
-            "parser": ev.parser,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class EventColumns:
-    """A job's timed events of some kinds as parallel arrays in time order (ties: stored order).
-
-    Attributes:
-        kinds: the kind strings asked for; ``kind`` indexes into them.
-        time_s: shape (n,), Unix epoch seconds, ascending.
-        kind: shape (n,), index into ``kinds``.
-        step, duration_s, persist_s: shape (n,), NaN when unknown (a stored +inf reads as NaN).
-        from_timing_file: shape (n,).
-        first_of_source: shape (n,), True at each log source's first event (timing files: never).
-        failure_class, failure_planned: length f, for the ``failure`` rows in order.
-        parser_counts: log events (time or not) per parser, most first, ties by first seen.
-    """
-
-    kinds: tuple[str, ...]
-    time_s: npt.NDArray[np.float64]
-    kind: npt.NDArray[np.intp]
-    step: npt.NDArray[np.float64]
-    duration_s: npt.NDArray[np.float64]
-    persist_s: npt.NDArray[np.float64]
-    from_timing_file: npt.NDArray[np.bool_]
-    first_of_source: npt.NDArray[np.bool_]
-    failure_class: tuple[str | None, ...]
-    failure_planned: npt.NDArray[np.bool_]
-    parser_counts: dict[str, int]
-
-
-_COLUMNS_DTYPE = np.dtype(
-    [("time_s", "f8"), ("code", "i8"), ("step", "f8"), ("duration_s", "f8"), ("persist_s", "f8")]
-)
-
-
-def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    values[values == np.inf] = np.nan  # NULL comes back as +inf (1e999): no NaN in SQLite
-    return values
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    """A Slack message written before sending, so it is delivered once even across crashes."""
-
-    id: int
-    job: str
-    created_s: float
-    action: str
-    payload: dict[str, Any]
-    attempts: int
-
-
 def _new_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row always has one
@@ -244,11 +179,7 @@ def _epoch(t: datetime | None) -> float | None:
     return None if t is None else t.timestamp()
 
 
-def _dt(s: float | None) -> datetime | None:
-    return None if s is None else datetime.fromtimestamp(s, UTC)
-
-
-class Store:
+class Store(StoreReader):
     """SQLite-backed store of events, offsets, estimates, alert state and the Slack outbox.
 
     Thread-safe for use by the daemon's ingest loop and its scheduler thread: writes are
@@ -300,19 +231,9 @@ class Store:
         cur.close()
 
     def _init_schema(self) -> None:
-        with self.engine.connect() as conn:
-            has_meta = conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-            ).first()
-            version = None
-            if has_meta:
-                row = conn.execute(select(_meta.c.value).where(_meta.c.key == "schema")).first()
-                version = int(row[0]) if row else None
-        if version is not None and version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this ckpt-advisor "
-                f"understands ({SCHEMA_VERSION}); upgrade ckpt-advisor"
-            )
+        with self._reading() as conn:
+            version = schema_version(conn)
+        check_schema(self.path, version)
         if version == SCHEMA_VERSION or self._readonly:
             return
         with self._lock, self.engine.begin() as conn:
@@ -329,6 +250,13 @@ class Store:
                     yield conn
             except OperationalError as exc:
                 raise StoreError(f"{self.path}: write failed: {exc.orig}") from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            yield raw
 
     def close(self) -> None:
         """Release connections (the file stays)."""
@@ -406,114 +334,6 @@ class Store:
 
     # -- events ---------------------------------------------------------------------------
 
-    def events(
-        self,
-        *,
-        job: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since_s: float | None = None,
-        limit: int | None = None,
-    ) -> list[StoredEvent]:
-        """Stored events in time order (events without time last), filtered as asked."""
-        q = select(_events)
-        if job is not None:
-            q = q.where(_events.c.job == job)
-        if kinds is not None:
-            q = q.where(_events.c.kind.in_(list(kinds)))
-        if since_s is not None:
-            q = q.where(_events.c.time_s >= since_s)
-        q = q.order_by(_events.c.time_s.is_(None), _events.c.time_s, _events.c.id)
-        if limit is not None:
-            q = q.limit(limit)
-        with self.engine.connect() as conn:
-            return [_stored_event(r._mapping) for r in conn.execute(q)]
-
-    def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
-        """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
-
-        The estimator's read path: one query fetches five numbers a row straight into numpy
-        (a :class:`StoredEvent` per row costs ~70 µs through SQLAlchemy; this ~2 µs); the
-        failures' classes and the per-source and per-parser facts come from small queries.
-        """
-        kinds = tuple(kinds)
-        marks = ",".join("?" * len(kinds))
-        where = f"job = ? AND kind IN ({marks})"
-        params = (job, *kinds)
-        timed = f"{where} AND time_s IS NOT NULL"
-        order = "ORDER BY time_s, id"
-        with self.engine.connect() as conn:
-            raw = conn.connection.driver_connection
-            assert isinstance(raw, sqlite3.Connection)
-            groups = raw.execute(
-                "SELECT source, parser, from_timing_file, count(*), MIN(time_s), MIN(id) "
-                f"FROM events WHERE {where} GROUP BY source, parser, from_timing_file",
-                params,
-            ).fetchall()
-            firsts: dict[str, float] = {}
-            for source, _, timing, _, first_s, _ in groups:
-                if not timing and first_s is not None:
-                    firsts[source] = min(first_s, firsts.get(source, first_s))
-            first_ids = [
-                raw.execute(
-                    f"SELECT MIN(id) FROM events WHERE {timed} AND from_timing_file = 0 "
-                    "AND source = ? AND time_s = ?",
-                    (*params, source, first_s),
-                ).fetchone()[0]
-                for source, first_s in firsts.items()
-            ]
-            code = " ".join(f"WHEN ? THEN {i}" for i in range(len(kinds)))
-            rows = np.fromiter(
-                raw.execute(
-                    f"SELECT time_s, (CASE kind {code} END) * 4 + 2 * (id IN "
-                    f"({','.join('?' * len(first_ids))})) + from_timing_file, "
-                    "IFNULL(step, 1e999), IFNULL(duration_s, 1e999), IFNULL(persist_s, 1e999) "
-                    f"FROM events WHERE {timed} {order}",
-                    (*kinds, *first_ids, *params),
-                ),
-                _COLUMNS_DTYPE,
-            )
-            failures = raw.execute(
-                f"SELECT failure_class, planned FROM events WHERE {timed} AND kind = 'failure' "
-                + order,
-                params,
-            ).fetchall()
-        counts: dict[str, list[Any]] = {}
-        for _, parser, timing, n, first_s, first_id in groups:
-            if not timing:
-                seen = counts.setdefault(parser, [0, (first_s is None, first_s or 0.0, first_id)])
-                seen[0] += n
-                seen[1] = min(seen[1], (first_s is None, first_s or 0.0, first_id))
-        ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[1][1]))
-        codes = rows["code"]
-        return EventColumns(
-            kinds=kinds,
-            time_s=rows["time_s"].copy(),
-            kind=(codes >> 2).astype(np.intp),
-            step=_unknown_as_nan(rows["step"].copy()),
-            duration_s=_unknown_as_nan(rows["duration_s"].copy()),
-            persist_s=_unknown_as_nan(rows["persist_s"].copy()),
-            from_timing_file=(codes & 1).astype(np.bool_),
-            first_of_source=(codes & 2).astype(np.bool_),
-            failure_class=tuple(r[0] for r in failures),
-            failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
-            parser_counts={parser: n for parser, (n, _) in ranked},
-        )
-
-    def jobs(self) -> list[str]:
-        """Names of the jobs that have events or estimates, sorted."""
-        with self.engine.connect() as conn:
-            names = {r[0] for r in conn.execute(select(_events.c.job).distinct())}
-            names |= {r[0] for r in conn.execute(select(_estimates.c.job).distinct())}
-        return sorted(names)
-
-    def count_events(self, job: str | None = None) -> int:
-        """How many events are stored (for one job or all)."""
-        q = select(func.count()).select_from(_events)
-        if job is not None:
-            q = q.where(_events.c.job == job)
-        with self.engine.connect() as conn:
-            return int(conn.execute(q).scalar_one())
-
     def prune_events(self, older_than_s: float) -> int:
         """Delete events older than ``older_than_s`` (epoch seconds); returns how many."""
         with self._write() as conn:
@@ -534,26 +354,6 @@ class Store:
                     payload=json.dumps(payload, sort_keys=True),
                 )
             )
-
-    def estimate_history(
-        self, *, job: str | None = None, since_s: float | None = None, latest_only: bool = False
-    ) -> list[dict[str, Any]]:
-        """Stored estimates (JSON objects), oldest first; ``latest_only``: newest per job."""
-        q = select(_estimates.c.job, _estimates.c.computed_at_s, _estimates.c.payload)
-        if job is not None:
-            q = q.where(_estimates.c.job == job)
-        if since_s is not None:
-            q = q.where(_estimates.c.computed_at_s >= since_s)
-        if latest_only:
-            newest = (
-                select(_estimates.c.job, func.max(_estimates.c.id).label("id"))
-                .group_by(_estimates.c.job)
-                .subquery()
-            )
-            q = q.where(_estimates.c.id.in_(select(newest.c.id)))
-        q = q.order_by(_estimates.c.job, _estimates.c.id)
-        with self.engine.connect() as conn:
-            return [json.loads(r.payload) for r in conn.execute(q)]
 
     # -- alerts and outbox ----------------------------------------------------------------
 
@@ -603,22 +403,6 @@ class Store:
                     )
                 )
             )
-
-    def queued_messages(self) -> list[OutboxItem]:
-        """Messages not yet delivered, in the order they were queued."""
-        q = select(_outbox).where(_outbox.c.state == "queued").order_by(_outbox.c.id)
-        with self.engine.connect() as conn:
-            return [
-                OutboxItem(
-                    id=r.id,
-                    job=r.job,
-                    created_s=r.created_s,
-                    action=r.action,
-                    payload=json.loads(r.payload),
-                    attempts=r.attempts,
-                )
-                for r in conn.execute(q)
-            ]
 
     def mark_message(
         self,
@@ -686,24 +470,3 @@ def _event_row(
         "parser": ev.parser,
         "from_timing_file": int(from_timing_file),
     }
-
-
-def _stored_event(m: Any) -> StoredEvent:
-    return StoredEvent(
-        job=m["job"],
-        source=m["source"],
-        event=Event(
-            kind=EventKind(m["kind"]),
-            line=m["line"],
-            parser=m["parser"],
-            time=_dt(m["time_s"]),
-            step=m["step"],
-            duration_s=m["duration_s"],
-            failure_class=m["failure_class"],
-            planned=bool(m["planned"]),
-            persist_s=m["persist_s"],
-            detail=m["detail"],
-            time_estimated=bool(m["time_estimated"]),
-        ),
-        from_timing_file=bool(m["from_timing_file"]),
-    )
