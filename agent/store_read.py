@@ -268,11 +268,15 @@ class StoreReader:
                 ),
                 dtype,
             )
-            failures = raw.execute(
-                f"SELECT failure_class, planned FROM events WHERE {timed} AND kind = 'failure' "
-                + order,
-                params,
-            ).fetchall()
+            failures = (
+                []
+                if "failure" not in kinds
+                else raw.execute(  # its index: failures only
+                    "SELECT failure_class, planned FROM events INDEXED BY ix_events_job_kind_time "
+                    f"WHERE job = ? AND kind = 'failure' AND time_s IS NOT NULL {order}",
+                    (job,),
+                ).fetchall()
+            )
         counts: dict[str, list[Any]] = {}
         for _, parser, timing, n, first_s, first_id in groups:
             if not timing:
