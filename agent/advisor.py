@@ -11,20 +11,23 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agent.store import Store, StoredEvent
+import numpy as np
+
+from agent.store_read import EventColumns, StoredEvent, StoreReader
 from rules.advice import setting_for
 from rules.drift import DriftRule
 from rules.job import estimate_job
 from rules.model import Action, FleetRate, JobEstimate, Observation
+from rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
     from agent.notifier import Notifier, NotifyError
+    from agent.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,8 @@ _ESTIMATE_KINDS = (
 
 
 def observations_from(events: Sequence[StoredEvent]) -> list[Observation]:
-    """Reduce stored events to rules input; events with no time are left out."""
+    """Reduce stored events to rules input; events with no time are left out (the reference
+    for :func:`timeline_from`, which the estimate cycle uses)."""
     return [
         Observation(
             kind=str(se.event.kind),
@@ -60,10 +64,21 @@ def observations_from(events: Sequence[StoredEvent]) -> list[Observation]:
     ]
 
 
-def dominant_stack(events: Sequence[StoredEvent]) -> str | None:
-    """The training stack that printed most of a job's log events (timing files excluded)."""
-    counts = Counter(se.event.parser for se in events if not se.from_timing_file)
-    return counts.most_common(1)[0][0] if counts else None
+def timeline_from(columns: EventColumns) -> Timeline:
+    """The rules' timeline of stored event columns: the same as
+    ``Timeline.of(observations_from(events))`` without an object per event."""
+    codes = np.array([kind_code(k) for k in columns.kinds], np.int8)
+    return Timeline.from_columns(
+        time_s=columns.time_s,
+        kind=codes[columns.kind],
+        step=columns.step,
+        duration_s=columns.duration_s,
+        persist_s=columns.persist_s,
+        from_timing_file=columns.from_timing_file,
+        first_of_source=columns.first_of_source,
+        failure_class=columns.failure_class,
+        failure_planned=columns.failure_planned,
+    )
 
 
 def _iso(epoch_s: float | None) -> str | None:
@@ -159,7 +174,7 @@ def fleet_rate(rows: Sequence[dict[str, Any]], units: dict[str, int], job: str) 
 
 
 def compute_estimate(
-    store: Store,
+    store: StoreReader,
     job: str,
     settings: EstimateSettings,
     now_s: float,
@@ -173,10 +188,10 @@ def compute_estimate(
     ``gpus`` gives the excess waste in GPU-hours (and money with a configured price); ``units``
     (nodes, else GPUs) with ``fleet`` lets a job without failures of its own start from the
     fleet's per-unit rate (:func:`rules.job.estimate_job`)."""
-    events = store.events(job=job, kinds=_ESTIMATE_KINDS)
+    columns = store.event_columns(job, _ESTIMATE_KINDS)
     est = estimate_job(
         job,
-        observations_from(events),
+        timeline_from(columns),
         now_s=now_s,
         confidence=settings.confidence,
         cost_window_saves=settings.cost_window_saves,
@@ -191,7 +206,7 @@ def compute_estimate(
         units=units,
         fleet=fleet,
     )
-    stack = dominant_stack(events)
+    stack = next(iter(columns.parser_counts), None)
     setting = (
         setting_for(stack, est.recommended_interval_steps)
         if stack and est.recommended_interval_steps

@@ -25,7 +25,8 @@ from parsers.events import EventKind
 if TYPE_CHECKING:
     from agent.config import Config
     from agent.status import Heartbeat, Verdict
-    from agent.store import OutboxItem, Store
+    from agent.store import Store
+    from agent.store_read import OutboxItem, StoreReader
 
 EXIT_CONFIG = 2
 
@@ -44,13 +45,31 @@ def _load_config(path: str) -> Config:
         _fail(str(exc), EXIT_CONFIG)
 
 
-def _open_store(db: str | None, config: str | None, *, readonly: bool) -> Store:
+def _db_path(db: str | None, config: str | None) -> Path:
+    if db:
+        return Path(db)  # no config module (pydantic) on the read commands' path
+    if config:
+        return _load_config(config).store.path
     from agent.config import default_db_path
+
+    return default_db_path()
+
+
+def _open_store(db: str | None, config: str | None) -> Store:
     from agent.store import Store, StoreError
 
-    path = Path(db) if db else _load_config(config).store.path if config else default_db_path()
     try:
-        return Store(path, readonly=readonly)
+        return Store(_db_path(db, config))
+    except StoreError as exc:
+        _fail(str(exc))
+
+
+def _read_store(db: str | None, config: str | None) -> StoreReader:
+    """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
+    from agent.store_read import StoreError, StoreReader
+
+    try:
+        return StoreReader(_db_path(db, config))
     except StoreError as exc:
         _fail(str(exc))
 
@@ -281,7 +300,7 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
     """
     from agent.status import assess, heartbeat_path, read_heartbeat
 
-    store = _open_store(db, config_path, readonly=True)
+    store = _read_store(db, config_path)
     hb = read_heartbeat(heartbeat_path(store.path))
     queued = store.queued_messages()
     now_s = datetime.now(UTC).timestamp()
@@ -419,7 +438,7 @@ def _file_format(path: str, fmt: str) -> str:
 
 
 def _event_json(event: Any, source: str) -> dict[str, Any]:
-    from agent.store import StoredEvent
+    from agent.store_read import StoredEvent
 
     stored = StoredEvent(job="", source=source, event=event)
     row = stored.to_json()
@@ -448,7 +467,7 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
     def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
         return datetime.now(UTC)
 
-    store = _open_store(db, None, readonly=False)
+    store = _open_store(db, None)
     specs = [
         WatchSpec(
             job,
@@ -495,7 +514,7 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
 @config_option
 def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
     """Send no Slack message about JOB for a while; estimates and decisions go on."""
-    store = _open_store(db, config_path, readonly=False)
+    store = _open_store(db, config_path)
     until_s = datetime.now(UTC).timestamp() + for_s
     store.silence(job, until_s)
     until = datetime.fromtimestamp(until_s, UTC).isoformat(timespec="seconds")
@@ -514,7 +533,7 @@ def estimates(
     job: str | None, db: str | None, config_path: str | None, since: float | None, as_json: bool
 ) -> None:
     """The latest estimate of each job (or their history with --since)."""
-    store = _open_store(db, config_path, readonly=True)
+    store = _read_store(db, config_path)
     since_s = None if since is None else datetime.now(UTC).timestamp() - since
     rows = store.estimate_history(job=job, since_s=since_s, latest_only=since is None)
     if as_json:
@@ -565,7 +584,7 @@ def events(
     as_json: bool,
 ) -> None:
     """Stored events, oldest first."""
-    store = _open_store(db, config_path, readonly=True)
+    store = _read_store(db, config_path)
     rows = [e.to_json() for e in store.events(job=job, kinds=kinds or None, limit=limit)]
     if as_json:
         _print_json_lines(rows)
@@ -716,7 +735,7 @@ def simulate(
     if job is not None:
         from agent.advisor import EstimateSettings, compute_estimate
 
-        store = _open_store(db, config_path, readonly=True)
+        store = _read_store(db, config_path)
         est, _ = compute_estimate(store, job, EstimateSettings(), datetime.now(UTC).timestamp())
         if est.checkpoint_cost_s is None or est.mtbf_s is None:
             _fail(f"job {job!r}: C or M is unknown, nothing to backtest")
@@ -829,7 +848,7 @@ def plot(job: str, output: str, db: str | None, config_path: str | None, as_json
     confidence band (from its latest stored estimate)."""
     from agent.plot import plot_waste_curve
 
-    store = _open_store(db, config_path, readonly=True)
+    store = _read_store(db, config_path)
     rows = store.estimate_history(job=job, latest_only=True)
     if not rows:
         _fail(f"no estimate stored for job {job!r}")

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.store import OutboxItem
+from agent.store_read import OutboxItem
 from agent.units import format_duration
 
 HEARTBEAT_SUFFIX = ".daemon.json"

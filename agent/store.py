@@ -1,9 +1,12 @@
-"""The rolling store: the only module that speaks SQL.
+"""The rolling store: with :mod:`agent.store_read`, the only modules that speak SQL.
 
-SQLite in WAL mode by default (one file, no server), through SQLAlchemy Core so that a shared
-PostgreSQL backend is an addition later, not a rewrite. The schema is created and versioned here.
-Events and the tailer's file offsets are committed in one transaction (:meth:`Store.commit_read`),
-so a crash at any moment neither loses nor repeats a line.
+Writes (and the schema) go through SQLAlchemy here; the read queries live in
+:class:`agent.store_read.StoreReader`, which :class:`Store` extends, so that read-only commands
+start without importing SQLAlchemy. SQLite in WAL mode by default (one file, no server),
+through SQLAlchemy Core so that a shared PostgreSQL backend is an addition later, not a
+rewrite. The schema is created and versioned here. Events and the tailer's file offsets are
+committed in one transaction (:meth:`Store.commit_read`), so a crash at any moment neither loses
+nor repeats a line.
 
 Times are stored as Unix epoch seconds (UTC, REAL) and returned as aware UTC datetimes.
 """
@@ -13,10 +16,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,6 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
-    func,
     insert,
     select,
     update,
@@ -43,11 +45,29 @@ from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
-from parsers.events import Event, EventKind
+from agent.store_read import (
+    SCHEMA_VERSION,
+    EventColumns,
+    OutboxItem,
+    StoredEvent,
+    StoreError,
+    StoreReader,
+    check_schema,
+    schema_version,
+)
+from parsers.events import Event
 from rules.model import AlertState
 
-SCHEMA_VERSION = 3
-"""1: the first release; 2: adds ``silences``; 3: adds ``files.finished``."""
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventColumns",
+    "FileState",
+    "OutboxItem",
+    "Store",
+    "StoreError",
+    "StoredEvent",
+]
+
 PRUNE_BATCH_ROWS = 5000
 """Retention deletes this many events per transaction, so ingestion waits at most one batch."""
 
@@ -143,10 +163,6 @@ _silences = Table(
 )
 
 
-class StoreError(Exception):
-    """The store cannot be opened or written; the message names the database path."""
-
-
 @dataclass(frozen=True, slots=True)
 class FileState:
     """What the tailer remembers of one file: its identity and how far it has been read.
@@ -170,48 +186,6 @@ class FileState:
     finished: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event as stored: the parser's event plus the job, its source file and its kind."""
-
-    job: str
-    source: str
-    event: Event
-    from_timing_file: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``events --json`` contract: the ``parse --json`` keys plus ``job``."""
-        ev = self.event
-        return {
-            "job": self.job,
-            "kind": str(ev.kind),
-            "time": ev.time.isoformat() if ev.time else None,
-            "time_estimated": ev.time_estimated,
-            "step": ev.step,
-            "duration_s": ev.duration_s,
-            "failure_class": ev.failure_class,
-            "planned": ev.planned,
-            "persist_s": ev.persist_s,
-            "detail": ev.detail,
-            "line": ev.line,
-            "source": self.source,
-            "parser": ev.parser,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    """A Slack message written before sending, so it is delivered once even across crashes."""
-
-    id: int
-    job: str
-    created_s: float
-    action: str
-    payload: dict[str, Any]
-    attempts: int
-    state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
-
-
 def _new_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row always has one
@@ -222,11 +196,7 @@ def _epoch(t: datetime | None) -> float | None:
     return None if t is None else t.timestamp()
 
 
-def _dt(s: float | None) -> datetime | None:
-    return None if s is None else datetime.fromtimestamp(s, UTC)
-
-
-class Store:
+class Store(StoreReader):
     """SQLite-backed store of events, offsets, estimates, alert state and the Slack outbox.
 
     Thread-safe for use by the daemon's ingest loop and its scheduler thread: writes are
@@ -289,19 +259,9 @@ class Store:
         cur.close()
 
     def _init_schema(self) -> None:
-        with self.engine.connect() as conn:
-            has_meta = conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-            ).first()
-            version = None
-            if has_meta:
-                row = conn.execute(select(_meta.c.value).where(_meta.c.key == "schema")).first()
-                version = int(row[0]) if row else None
-        if version is not None and version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this ckpt-advisor "
-                f"understands ({SCHEMA_VERSION}); upgrade ckpt-advisor"
-            )
+        with self._reading() as conn:
+            version = schema_version(conn)
+        check_schema(self.path, version)
         if version == SCHEMA_VERSION or self._readonly:
             return
         with self._lock, self.engine.begin() as conn:
@@ -324,6 +284,13 @@ class Store:
                     yield conn
             except DatabaseError as exc:  # full disk, read-only file, corrupt page, locked
                 raise StoreError(f"{self.path}: write failed: {exc.orig}") from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            yield raw
 
     def close(self) -> None:
         """Release connections (the file stays)."""
@@ -410,43 +377,6 @@ class Store:
 
     # -- events ---------------------------------------------------------------------------
 
-    def events(
-        self,
-        *,
-        job: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since_s: float | None = None,
-        limit: int | None = None,
-    ) -> list[StoredEvent]:
-        """Stored events in time order (events without time last), filtered as asked."""
-        q = select(_events)
-        if job is not None:
-            q = q.where(_events.c.job == job)
-        if kinds is not None:
-            q = q.where(_events.c.kind.in_(list(kinds)))
-        if since_s is not None:
-            q = q.where(_events.c.time_s >= since_s)
-        q = q.order_by(_events.c.time_s.is_(None), _events.c.time_s, _events.c.id)
-        if limit is not None:
-            q = q.limit(limit)
-        with self.engine.connect() as conn:
-            return [_stored_event(r._mapping) for r in conn.execute(q)]
-
-    def jobs(self) -> list[str]:
-        """Names of the jobs that have events or estimates, sorted."""
-        with self.engine.connect() as conn:
-            names = {r[0] for r in conn.execute(select(_events.c.job).distinct())}
-            names |= {r[0] for r in conn.execute(select(_estimates.c.job).distinct())}
-        return sorted(names)
-
-    def count_events(self, job: str | None = None) -> int:
-        """How many events are stored (for one job or all)."""
-        q = select(func.count()).select_from(_events)
-        if job is not None:
-            q = q.where(_events.c.job == job)
-        with self.engine.connect() as conn:
-            return int(conn.execute(q).scalar_one())
-
     def prune_events(self, older_than_s: float, *, batch_rows: int = PRUNE_BATCH_ROWS) -> int:
         """Delete events older than ``older_than_s`` (epoch seconds); returns how many.
 
@@ -477,26 +407,6 @@ class Store:
                     payload=json.dumps(payload, sort_keys=True),
                 )
             )
-
-    def estimate_history(
-        self, *, job: str | None = None, since_s: float | None = None, latest_only: bool = False
-    ) -> list[dict[str, Any]]:
-        """Stored estimates (JSON objects), oldest first; ``latest_only``: newest per job."""
-        q = select(_estimates.c.job, _estimates.c.computed_at_s, _estimates.c.payload)
-        if job is not None:
-            q = q.where(_estimates.c.job == job)
-        if since_s is not None:
-            q = q.where(_estimates.c.computed_at_s >= since_s)
-        if latest_only:
-            newest = (
-                select(_estimates.c.job, func.max(_estimates.c.id).label("id"))
-                .group_by(_estimates.c.job)
-                .subquery()
-            )
-            q = q.where(_estimates.c.id.in_(select(newest.c.id)))
-        q = q.order_by(_estimates.c.job, _estimates.c.id)
-        with self.engine.connect() as conn:
-            return [json.loads(r.payload) for r in conn.execute(q)]
 
     # -- alerts and outbox ----------------------------------------------------------------
 
@@ -560,23 +470,6 @@ class Store:
                 select(_silences.c.until_s).where(_silences.c.job == job)
             ).scalar_one_or_none()
         return until if until is not None and until > now_s else None
-
-    def queued_messages(self) -> list[OutboxItem]:
-        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
-        q = select(_outbox).where(_outbox.c.state.in_(("queued", "unsure"))).order_by(_outbox.c.id)
-        with self.engine.connect() as conn:
-            return [
-                OutboxItem(
-                    id=r.id,
-                    job=r.job,
-                    created_s=r.created_s,
-                    action=r.action,
-                    payload=json.loads(r.payload),
-                    attempts=r.attempts,
-                    state=r.state,
-                )
-                for r in conn.execute(q)
-            ]
 
     def mark_message(
         self,
@@ -646,24 +539,3 @@ def _event_row(
         "parser": ev.parser,
         "from_timing_file": int(from_timing_file),
     }
-
-
-def _stored_event(m: Any) -> StoredEvent:
-    return StoredEvent(
-        job=m["job"],
-        source=m["source"],
-        event=Event(
-            kind=EventKind(m["kind"]),
-            line=m["line"],
-            parser=m["parser"],
-            time=_dt(m["time_s"]),
-            step=m["step"],
-            duration_s=m["duration_s"],
-            failure_class=m["failure_class"],
-            planned=bool(m["planned"]),
-            persist_s=m["persist_s"],
-            detail=m["detail"],
-            time_estimated=bool(m["time_estimated"]),
-        ),
-        from_timing_file=bool(m["from_timing_file"]),
-    )

@@ -48,21 +48,46 @@ def _cwd(env: dict[str, str]) -> str:
     return env["PYTHONPATH"].split(os.pathsep)[0]
 
 
-def _timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MB, stdout)."""
+_PEAK_RSS = (
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    try:\n"
+    "        os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "    finally:\n"
+    "        os._exit(127)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "with open(sys.argv[1], 'w') as fh:\n"
+    "    fh.write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+"""Runs argv[2:] as its child and writes that child's peak RSS (KiB) to argv[1].
+
+Linux carries the RSS high-water mark of the memory a process had before ``exec`` into its
+``ru_maxrss`` (fs/exec.c), and subprocess starts children with vfork, i.e. in this process's
+memory: a child of the bench, after the bench generated its 400 MB input, reported ~320 MB
+whatever it used. A child of this small launcher starts from the launcher's ~10 MB."""
+
+
+def _timed_child(
+    cmd: list[str], env: dict[str, str], *, rss: bool = False
+) -> tuple[float, float, bytes]:
+    """Run ``cmd``; return (wall seconds, peak RSS in MB or NaN unless ``rss``, stdout)."""
+    peak = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-peak-rss-{os.getpid()}"
+    argv = [sys.executable, "-c", _PEAK_RSS, str(peak), *cmd] if rss else cmd
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, env=env, cwd=_cwd(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        argv, env=env, cwd=_cwd(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    assert proc.stdout is not None and proc.stderr is not None
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    out, err = proc.communicate()
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[3:]} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, out
+    rss_mb = float("nan")
+    if rss:
+        rss_mb = int(peak.read_text()) / 1024
+        peak.unlink()
+    return wall, rss_mb, out
 
 
 def _keywords(tree: Path, env: dict[str, str]) -> list[str]:
@@ -96,7 +121,7 @@ def bench_backfill(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     wall, rss_mb, _ = _timed_child(
-        _agent(args.tree, "ingest", str(log), "--job", "backfill", "--db", str(db)), env
+        _agent(args.tree, "ingest", str(log), "--job", "backfill", "--db", str(db)), env, rss=True
     )
     with sqlite3.connect(db) as conn:
         counts = dict(conn.execute("SELECT kind, count(*) FROM events GROUP BY kind").fetchall())

@@ -59,10 +59,11 @@ DEDUP_LINES = 200
 """Lines within which a failure of an already reported family is the same interruption."""
 
 ERROR_LOOKING = re.compile(
-    r"\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|Fatal|Killed|killed|Aborted|CANCELLED|FAILED"
+    r"(?:Error|Exception)\b|\b(?:ERROR|FATAL|Fatal|Killed|killed|Aborted|CANCELLED|FAILED"
     r"|failed|Terminated|Segmentation fault|oom)\b"
 )
-"""Words that make an unconsumed piece worth showing as unrecognised."""
+r"""Words that make an unconsumed piece worth showing as unrecognised (``…Error`` ends any
+word: no leading ``\w*``, which made each search retry every word of a long piece)."""
 
 MISS_KEYWORDS = (
     "rror",

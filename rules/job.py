@@ -56,7 +56,7 @@ MATERIAL_SHIFT_S = 60.0
 
 def estimate_job(
     job: str,
-    observations: Iterable[Observation],
+    observations: Iterable[Observation] | Timeline,
     *,
     now_s: float,
     cost_window_saves: int = 20,
@@ -125,7 +125,8 @@ def estimate_job(
 
     Args:
         job: the job's name.
-        observations: the job's observations, any order, any kinds (see :class:`Observation`).
+        observations: the job's observations, any order, any kinds (see :class:`Observation`),
+            or a :class:`Timeline` of them already built (:meth:`Timeline.from_columns`).
         now_s: epoch seconds of this computation (stored as ``computed_at_s`` only).
         cost_window_saves: recent saves used for C and the current interval, >= 1.
         mtbf_window_s: seconds of history used for M, step time and R, > 0.
@@ -164,7 +165,8 @@ def estimate_job(
         run_id = split_runs(timeline, interruptions, idle_gap_s=idle_gap_s)
         return interruptions, run_id, save_index(timeline, run_id)
 
-    timeline, n_unseen = Timeline.of(observations).with_unseen_interruptions()
+    base = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    timeline, n_unseen = base.with_unseen_interruptions()
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - mtbf_window_s
     interruptions, run_id, saves = runs(timeline)

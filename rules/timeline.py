@@ -50,6 +50,12 @@ class Kind(IntEnum):
 
 _KIND_CODES: dict[str, int] = {kind.name.lower(): kind.value for kind in Kind}
 
+
+def kind_code(kind: str) -> int:
+    """The :class:`Kind` code of an observation kind string (``Kind.OTHER`` when unknown)."""
+    return _KIND_CODES.get(kind, Kind.OTHER)
+
+
 START_KINDS = (Kind.RUN_START, Kind.RESTART, Kind.RESUME)
 """Kinds that open a run: the gap before them is downtime."""
 
@@ -121,16 +127,6 @@ class Timeline:
         if not np.isfinite(time_s).all():
             raise ValueError("observation time_s must be finite")
         order = np.argsort(time_s, kind="stable")
-        kind = np.fromiter((_KIND_CODES.get(o.kind, Kind.OTHER) for o in items), np.int8, count)[
-            order
-        ]
-        step = np.fromiter((nan if o.step is None else o.step for o in items), np.float64, count)
-        duration_s = np.fromiter(
-            (nan if o.duration_s is None else o.duration_s for o in items), np.float64, count
-        )
-        persist_s = np.fromiter(
-            (nan if o.persist_s is None else o.persist_s for o in items), np.float64, count
-        )
         timing = np.fromiter((o.from_timing_file for o in items), np.bool_, count)[order]
         source_codes: dict[str, int] = {}
         source = np.fromiter(
@@ -138,23 +134,85 @@ class Timeline:
         )[order]
         log_index = np.flatnonzero(~timing)
         _, first = np.unique(source[log_index], return_index=True)
-        new_source = np.zeros(count, np.bool_)
-        new_source[log_index[first]] = True
-        if log_index.size:
-            new_source[log_index[0]] = False
-        failure_index = np.flatnonzero(kind == Kind.FAILURE)
-        failures = [items[i] for i in order[failure_index]]
-        return cls(
+        first_of_source = np.zeros(count, np.bool_)
+        first_of_source[log_index[first]] = True
+        kind = np.fromiter((_KIND_CODES.get(o.kind, Kind.OTHER) for o in items), np.int8, count)
+        failures = [items[i] for i in order[np.flatnonzero(kind[order] == Kind.FAILURE)]]
+        return cls.from_columns(
             time_s=time_s[order],
-            kind=kind,
-            step=step[order],
-            duration_s=duration_s[order],
-            persist_s=persist_s[order],
+            kind=kind[order],
+            step=np.fromiter((nan if o.step is None else o.step for o in items), np.float64, count)[
+                order
+            ],
+            duration_s=np.fromiter(
+                (nan if o.duration_s is None else o.duration_s for o in items), np.float64, count
+            )[order],
+            persist_s=np.fromiter(
+                (nan if o.persist_s is None else o.persist_s for o in items), np.float64, count
+            )[order],
             from_timing_file=timing,
-            new_source=new_source,
-            failure_index=failure_index,
+            first_of_source=first_of_source,
             failure_class=tuple(o.failure_class for o in failures),
             failure_planned=np.fromiter((o.planned for o in failures), np.bool_, len(failures)),
+        )
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        time_s: FloatArray,
+        kind: npt.NDArray[np.int8],
+        step: FloatArray,
+        duration_s: FloatArray,
+        persist_s: FloatArray,
+        from_timing_file: BoolArray,
+        first_of_source: BoolArray,
+        failure_class: Sequence[str | None],
+        failure_planned: BoolArray,
+    ) -> Timeline:
+        """A timeline from columns already in time order (ties: in the lines' order), the form
+        a store can hand over without building an :class:`Observation` per row.
+
+        Args:
+            time_s: shape (n,), epoch seconds, finite, non-decreasing.
+            kind: shape (n,), :class:`Kind` codes.
+            step, duration_s, persist_s: shape (n,), NaN when unknown.
+            from_timing_file: shape (n,).
+            first_of_source: shape (n,), True at the first observation of each log source
+                (timing-file observations are ignored).
+            failure_class, failure_planned: length f, for the ``Kind.FAILURE`` rows in order.
+
+        Raises:
+            ValueError: times not finite or not sorted, shapes that disagree.
+        """
+        count = time_s.size
+        if not np.isfinite(time_s).all():
+            raise ValueError("observation time_s must be finite")
+        if count > 1 and not (np.diff(time_s) >= 0).all():
+            raise ValueError("time_s must be in ascending order")
+        columns = (kind, step, duration_s, persist_s, from_timing_file, first_of_source)
+        if any(c.shape != (count,) for c in columns):
+            raise ValueError(f"every column must have shape ({count},)")
+        failure_index = np.flatnonzero(kind == Kind.FAILURE)
+        if len(failure_class) != failure_index.size or failure_planned.shape != (
+            failure_index.size,
+        ):
+            raise ValueError(f"expected {failure_index.size} failure classes and planned flags")
+        new_source = first_of_source & ~from_timing_file
+        log_index = np.flatnonzero(~from_timing_file)
+        if log_index.size:
+            new_source[log_index[0]] = False
+        return cls(
+            time_s=time_s,
+            kind=kind,
+            step=step,
+            duration_s=duration_s,
+            persist_s=persist_s,
+            from_timing_file=from_timing_file,
+            new_source=new_source,
+            failure_index=failure_index,
+            failure_class=tuple(failure_class),
+            failure_planned=failure_planned,
         )
 
     def with_failure_times(self, failure_time_s: FloatArray) -> Timeline:

@@ -1,0 +1,157 @@
+"""The estimate's columnar read path (``Store.event_columns`` → ``Timeline.from_columns``) gives
+the same timeline, estimate and stack as the object path (``Store.events`` → ``Observation``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.advisor import (
+    _ESTIMATE_KINDS,
+    EstimateSettings,
+    compute_estimate,
+    observations_from,
+    timeline_from,
+)
+from agent.store import FileState, Store
+from agent.synth import simulate
+from agent.tailer import Tailer, WatchSpec
+from parsers.events import Event, EventKind
+from rules.job import estimate_job
+from rules.timeline import Timeline
+
+NOW = datetime(2027, 1, 1, tzinfo=UTC)
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def _assert_same_timeline(a: Timeline, b: Timeline) -> None:
+    for name in ("time_s", "step", "duration_s", "persist_s"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in ("kind", "from_timing_file", "new_source", "failure_index", "failure_planned"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.failure_class == b.failure_class
+
+
+def _assert_same_paths(store: Store, job: str) -> None:
+    events = store.events(job=job, kinds=_ESTIMATE_KINDS)
+    reference = Timeline.of(observations_from(events))
+    columns = store.event_columns(job, _ESTIMATE_KINDS)
+    _assert_same_timeline(timeline_from(columns), reference)
+    settings = EstimateSettings()
+    est, _ = compute_estimate(store, job, settings, NOW.timestamp())
+    expected = estimate_job(
+        job,
+        observations_from(events),
+        now_s=NOW.timestamp(),
+        confidence=settings.confidence,
+        cost_window_saves=settings.cost_window_saves,
+        mtbf_window_s=settings.mtbf_window_s,
+        min_failures=settings.min_failures,
+        min_saves=settings.min_saves,
+        drift_ratio_limit=settings.drift_ratio,
+        min_weibull_failures=settings.min_weibull_failures,
+        min_excess_gpu_hours_per_day=settings.min_excess_gpu_hours_per_day,
+    )
+    assert est == expected
+    parsers = Counter(e.event.parser for e in events if not e.from_timing_file)
+    assert list(columns.parser_counts.items()) == parsers.most_common()
+
+
+def _ingest(store: Store, job: str, *paths: Path) -> None:
+    specs = [WatchSpec(job, (str(p),)) for p in paths]
+    tailer = Tailer(store, specs, clock=lambda: NOW, tz=UTC, backfill=True)
+    tailer.scan()
+    tailer.close()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.log")))
+def test_columns_match_objects_on_each_real_log(tmp_path: Path, name: str) -> None:
+    """Each captured real log gives the same timeline and estimate through both read paths."""
+    store = Store(tmp_path / "s.db")
+    _ingest(store, "j", FIXTURES / name)
+    assert store.count_events("j") > 0
+    _assert_same_paths(store, "j")
+
+
+def test_columns_match_objects_on_all_real_logs_as_one_job(tmp_path: Path) -> None:
+    """Several sources in one job: first-of-source marks and ties agree between the paths."""
+    store = Store(tmp_path / "s.db")
+    _ingest(store, "j", *sorted(FIXTURES.glob("*.log")))
+    columns = store.event_columns("j", _ESTIMATE_KINDS)
+    assert int(columns.first_of_source.sum()) == len(list(FIXTURES.glob("*.log")))
+    _assert_same_paths(store, "j")
+
+
+def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
+    """A week of simulated HF Trainer training with failures estimates the same both ways."""
+    job = simulate(mtbf_s=8 * 3600.0, cost_s=120.0, interval_steps=300, duration_s=5 * 86400.0)
+    log = tmp_path / "train.log"
+    log.write_text("".join(text for _, text in job.log))
+    store = Store(tmp_path / "s.db")
+    _ingest(store, "sim", log)
+    est, setting = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    assert est.n_failures > 0 and est.n_checkpoints > 0
+    assert setting is not None and setting.startswith("save_steps=")
+    _assert_same_paths(store, "sim")
+
+
+def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_path: Path) -> None:
+    """Timing-file rows, events without time, equal times across sources, planned ends and
+    unknown steps all come through the columns as through the objects."""
+    store = Store(tmp_path / "s.db")
+    t0 = datetime(2026, 5, 1, tzinfo=UTC)
+
+    def at(s: float) -> datetime:
+        return t0 + timedelta(seconds=s)
+
+    log_a = [
+        Event(EventKind.RUN_START, 1, "lightning", time=at(0)),
+        Event(EventKind.STEP, 2, "lightning", time=at(10), step=10, duration_s=1.0),
+        Event(EventKind.CHECKPOINT_START, 3, "lightning", time=at(600), step=600),
+        Event(EventKind.CHECKPOINT_END, 4, "lightning", time=at(660), step=600),
+        Event(EventKind.STEP, 5, "lightning", time=None, step=700),
+        Event(EventKind.FAILURE, 6, "lightning", time=at(900), failure_class="cuda_error"),
+        Event(EventKind.FAILURE, 7, "lightning", time=at(900), failure_class="killed"),
+    ]
+    log_b = [
+        Event(EventKind.RESUME, 1, "hf_trainer", time=at(900), step=600),
+        Event(EventKind.STEP, 2, "hf_trainer", time=at(1500), step=1200, duration_s=1.0),
+        Event(EventKind.FAILURE, 3, "hf_trainer", time=at(2000), planned=True, failure_class="t"),
+        Event(EventKind.STEP, 4, "hf_trainer", time=at(2000), step=None),
+    ]
+    timing = [
+        Event(EventKind.CHECKPOINT_END, 1, "timing", time=at(660), step=600, duration_s=58.5),
+        Event(EventKind.CHECKPOINT_END, 2, "timing", time=at(1600), persist_s=30.0, step=1300),
+    ]
+    for i, (path, events, timed) in enumerate(
+        (("/a.log", log_a, False), ("/b.log", log_b, False), ("/t.jsonl", timing, True))
+    ):
+        state = FileState(0, "j", path, 1, i, "0" * 32, 1024, 0, 0, 0)
+        store.commit_read(
+            state, offset=1, lineno=1, events=events, now_s=0.0, from_timing_file=timed
+        )
+    columns = store.event_columns("j", _ESTIMATE_KINDS)
+    assert columns.time_s.size == 12  # the untimed step is left out
+    assert columns.failure_planned.tolist() == [False, False, True]
+    _assert_same_paths(store, "j")
+
+
+def test_from_columns_refuses_unsorted_times() -> None:
+    """Columns out of time order are an error, not a silently wrong timeline."""
+    nan = np.full(2, np.nan)
+    with pytest.raises(ValueError, match="ascending"):
+        Timeline.from_columns(
+            time_s=np.array([2.0, 1.0]),
+            kind=np.zeros(2, np.int8),
+            step=nan,
+            duration_s=nan,
+            persist_s=nan,
+            from_timing_file=np.zeros(2, np.bool_),
+            first_of_source=np.zeros(2, np.bool_),
+            failure_class=(),
+            failure_planned=np.zeros(0, np.bool_),
+        )

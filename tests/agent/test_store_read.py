@@ -1,0 +1,100 @@
+"""The sqlite3-only reader the read commands use: same answers as the store, clear errors, and
+no SQLAlchemy or pydantic imported on the way."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.store import FileState, Store
+from agent.store_read import StoreError, StoreReader
+from parsers.events import Event, EventKind
+from rules.model import AlertState
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).parents[2]
+
+
+def _filled(db: Path) -> Store:
+    store = Store(db)
+    state = FileState(0, "j", "/logs/a.log", 1, 2, "h", 10, 0, 0, 0)
+    events = [
+        Event(EventKind.STEP, 1, "hf_trainer", time=T0, step=10, duration_s=1.5),
+        Event(EventKind.FAILURE, 2, "hf_trainer", failure_class="cuda_error", detail="boom"),
+        Event(EventKind.CHECKPOINT_END, 3, "hf_trainer", time=T0 + timedelta(seconds=9)),
+    ]
+    store.commit_read(state, offset=5, lineno=3, events=events, now_s=1.0)
+    store.save_estimate("j", 1.0, "ok", {"job": "j", "n": 1})
+    store.save_estimate("j", 2.0, "drift", {"job": "j", "n": 2})
+    store.save_estimate("k", 3.0, "ok", {"job": "k", "n": 3})
+    store.record_decision("j", AlertState(True, 2.0, 60.0), message={"t": 1}, action="a", now_s=2.0)
+    return store
+
+
+def test_reader_answers_as_the_store_does(tmp_path: Path) -> None:
+    """Events (every filter), estimate history, jobs, counts and the outbox read the same."""
+    store = _filled(tmp_path / "s.db")
+    reader = StoreReader(tmp_path / "s.db")
+    for kw in ({}, {"job": "j", "kinds": ["failure"]}, {"since_s": T0.timestamp() + 1}):
+        assert reader.events(**kw) == store.events(**kw)  # type: ignore[arg-type]
+    assert [e.event.kind for e in reader.events(limit=2)] == ["step", "checkpoint_end"]
+    assert [e.event.line for e in reader.events()] == [1, 3, 2]  # untimed last
+    assert [r["n"] for r in reader.estimate_history(latest_only=True)] == [2, 3]
+    assert [r["n"] for r in reader.estimate_history(job="j", since_s=1.5)] == [2]
+    assert reader.jobs() == ["j", "k"] and reader.count_events("j") == 3
+    [queued] = reader.queued_messages()
+    assert (queued.job, queued.payload) == ("j", {"t": 1})
+    assert queued == store.queued_messages()[0]
+
+
+def test_reader_refuses_missing_foreign_and_newer_databases_naming_them(tmp_path: Path) -> None:
+    """No file, a non-database, an unrelated SQLite file and a newer schema each give a
+    StoreError naming the path."""
+    with pytest.raises(StoreError, match="no database here"):
+        StoreReader(tmp_path / "missing.db")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match=str(junk)):
+        StoreReader(junk)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreError, match=rf"{other}: not a ckpt-advisor store"):
+        StoreReader(other)
+    newer = tmp_path / "newer.db"
+    Store(newer).close()
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    with pytest.raises(StoreError, match=rf"{newer}: schema version 99 is newer"):
+        StoreReader(newer)
+
+
+def test_read_commands_import_neither_sqlalchemy_nor_pydantic(tmp_path: Path) -> None:
+    """``estimates``, ``events`` and ``status`` with ``--db`` start without the write path's
+    SQLAlchemy or the config's pydantic (most of their former start-up time)."""
+    db = tmp_path / "s.db"
+    _filled(db).close()
+    code = (
+        "import sys\n"
+        "from agent.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('sqlalchemy', 'pydantic') if m in sys.modules))\n"
+    )
+    for command in (["estimates", "--json"], ["events", "--json"], ["status"]):
+        out = subprocess.run(
+            [sys.executable, "-c", code, *command, "--db", str(db)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.splitlines()[-1] == "[]", (command, out.stderr)
+        assert '"job": "j"' in out.stdout or command == ["status"]
