@@ -12,7 +12,8 @@ What is recognised (:class:`Megatron`):
 * ``successfully saved checkpoint {at|from} iteration N to DIR[ [ t …, p … ]]`` ends the save,
   and the ``save-checkpoint`` timer printed after it (``(min, max) time across ranks (ms):``
   then ``    save-checkpoint ......: (min, max)``, or the ``max time across ranks`` form, with
-  or without the ``INFO:megatron.core.timers:`` prefix) gives its cost: ``checkpoint_end`` at
+  or without the ``INFO:megatron.core.timers:`` prefix or srun ``--label``'s ``N: ``; the
+  header may be glued to the timer line in pasted logs) gives its cost: ``checkpoint_end`` at
   the timer line, ``duration_s`` = the max over ranks in seconds, ``time`` = the "successfully
   saved" line's stamp (else start + duration, estimated). Without a timer line before the next
   iteration line (or ``finish()``), the end is reported at the "successfully saved" line with
@@ -76,13 +77,16 @@ TIMER = Pattern(
     kind=None,
     keyword="save-checkpoint",
     regex=re.compile(
-        r"^\s*save-checkpoint(?:-non-persistent)?\s*\.*: "
+        r"^(?:\d+: )?(?:\(min, max\) time across ranks \(ms\):)?\s*"
+        r"save-checkpoint(?:-non-persistent)?\s*\.*: "
         r"(?:\((?P<min>[\d.]+), (?P<duration_ms>[\d.]+)\)|(?P<max_ms>[\d.]+))\s*$"
     ),
     sample="    save-checkpoint ................................: (5312.47, 5312.61)",
     source="Megatron-LM megatron/core/timers.py _get_global_min_max_time_string: "
     "'(min, max) time across ranks (ms):' + '\\n    {name:.<48}: ({min:.2f}, {max:.2f})' "
-    "(training.py save_checkpoint_and_time: timers.log(['save-checkpoint']))",
+    "(training.py save_checkpoint_and_time: timers.log(['save-checkpoint'])); real pastes "
+    "also carry srun --label's '1: ' before it, or the header glued on the same line "
+    "(tests/parsers/fixtures/real_pasted/)",
 )
 
 ITERATION = Pattern(
@@ -90,7 +94,7 @@ ITERATION = Pattern(
     kind=EventKind.STEP,
     keyword="elapsed time per iteration (ms): ",
     regex=re.compile(
-        r"(?:^|\] ) ?iteration\s+(?P<step>\d+)/\s*\d+ \|.*?"
+        r"(?:^(?:\d+: )?|\] ) ?iteration\s+(?P<step>\d+)/\s*\d+ \|.*?"
         r"elapsed time per iteration \(ms\): (?P<duration_ms>[\d.]+)"
     ),
     sample=" [2024-03-09 10:12:01] iteration      100/    1000 | consumed samples:        12800 | "

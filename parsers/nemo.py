@@ -18,7 +18,11 @@ What is recognised:
   part ends here if no ``Save duration`` was printed), and ``Async checkpoint save for step N
   (<path>) finalized successfully[ at <epoch s>].`` ends it → ``checkpoint_end`` at the
   finalize line with ``duration_s`` = the blocking part and ``persist_s`` = start → finalize;
-  its step is the start's (the finalize message prints the global step after it, one more).
+  its step is the start's (the finalize message prints the global step after it, one more;
+  without a start: ``step=N`` in the path, else the printed step − 1). Scheduled saves queue
+  until finalized and are matched by path: NeMo 2 saves a top-k and a ``-last`` checkpoint at
+  one step and may finalize both at the end of training (real paste, BioNeMo Evo2 2025-06).
+  Other ranks' ``Global Checkpoint Save`` copies are told apart by their ``Rank``.
 * A synchronous save ends at its ``Global Checkpoint Save`` line (reported once the next
   NeMo record shows no async scheduling followed) → ``checkpoint_end``, ``time`` = t + d.
 * ``Resuming training from checkpoint: <path>`` → ``resume`` (step from ``step=N`` in the
@@ -144,6 +148,7 @@ class _Save:
     blocking_s: float | None = None
     blocking_line: int = 0
     is_async: bool = False
+    path: str | None = None
 
 
 class NeMo(Stack):
@@ -157,6 +162,10 @@ class NeMo(Stack):
     def __init__(self, context: ParseContext) -> None:
         super().__init__(context)
         self._save: _Save | None = None
+        self._pending: list[_Save] = []
+        """Scheduled async saves awaiting their finalize line, oldest first."""
+        self._rank: str | None = None
+        """Rank of the first ``Global Checkpoint Save`` line; other ranks' copies are ignored."""
 
     def on_record(self, record: Record) -> list[Event]:
         """Track the save in progress; other messages go by the table."""
@@ -168,9 +177,12 @@ class NeMo(Stack):
         save = self._save
         if pattern is SCHEDULED and save is not None:
             save.is_async = True
+            save.path = m["path"]
             end = self.time_of(record)
             if save.blocking_s is None and end is not None and save.start.time is not None:
                 save.blocking_s = (end - save.start.time).total_seconds()
+            self._pending.append(save)
+            self._save = None
             return events
         if pattern is FINALIZED:
             return self._finalized(record, m)
@@ -194,9 +206,13 @@ class NeMo(Stack):
 
     def _global(self, record: Record, m: re.Match[str]) -> list[Event]:
         step = parse_step(m["step"])
+        if self._rank is None:
+            self._rank = m["rank"]
         save = self._save
-        if (save is not None and save.blocking_s is not None) or (
-            save is None and step is not None and step == self._closed_step
+        if (
+            m["rank"] != self._rank
+            or (save is not None and save.blocking_s is not None)
+            or (save is None and step is not None and step == self._closed_step)
         ):
             return []  # another rank's copy
         duration_s = float(m["duration_s"])
@@ -236,7 +252,7 @@ class NeMo(Stack):
         ]
 
     def _finalized(self, record: Record, m: re.Match[str]) -> list[Event]:
-        save, self._save = self._save, None
+        save = self._take_pending(m["path"])
         end = _epoch(m["epoch_s"]) if m["epoch_s"] else self.time_of(record)
         start_time = save.start.time if save is not None else None
         persist_s = None
@@ -248,12 +264,35 @@ class NeMo(Stack):
                 record.line,
                 self.name,
                 time=end,
-                step=save.start.step if save is not None else parse_step(m["step"]),
+                step=save.start.step if save is not None else self._finalized_step(m),
                 duration_s=save.blocking_s if save is not None else None,
                 persist_s=persist_s,
                 detail=m["path"][:200],
             )
         ]
+
+    def _take_pending(self, path: str) -> _Save | None:
+        """The scheduled save ``path`` finalizes (else the oldest), removed from the queue.
+
+        NeMo 2 saves a top-k and a ``-last`` checkpoint at the same step and may finalize
+        both at the end of training ("Pending async checkpoint saves. Finalizing them
+        synchronously now"), so finalizes are matched to schedules by path.
+        """
+        for i, save in enumerate(self._pending):
+            if save.path == path:
+                return self._pending.pop(i)
+        if self._pending:
+            return self._pending.pop(0)
+        current, self._save = self._save, None
+        return current
+
+    def _finalized_step(self, m: re.Match[str]) -> int | None:
+        """Step of a finalize with no known start: ``step=N`` in its path, else N − 1."""
+        found = self.step_in_path.search(m["path"])
+        if found is not None:
+            return parse_step(found.group(1))
+        step = parse_step(m["step"])
+        return None if step is None else max(0, step - 1)
 
 
 def _epoch(text: str | None) -> datetime | None:

@@ -3,7 +3,9 @@
 Read from pytorch/torchtitan b5bcd76c6 (2026-08-21) and its history (2e998c0b1^, 0e0590c13,
 031f73f8a, eef8bb2b1): ``torchtitan/components/checkpoint.py``, ``train.py``,
 ``tools/logging.py``. Prefix ``[titan] 2025-06-16 23:40:42,709 - root - INFO - `` (torchrun
-``--tee`` adds ``[rank0]:`` before it); step lines are ANSI-coloured (stripped first).
+``--tee`` adds ``[rank0]:`` before it); step lines are ANSI-coloured (stripped first). Before
+the ``[titan] `` tag the prefix was ``2025-04-01 00:25:54,090 - root - INFO - `` (forks still
+print it, some with ``step: 640/644 = 99.3789%  loss: …`` step lines).
 
 What is recognised:
 
@@ -49,6 +51,22 @@ TITAN_FORMAT = Header(
     in_prefilter=False,
 )
 
+PLAIN_FORMAT = Header(
+    keyword=" - root - ",
+    regex=re.compile(
+        r"(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - root - "
+        r"(?P<level>[A-Z]+) - (?P<msg>.*)"
+    ),
+    parse_time=parse_ymd_hms,
+    sample="[rank0]:2025-04-01 00:25:54,090 - root - INFO - Saving a full checkpoint at last "
+    "step, step 644.",
+    source='torchtitan tools/logging.py before the "[titan] " tag: "%(asctime)s - %(name)s - '
+    '%(levelname)s - %(message)s" (root logger); real paste in '
+    "tests/parsers/fixtures/real_pasted/torchtitan_newcomputebench_docs.log",
+    identifies_stack=False,
+    in_prefilter=False,
+)
+
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         name="finished",
@@ -91,7 +109,7 @@ PATTERNS: tuple[Pattern, ...] = (
         kind=EventKind.CHECKPOINT_START,
         keyword=" at last step, step ",
         regex=re.compile(
-            r"^Saving a (?:full|model only) checkpoint.* at last step, step (?P<step>\d+)"
+            r"(?:^|- )Saving a (?:full|model only) checkpoint.* at last step, step (?P<step>\d+)"
         ),
         sample="[titan] 2025-06-17 02:10:00,100 - root - INFO - Saving a full checkpoint at last "
         "step, step 3000.",
@@ -114,7 +132,7 @@ PATTERNS: tuple[Pattern, ...] = (
         name="step",
         kind=EventKind.STEP,
         keyword="step:",
-        regex=re.compile(r"^step:\s*(?P<step>\d+)\s+loss:"),
+        regex=re.compile(r"^step:\s*(?P<step>\d+)(?:/\d+ = [\d.]+%)?\s+loss:"),
         sample="[rank0]:[titan] 2025-06-16 23:40:41,117 - root - INFO - step: 800  loss:  "
         "4.7215  memory: 49.66GiB(52.28%)  tps: 5,847  tflops: 338.65  mfu: 34.24%",
         source=f'{_TRAIN} log(): f"{{color.red}}step: {{step:2}}  {{color.green}}loss: …"',
@@ -142,6 +160,6 @@ class Torchtitan(Stack):
     """torchtitan: the pattern table; start lines take the last step line's step."""
 
     name = "torchtitan"
-    headers = (TITAN_FORMAT,)
+    headers = (TITAN_FORMAT, PLAIN_FORMAT)
     patterns = PATTERNS
     step_in_path = re.compile(r"step-(\d+)")
