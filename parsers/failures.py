@@ -242,10 +242,13 @@ class FailureLines:
                 continue
             name = family(event.failure_class)
             seen = self._seen.get(name)
-            repeat = seen is not None and _same_interruption(seen, event, step)
+            # the failure's own step (the last one confirmed before it began) is the progress
+            # marker; at finish() the caller has none to give
+            at_step = event.step if event.step is not None else step
+            repeat = seen is not None and _same_interruption(seen, event, at_step)
             if repeat and seen is not None:
                 self._seen[name] = (max(event.line, seen[0]), seen[1], seen[2])
                 continue
-            self._seen[name] = (event.line, step, event.time)
+            self._seen[name] = (event.line, at_step, event.time)
             kept.append(event)
         return kept
