@@ -237,6 +237,7 @@ class Daemon:
         self._discovered_at = float("-inf")  # time.monotonic() of the last glob search
         self._summary = _ReadSummary(clock().timestamp())
         self._heartbeat: Heartbeat | None = None  # the last one written
+        self._lags: list[FileLag] | None = None  # the followed files after the last scan
         self._stop = threading.Event()
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -371,14 +372,14 @@ class Daemon:
         """Metrics, heartbeat file, STATUS and the watchdog ping, once per loop."""
         now_s = self.clock().timestamp()
         self._last_scan_s = now_s
-        positions = self.tailer.positions()
         self.metrics.observe_scan(stats, duration_s, now_s)
-        self.metrics.set_files(positions)
+        if self._lags is None or stats.files_read or stats.discovered or self._store_error:
+            positions = self.tailer.positions()  # else the same as after the last scan
+            self.metrics.set_files(positions)
+            self._lags = [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
         problem = self.problem()
         self.metrics.healthy.set(0 if problem else 1)
-        self._write_heartbeat(
-            problem, [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
-        )
+        self._write_heartbeat(problem, self._lags)
         if problem != self._problem:
             if problem is not None:
                 log.error("unhealthy, withholding watchdog pings: %s", problem)

@@ -85,6 +85,8 @@ class ScanStats:
     failure_jobs: set[str] = field(default_factory=set)
     discovered: bool = False
     """The globs were searched for new files (else only known files were stat()ed)."""
+    files_read: int = 0
+    """Files read (changed, or due an idle flush); 0 if no file's position or size moved."""
     job_lines: Counter[str] = field(default_factory=Counter)
     """New lines read, by job."""
     job_events: Counter[str] = field(default_factory=Counter)
@@ -531,6 +533,7 @@ class Tailer:
         t.replay_finish = t.finished = False
 
     def _read(self, t: _Tracked, stats: ScanStats) -> None:
+        stats.files_read += 1
         fd = t.fd
         size = os.fstat(fd).st_size
         truncated = self._truncated(t, size)
