@@ -172,7 +172,7 @@ class Tailer:
     has its parser flushed (``finish()``) once, and the flush is recorded with the offset
     (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a
     file is stored, and stored once, across restarts. ``ingest`` flushes at the end of each
-    file.
+    file, and a file drained because it left its globs is flushed before it is closed.
 
     Args:
         store: where events and offsets go.
