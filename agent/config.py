@@ -76,8 +76,11 @@ class ScheduleConfig(_Section):
     after_failure: Seconds = Field(default=30.0, ge=0, le=DAY_S)
     """Estimate again this soon after a new failure is stored."""
     poll_every: Seconds = Field(default=2.0, gt=0, le=3600)
-    """Stat every known file and look for new ones this often (shared filesystems send no
-    inotify events for other hosts' writes, so polling is always on)."""
+    """Stat every known file this often (shared filesystems send no inotify events for other
+    hosts' writes, so polling is always on)."""
+    discover_every: Seconds = Field(default=20.0, gt=0, le=DAY_S)
+    """Search the globs for new files this often, and at once on a file notification that a
+    file was created, moved or deleted (or when a known file's name stops leading to it)."""
     estimate_timeout: Seconds = Field(default=600.0, gt=0, le=DAY_S)
     """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
     file_events: bool = True

@@ -4,8 +4,10 @@
 keyword argument so tests pass real-but-local ones. :class:`Daemon` runs three threads:
 
 * the main loop scans files (woken by watchdog, and at least every ``poll_every``) and is the
-  only place that writes events and offsets;
-* watchdog's observer thread only sets a wake-up flag;
+  only place that writes events and offsets; a scan stats the known files, and searches the
+  globs for new ones every ``discover_every`` or at once after watchdog saw a file or directory
+  created, moved or deleted;
+* watchdog's observer thread only sets a wake-up flag (and a discover flag);
 * APScheduler runs the estimate job every ``estimate_every`` (UTC, coalesced, one instance at a
   time) and once more soon after a new failure is stored; the outbox delivery every
   ``DELIVER_EVERY_S`` (each send bounded by a deadline); retention daily.
@@ -17,7 +19,11 @@ with exit code 1, for systemd to restart.
 Under systemd (``Type=notify``) the main loop says ``READY=1`` after the first scan, pings
 ``WATCHDOG=1`` only while the tailer and the scheduler are healthy, and says ``STOPPING=1`` on
 shutdown; after every scan it updates the Prometheus metrics and the heartbeat file that
-``ckpt-advisor status`` reads. SIGHUP re-reads the config file.
+``ckpt-advisor status`` reads (rewritten when its content changed, else every
+``HEARTBEAT_EVERY_S``). SIGHUP re-reads the config file.
+
+Logs: what each scan read is logged at DEBUG; at INFO, a summary of what was read at most every
+``SUMMARY_EVERY_S`` (lines, events and files, by job), so a busy cluster does not flood journald.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -49,6 +57,7 @@ from agent.sdnotify import SystemdNotifier
 from agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
 from agent.store import Store, StoreError
 from agent.tailer import ScanStats, Tailer, WatchSpec
+from agent.units import format_duration
 from rules.drift import DriftRule
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,16 @@ START_EXTEND_S = 60.0
 DELIVER_EVERY_S = 15.0
 """How often queued Slack messages are retried (Slack back after an outage)."""
 RETENTION_EVERY_S = 86400.0
+HEARTBEAT_EVERY_S = 15.0
+"""An unchanged heartbeat is rewritten this often (well within ``status``'s 60 s staleness)."""
+SUMMARY_EVERY_S = 60.0
+"""At most one INFO summary of what was read per this many seconds."""
+SUMMARY_JOBS = 5
+"""Jobs named in a summary (those with the most lines); the others are counted."""
+IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
+"""File notifications that are only reads (ours or another reader's): no wake-up."""
+DISCOVER_EVENTS = frozenset(("created", "moved", "deleted"))
+"""File notifications after which the globs are searched again at once."""
 EXIT_THREAD_DIED = 1
 
 
@@ -134,11 +153,49 @@ def make_advisor(
 
 
 class _Wake(FileSystemEventHandler):
-    def __init__(self, flag: threading.Event) -> None:
+    def __init__(self, flag: threading.Event, discover: threading.Event) -> None:
         self._flag = flag
+        self._discover = discover
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in IGNORED_EVENTS:
+            return
+        if event.event_type in DISCOVER_EVENTS:
+            self._discover.set()
         self._flag.set()
+
+
+@dataclass
+class _ReadSummary:
+    """What scans read since the last INFO summary."""
+
+    since_s: float
+    lines: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
+    files: dict[str, set[str]] = field(default_factory=dict)
+
+    def add(self, stats: ScanStats) -> None:
+        self.lines.update(stats.job_lines)
+        self.events.update(stats.job_events)
+        for job, paths in stats.job_files.items():
+            self.files.setdefault(job, set()).update(paths)
+
+    def text(self, now_s: float) -> str:
+        """One line: totals, then the busiest jobs."""
+        jobs = sorted(self.lines.keys() | self.events.keys(), key=lambda j: (-self.lines[j], j))
+        files = sum(len(paths) for paths in self.files.values())
+        head = (
+            f"read in the last {format_duration(now_s - self.since_s)}: "
+            f"{self.lines.total():,} line(s), {self.events.total():,} event(s) stored, "
+            f"{files} file(s), {len(jobs)} job(s)"
+        )
+        parts = [
+            f"{job} {self.lines[job]:,}/{self.events[job]:,}/{len(self.files.get(job, ()))}"
+            for job in jobs[:SUMMARY_JOBS]
+        ]
+        if len(jobs) > SUMMARY_JOBS:
+            parts.append(f"+{len(jobs) - SUMMARY_JOBS} more")
+        return f"{head} (job lines/events/files: {', '.join(parts)})"
 
 
 class Daemon:
@@ -176,6 +233,11 @@ class Daemon:
         self.advisor = make_advisor(config, store, CountingNotifier(notifier, self.metrics), clock)
         self.jobs = [j.name for j in config.jobs]
         self._wake = threading.Event()
+        self._discover = threading.Event()
+        self._discovered_at = float("-inf")  # time.monotonic() of the last glob search
+        self._summary = _ReadSummary(clock().timestamp())
+        self._heartbeat: Heartbeat | None = None  # the last one written
+        self._lags: list[FileLag] | None = None  # the followed files after the last scan
         self._stop = threading.Event()
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -310,14 +372,14 @@ class Daemon:
         """Metrics, heartbeat file, STATUS and the watchdog ping, once per loop."""
         now_s = self.clock().timestamp()
         self._last_scan_s = now_s
-        positions = self.tailer.positions()
         self.metrics.observe_scan(stats, duration_s, now_s)
-        self.metrics.set_files(positions)
+        if self._lags is None or stats.files_read or stats.discovered or self._store_error:
+            positions = self.tailer.positions()  # else the same as after the last scan
+            self.metrics.set_files(positions)
+            self._lags = [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
         problem = self.problem()
         self.metrics.healthy.set(0 if problem else 1)
-        self._write_heartbeat(
-            problem, [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
-        )
+        self._write_heartbeat(problem, self._lags)
         if problem != self._problem:
             if problem is not None:
                 log.error("unhealthy, withholding watchdog pings: %s", problem)
@@ -348,6 +410,15 @@ class Daemon:
             stopped_s=now_s if stopped else None,
             files=files,
         )
+        last = self._heartbeat
+        if (
+            last is not None
+            and not stopped
+            and now_s - last.updated_s < HEARTBEAT_EVERY_S
+            and replace(last, updated_s=now_s, last_scan_s=self._last_scan_s) == hb
+        ):
+            return  # nothing new to say yet: rewriting 1,000 files' lags every poll costs CPU
+        self._heartbeat = hb
         try:
             write_heartbeat(heartbeat_path(self.store.path), hb)
         except OSError as exc:
@@ -370,7 +441,7 @@ class Daemon:
         event there. If inotify fails (watch limit, instance limit), one warning, then polling.
         """
         observer = Observer()
-        handler = _Wake(self._wake)
+        handler = _Wake(self._wake, self._discover)
         watched = 0
         try:
             for d in sorted(self.tailer.watched_dirs()):
@@ -412,10 +483,19 @@ class Daemon:
         return None
 
     def _scan(self) -> ScanStats:
-        """One scan; a store that cannot be written is reported once per distinct error and
-        retried every poll (offsets stay where they were, so nothing is lost)."""
+        """One scan (a glob search when due, see the module docstring); a store that cannot
+        be written is reported once per distinct error and retried every poll (offsets stay
+        where they were, so nothing is lost)."""
+        started = time.monotonic()
+        discover = (
+            self._discover.is_set()
+            or started - self._discovered_at >= self.config.schedule.discover_every
+        )
+        self._discover.clear()  # a notification during the scan asks for the next one
         try:
-            stats = self.tailer.scan()
+            stats = self.tailer.scan(discover=discover)
+            if stats.discovered:
+                self._discovered_at = started
         except StoreError as exc:
             if str(exc) != self._store_error:
                 log.error("%s; retrying every %gs", exc, self.poll_every_s)
@@ -424,11 +504,27 @@ class Daemon:
         if self._store_error is not None:
             log.info("store writable again: %s", self.store.path)
             self._store_error = None
-        if stats.events:
-            log.info("read %d line(s), stored %d event(s)", stats.lines, stats.events)
+        self._log_reads(stats)
         if stats.failure_jobs and self.scheduler.running:
             self._after_failure(stats.failure_jobs)
         return stats
+
+    def _log_reads(self, stats: ScanStats) -> None:
+        """What this scan read at DEBUG; a summary at INFO at most every SUMMARY_EVERY_S."""
+        if stats.lines or stats.events:
+            log.debug(
+                "read %d line(s) from %d file(s), stored %d event(s)",
+                stats.lines,
+                sum(len(paths) for paths in stats.job_files.values()),
+                stats.events,
+            )
+        self._summary.add(stats)
+        now_s = self.clock().timestamp()
+        if now_s - self._summary.since_s < SUMMARY_EVERY_S:
+            return
+        if self._summary.lines or self._summary.events:
+            log.info("%s", self._summary.text(now_s))
+        self._summary = _ReadSummary(now_s)
 
     def prune(self) -> None:
         """The retention job: drop events older than ``[store] retention_days``."""

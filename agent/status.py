@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,13 @@ class Heartbeat:
     files: list[FileLag] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the heartbeat file's content)."""
-        return asdict(self)
+        """A JSON-ready dict (the heartbeat file's content). Built field by field: ``asdict``
+        took most of an idle daemon's CPU with a thousand files."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        keys = [k.name for k in fields(FileLag)]
+        data["files"] = [{k: getattr(lag, k) for k in keys} for lag in self.files]
+        data["jobs"] = list(self.jobs)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Heartbeat:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -329,14 +329,15 @@ class Store(StoreReader):
         lineno: int,
         events: Sequence[Event],
         now_s: float,
-        from_timing_file: bool = False,
+        from_timing_file: bool | Callable[[Event], bool] = False,
         truncated: bool = False,
         finished: bool = False,
     ) -> FileState:
         """Store ``events`` read from ``file`` and its new offset in ONE transaction.
 
-        ``file.id == 0`` means a file not seen before: it is inserted. ``finished``: the parser
-        was flushed at ``offset`` (see :class:`FileState`). Returns the stored state.
+        ``file.id == 0`` means a file not seen before: it is inserted. ``from_timing_file``:
+        the same for every event, or a function of the event. ``finished``: the parser was
+        flushed at ``offset`` (see :class:`FileState`). Returns the stored state.
         """
         with self._write() as conn:
             values = {
@@ -360,8 +361,16 @@ class Store(StoreReader):
                 conn.execute(update(_files).where(_files.c.id == file_id).values(**values))
             if events:
                 sql, names = self._event_insert
+                timed = from_timing_file
                 rows = [
-                    _event_row(file.job, file.path, file_id, ev, from_timing_file) for ev in events
+                    _event_row(
+                        file.job,
+                        file.path,
+                        file_id,
+                        ev,
+                        timed if isinstance(timed, bool) else timed(ev),
+                    )
+                    for ev in events
                 ]
                 # One executemany on the driver: SQLAlchemy's per-row parameter processing
                 # cost ~40 µs an event, most of a backfill's time once parsing got fast.

@@ -4,7 +4,9 @@ The tailer finds files under each job's globs, reads complete lines from where i
 hands them to a parser, and commits the parsed events together with the new offset in one store
 transaction. It is driven by :meth:`Tailer.scan`, which the daemon calls when watchdog reports a
 change and on every poll tick (shared filesystems such as NFS and Lustre deliver no inotify events
-for other hosts' writes, so a ``stat`` poll of every known file is always on).
+for other hosts' writes, so a ``stat`` poll of every known file is always on). A poll costs one
+``stat`` per known file: a file whose size and mtime did not change is not read. Globbing for new
+files (discovery) is the costlier part; the caller asks for it less often (``discover=True``).
 
 File identity is device + inode + a hash of the file's first bytes, so a renamed, truncated or
 recreated file is recognised whatever its name.
@@ -19,6 +21,8 @@ import glob
 import hashlib
 import logging
 import os
+import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
@@ -45,6 +49,11 @@ many bytes is parsed, besides the first and the last (see :class:`parsers.stream
 the store keeps a sample of the bar (a step event every few minutes of training), not all of it."""
 COMMIT_EVERY_BYTES = 16 << 20
 """A long backfill commits every so many bytes, so progress survives a crash."""
+SETTLED_S = 2.0
+"""A file whose mtime is at least this old when it is stat()ed is trusted to be unchanged while
+its size and mtime stay the same. A younger one is read on every scan: a truncation and a
+same-size rewrite within one mtime tick (a few ms) would otherwise go unseen (git's "racily
+clean" entries; NFS servers may also stamp with a coarse or skewed clock)."""
 LIVE_CLOCK_SKEW_S = 3600.0
 """A live line without a timestamp gets the read time, unless its file's own clock is further
 than this from ours (a replay, a wrong zone): then the file's latest time is nearer the truth."""
@@ -74,6 +83,16 @@ class ScanStats:
     parse_misses: int = 0
     truncations: int = 0
     failure_jobs: set[str] = field(default_factory=set)
+    discovered: bool = False
+    """The globs were searched for new files (else only known files were stat()ed)."""
+    files_read: int = 0
+    """Files read (changed, or due an idle flush); 0 if no file's position or size moved."""
+    job_lines: Counter[str] = field(default_factory=Counter)
+    """New lines read, by job."""
+    job_events: Counter[str] = field(default_factory=Counter)
+    """Events stored, by job."""
+    job_files: dict[str, set[str]] = field(default_factory=dict)
+    """Paths new lines were read from, by job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +138,7 @@ class _Tracked:
     last_read_s: float | None = None  # clock time new bytes were last read
     finished: bool = False  # the parser was flushed at ``pos`` (nothing pending)
     idle_since_s: float = 0.0  # clock time of the last new complete line (or of the open)
+    settled: tuple[int, int] | None = None  # (size, mtime_ns) when read; None: read next scan
 
 
 def _parser_format(spec: WatchSpec, path: str) -> str:
@@ -152,7 +172,7 @@ class Tailer:
     has its parser flushed (``finish()``) once, and the flush is recorded with the offset
     (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a
     file is stored, and stored once, across restarts. ``ingest`` flushes at the end of each
-    file.
+    file, and a file drained because it left its globs is flushed before it is closed.
 
     Args:
         store: where events and offsets go.
@@ -186,6 +206,8 @@ class Tailer:
         self._on_progress = on_progress
         self._idle_flush_s = idle_flush_s
         self._tracked: dict[tuple[int, int], _Tracked] = {}
+        self._empty: set[str] = set()  # paths found empty by the last discovery
+        self._rediscover = False
         self._scans = 0
 
     def close(self) -> None:
@@ -199,6 +221,7 @@ class Tailer:
         closed; the others keep their open file and parser state; new ones are found by the
         next :meth:`scan`."""
         self.specs = specs
+        self._rediscover = True
         for key, t in list(self._tracked.items()):
             if t.spec not in specs:
                 self._close(key)
@@ -240,16 +263,34 @@ class Tailer:
                         seen.add(path)
                         yield spec, path
 
-    def scan(self) -> ScanStats:
-        """Read everything new in every watched file; returns what was done.
+    def scan(self, *, discover: bool = True) -> ScanStats:
+        """Read everything new in the watched files; returns what was done.
 
-        Never raises for a bad file: an unreadable file is logged and retried next scan.
+        ``discover``: search the globs for new files. Without it, only the files already
+        followed (and those found empty) are ``stat()``ed, which is the cheap poll; the globs
+        are searched anyway on the first scan, after :meth:`set_specs`, after a file was
+        dropped on an error, and as soon as a followed file's name no longer leads to it
+        (renamed, deleted, re-pointed) or a file found empty has grown. Either way a file
+        whose size and mtime did not change since it was read (and whose mtime is older than
+        :data:`SETTLED_S`) is not read again, unless its parser is due an idle flush.
+
+        Never raises for a bad file: an unreadable file is logged and retried next scan (a
+        file that could not be opened: next discovery).
 
         Raises:
             StoreError: the store cannot be written. Nothing read since the last commit is
                 lost: the files involved are re-read from their stored offsets next scan.
         """
         stats = ScanStats()
+        if discover or self._rediscover or self._scans == 0 or not self._poll(stats):
+            self._discover_and_read(stats)
+        self._scans += 1
+        return stats
+
+    def _discover_and_read(self, stats: ScanStats) -> None:
+        stats.discovered = True
+        self._rediscover = False
+        self._empty.clear()
         seen: set[tuple[int, int]] = set()
         for spec, path in self.discover():
             try:
@@ -260,8 +301,45 @@ class Tailer:
             self._finish_rotated(seen, stats)
         for key in [k for k in self._tracked if k not in seen]:
             self._finish(key, stats)
-        self._scans += 1
-        return stats
+
+    def _poll(self, stats: ScanStats) -> bool:
+        """Stat the followed files and read those that changed; False (nothing read) if the
+        globs must be searched instead: a name no longer leads to its file, or a file found
+        empty has grown."""
+        due: list[tuple[tuple[int, int], os.stat_result]] = []
+        try:
+            for key, t in self._tracked.items():
+                st = os.stat(t.path)
+                if (st.st_dev, st.st_ino) != key:
+                    return False
+                if not self._unchanged(t, st):
+                    due.append((key, st))
+            if any(os.stat(path).st_size for path in self._empty):
+                return False
+        except OSError:
+            return False
+        stats.files += len(self._tracked)
+        for key, st in due:
+            path = self._tracked[key].path
+            try:
+                self._read_or_drop(key, stats, st)
+            except OSError as exc:
+                log.warning("cannot read %s: %s", path, exc.strerror or exc)
+        return True
+
+    def _unchanged(self, t: _Tracked, st: os.stat_result) -> bool:
+        """Nothing to do for this file: same size and mtime as when it was last read (and
+        then settled), and no idle flush due."""
+        return t.settled == (st.st_size, st.st_mtime_ns) and not self._flush_due(t, False)
+
+    def _flush_due(self, t: _Tracked, new_lines: bool) -> bool:
+        """Whether the parser's pending state is to be flushed at ``t.pos`` now: once all
+        replayed bytes are fed, at the end of a backfill, or live once the file has had no
+        new complete line for ``idle_flush_s``; never inside an overlong line."""
+        if t.pos < t.replay_to or t.finished or t.skip_pos is not None:
+            return False
+        idle_s = self._clock().timestamp() - t.idle_since_s
+        return self._backfill or (not new_lines and idle_s >= self._idle_flush_s)
 
     # -- one file ------------------------------------------------------------------------
 
@@ -276,6 +354,7 @@ class Tailer:
         if t is None:
             t = self._open(spec, path, live=self._scans > 0)
             if t is None:
+                self._empty.add(path)
                 return
             key = (t.state.dev, t.state.ino)
             if key in seen or key in self._tracked:
@@ -285,16 +364,26 @@ class Tailer:
         seen.add(key)
         t.path = path
         stats.files += 1
-        self._read_or_drop(key, stats)
+        if not self._unchanged(t, st):
+            self._read_or_drop(key, stats, st)
 
-    def _read_or_drop(self, key: tuple[int, int], stats: ScanStats) -> None:
+    def _read_or_drop(
+        self, key: tuple[int, int], stats: ScanStats, st: os.stat_result | None = None
+    ) -> None:
         """Read one tracked file; if anything fails, forget its in-memory state (the parser has
-        seen lines that were not committed) so the next scan replays from the store."""
+        seen lines that were not committed) so the next scan replays from the store.
+
+        ``st``: the file's ``stat`` taken before the read; if its mtime is settled, the next
+        scans skip the file while its size and mtime stay the same."""
+        t = self._tracked[key]
         try:
-            self._read(self._tracked[key], stats)
+            self._read(t, stats)
         except BaseException:
             self._close(key)
+            self._rediscover = True
             raise
+        settled = st is not None and time.time_ns() - st.st_mtime_ns >= SETTLED_S * 1e9
+        t.settled = (st.st_size, st.st_mtime_ns) if st is not None and settled else None
 
     def _close(self, key: tuple[int, int]) -> _Tracked:
         t = self._tracked.pop(key)
@@ -307,9 +396,17 @@ class Tailer:
         t = self._tracked[key]
         try:
             self._read_or_drop(key, stats)
+            if t.pos >= t.replay_to and not t.finished and t.skip_pos is None:
+                pending: list[Event] = []
+                self._flush(t, pending)  # no line will follow: a pending failure is complete
+                self._commit(t, pending, stats, False)
         except OSError as exc:
             log.warning("cannot finish %s: %s", t.path, exc.strerror or exc)
             return
+        except BaseException:
+            if key in self._tracked:
+                self._close(key)
+            raise
         deleted = os.fstat(t.fd).st_nlink == 0
         self._close(key)
         log.info("finished %s (%s)", t.path, "deleted" if deleted else "no longer watched")
@@ -436,6 +533,7 @@ class Tailer:
         t.replay_finish = t.finished = False
 
     def _read(self, t: _Tracked, stats: ScanStats) -> None:
+        stats.files_read += 1
         fd = t.fd
         size = os.fstat(fd).st_size
         truncated = self._truncated(t, size)
@@ -459,7 +557,10 @@ class Tailer:
             data = os.pread(fd, want, at)
             cut = data.rfind(b"\n")
             if cut < 0:
-                if len(data) > MAX_LINE_BYTES:  # an endless line: drop what we have, keep skipping
+                if len(data) > MAX_LINE_BYTES or (
+                    t.skip_pos is not None and data and not replaying
+                ):
+                    # an overlong line: drop what we have, go on from its end next time
                     t.skip_pos = at + len(data)
                     consumed = len(data)
                 elif replaying and data:  # the replayed bytes changed: read them as new ones
@@ -483,13 +584,7 @@ class Tailer:
             if since_commit >= COMMIT_EVERY_BYTES and t.pos > t.state.offset:
                 self._commit(t, pending, stats, truncated)
                 pending, since_commit, truncated = [], 0, False
-        idle_s = self._clock().timestamp() - t.idle_since_s
-        if (
-            t.pos >= t.replay_to
-            and not t.finished
-            and t.skip_pos is None
-            and (self._backfill or (not new_lines and idle_s >= self._idle_flush_s))
-        ):
+        if self._flush_due(t, new_lines):
             self._flush(t, pending)
         stats.parse_misses += t.parser.misses - misses_before
         if t.pos >= t.state.offset and (
@@ -571,8 +666,10 @@ class Tailer:
         if lineno > first_lineno:
             t.finished = False  # lines went by, fed or not
         t.pos, t.lineno = base + end, lineno
-        if not replaying:
+        if not replaying and lineno > first_lineno:
             stats.lines += lineno - first_lineno
+            stats.job_lines[t.spec.job] += lineno - first_lineno
+            stats.job_files.setdefault(t.spec.job, set()).add(t.path)
 
     def _resolve_time(self, t: _Tracked, ev: Event, live: bool, fd: int) -> Event:
         """Date an event whose line printed no time.
@@ -611,13 +708,20 @@ class Tailer:
             lineno=t.lineno,
             events=events,
             now_s=self._clock().timestamp(),
-            from_timing_file=t.spec.timing,
+            from_timing_file=_from_timing_file,
             truncated=truncated,
             finished=t.finished,
         )
         stats.events += len(events)
+        stats.job_events[t.spec.job] += len(events)
         if any(ev.kind is EventKind.FAILURE for ev in events):
             stats.failure_jobs.add(t.spec.job)
+
+
+def _from_timing_file(event: Event) -> bool:
+    """Whether ``event`` was read by a timing-file parser (see :data:`parsers.TIMING_FORMATS`):
+    decided by the parser that recognised it, not by the file's name or glob."""
+    return event.parser in parsers.TIMING_FORMATS
 
 
 @functools.lru_cache(maxsize=64)

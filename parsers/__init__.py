@@ -45,6 +45,7 @@ from parsers.torchtitan import Torchtitan
 
 __all__ = [
     "STACKS",
+    "TIMING_FORMATS",
     "CustomPattern",
     "Event",
     "EventKind",
@@ -66,6 +67,11 @@ STACKS: dict[str, StackFactory] = {
     Composer.name: Composer,
 }
 """Training stacks by name, in auto-detection order. A new stack is one module plus one entry."""
+
+TIMING_FORMATS = frozenset((JSONL, CSV, MegatronProgress.name))
+"""Parsers (``Event.parser``) that read checkpoint timing files: their saves are exact records
+written by the training code, not inferred from log lines. Decided per event, so a timing file
+recognised by its content (``auto``) counts as one whatever its name."""
 
 
 def available_formats() -> list[str]:

@@ -1,0 +1,170 @@
+"""What a poll costs and what it must still see: unchanged files are only stat()ed, the globs are
+searched only when asked (or when a known name stops leading to its file), an overlong line is
+read once, files drained on leaving their glob are flushed, and the timing-file flag follows the
+parser. Real files in tmp dirs, a real store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import UTC, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.store import Store
+from agent.tailer import MAX_LINE_BYTES, SETTLED_S, Tailer, WatchSpec
+from tests.agent.test_tailer import _record
+from tests.agent.test_tailer_faults import FIXTURES, _Clock, _failures, _live, _records, _steps
+
+
+def _rchar() -> int:
+    """Bytes this process has read through read()/pread() so far (Linux ``/proc/self/io``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _age(*paths: Path) -> None:
+    """Move the files' mtime an hour back: written long ago, settled."""
+    old_s = time.time() - 3600
+    for path in paths:
+        os.utime(path, (old_s, old_s))
+
+
+def _tailer(store: Store, pattern: str) -> Tailer:
+    return _live(store, pattern, _Clock())
+
+
+def test_idle_poll_reads_no_byte_of_unchanged_files(tmp_path: Path) -> None:
+    """Once read, files whose size and (settled) mtime are unchanged cost a stat per poll: not a
+    byte is read from them, with or without a glob search."""
+    paths = [tmp_path / f"rank{i}.jsonl" for i in range(8)]
+    for i, path in enumerate(paths):
+        path.write_text(_records(range(10 * i + 1, 10 * i + 11)))  # > 1 KiB: a full head hash
+    _age(*paths)
+    store = Store(tmp_path / "s.db")
+    tailer = _tailer(store, str(tmp_path / "*.jsonl"))
+    assert tailer.scan().lines == 80
+    before = _rchar()
+    polled = tailer.scan(discover=False)
+    discovered = tailer.scan(discover=True)
+    assert _rchar() - before < 1024  # reading /proc/self/io itself; one head hash is 1024
+    assert (polled.files, polled.discovered, polled.bytes_read) == (8, False, 0)
+    assert (discovered.files, discovered.discovered, discovered.bytes_read) == (8, True, 0)
+
+
+def test_poll_without_discovery_reads_appends_and_follows_rotation(tmp_path: Path) -> None:
+    """A poll that does not search the globs still reads lines appended to known files and to
+    files found empty, and a rename rotation (the known name now leads elsewhere) makes it
+    search at once: the old file is drained, the new one read from 0. A file in a new place is
+    found by the next search."""
+    store = Store(tmp_path / "s.db")
+    log, empty = tmp_path / "t.jsonl", tmp_path / "u.jsonl"
+    log.write_text(_record(1))
+    empty.write_text("")
+    tailer = _tailer(store, str(tmp_path / "*.jsonl"))
+    tailer.scan()
+    with log.open("a") as fh:
+        fh.write(_record(2))
+    empty.write_text(_record(3))
+    tailer.scan(discover=False)
+    assert _steps(store) == [1, 2, 3]
+    with log.open("a") as fh:
+        fh.write(_record(4))
+    os.rename(log, tmp_path / "t.jsonl.1")
+    log.write_text(_record(5))
+    assert tailer.scan(discover=False).discovered
+    assert _steps(store) == [1, 2, 3, 4, 5]
+    (tmp_path / "v.jsonl").write_text(_record(6))
+    assert not tailer.scan(discover=False).discovered
+    assert _steps(store) == [1, 2, 3, 4, 5]
+    tailer.scan()
+    assert _steps(store) == [1, 2, 3, 4, 5, 6]
+
+
+def test_same_size_rewrite_within_the_mtime_tick_is_still_seen(tmp_path: Path) -> None:
+    """A truncation and a same-size rewrite that leave size and mtime as they were are seen:
+    a file whose mtime is younger than SETTLED_S is not trusted to be unchanged."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    st = path.stat()
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    path.write_text(_record(2))  # same length as the first
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert time.time() - st.st_mtime_ns / 1e9 < SETTLED_S
+    tailer.scan(discover=False)
+    assert _steps(store) == [1, 2]
+
+
+def test_growing_overlong_line_is_read_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once a line without a newline is longer than MAX_LINE_BYTES, each poll reads only the
+    bytes appended since the last one, not the line's tail again; when the newline comes, the
+    warning gives the line's true length."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record(1))
+    tailer = _tailer(store, str(path))
+    tailer.scan()
+    with path.open("a") as fh:
+        fh.write("x" * (MAX_LINE_BYTES + 1))
+    tailer.scan()
+    before, piece = _rchar(), 64 << 10
+    for _ in range(10):
+        with path.open("a") as fh:
+            fh.write("x" * piece)
+        tailer.scan()
+    read = _rchar() - before
+    assert read < 10 * piece + 10 * 2048  # the new bytes, and a head hash per poll
+    with path.open("a") as fh:
+        fh.write("\n" + _record(2))
+    with caplog.at_level(logging.WARNING, logger="agent.tailer"):
+        assert tailer.scan().skipped_lines == 1
+    assert f"line of {MAX_LINE_BYTES + 1 + 10 * piece} bytes skipped" in caplog.text
+    assert _steps(store) == [1, 2]
+
+
+@pytest.mark.parametrize("how", ["renamed", "deleted"])
+def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(tmp_path: Path, how: str) -> None:
+    """A file renamed out of its glob or deleted is drained and its parser flushed before it is
+    closed: the traceback it ends with is stored (once), without waiting for an idle poll."""
+    store, clock = Store(tmp_path / "s.db"), _Clock()
+    (tmp_path / "logs").mkdir()
+    path = tmp_path / "logs" / "train.log"
+    path.write_bytes(b"")
+    tailer = _live(store, str(tmp_path / "logs" / "*.log"), clock)
+    tailer.scan()
+    path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    tailer.scan()
+    assert _failures(store) == 0  # held until the next line, or the file idles
+    if how == "renamed":
+        os.rename(path, tmp_path / "logs" / "train.log.1")
+    else:
+        path.unlink()
+    tailer.scan()
+    assert _failures(store) == 1
+    clock.now += timedelta(seconds=3)
+    tailer.scan()
+    assert _failures(store) == 1
+
+
+def test_timing_file_recognised_by_content_is_stored_as_exact(tmp_path: Path) -> None:
+    """A timing file read as ``auto`` (its name gives no hint) is stored as from a timing file,
+    event by event from the parser that read it; a training log beside it is not."""
+    timings, log = tmp_path / "timings.src", tmp_path / "train.log"
+    timings.write_text(_records(range(1, 4)))
+    log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
+    store = Store(tmp_path / "s.db")
+    specs = [WatchSpec("j", (str(timings), str(log)), timing=False)]
+    Tailer(store, specs, clock=_Clock(), tz=UTC).scan()
+    by_source = {(e.source, e.event.parser, e.from_timing_file) for e in store.events(job="j")}
+    assert (str(timings), "timing_jsonl", True) in by_source
+    assert {timing for source, _, timing in by_source if source == str(log)} == {False}
+    assert {timing for source, _, timing in by_source if source == str(timings)} == {True}
