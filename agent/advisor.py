@@ -262,16 +262,18 @@ class Advisor:
         self._delivering = previous._delivering
         self._inflight = previous._inflight
 
-    def run(self, jobs: Sequence[str]) -> list[JobEstimate]:
-        """Estimate and decide for each job, then deliver queued messages. Never raises for
-        one job's failure: it is logged and the next job goes on."""
+    def run(self, jobs: Sequence[str], *, deliver: bool = True) -> list[JobEstimate]:
+        """Estimate and decide for each job, then (unless ``deliver`` is False: the daemon has
+        its own delivery job, so a slow Slack never holds up estimating) deliver queued
+        messages. Never raises for one job's failure: it is logged and the next job goes on."""
         out = []
         for job in jobs:
             try:
                 out.append(self.run_job(job))
             except Exception:
                 log.exception("estimate for job %r failed", job)
-        self.deliver()
+        if deliver:
+            self.deliver()
         return out
 
     def run_job(self, job: str) -> JobEstimate:
@@ -312,10 +314,7 @@ class Advisor:
                 decision.action,
                 _iso(silenced_until_s),
             )
-            self.store.record_decision(
-                job, decision.next_state, message=None, action=str(decision.action), now_s=now_s
-            )
-            return est
+            return est  # state unchanged: once the silence ends the same decision is posted
         if decision.action is Action.NONE:
             if decision.next_state != state:
                 self.store.record_decision(

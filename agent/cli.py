@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from agent.store_read import OutboxItem, StoreReader
 
 EXIT_CONFIG = 2
+MAX_SIMULATED_FAILURES = 2_000_000
+"""``simulate`` refuses runs larger than this (memory and minutes on a shared head node)."""
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -53,6 +55,15 @@ def _db_path(db: str | None, config: str | None) -> Path:
     from agent.config import default_db_path
 
     return default_db_path()
+
+
+def _slack_token(config: Config) -> str | None:
+    from agent.config import ConfigError
+
+    try:
+        return config.slack_token()
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
 
 
 def _open_store(db: str | None, config: str | None) -> Store:
@@ -187,7 +198,7 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     # Until the daemon installs its own handlers, SIGTERM ends start-up cleanly (exit 0).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     config = _load_config(config_path)
-    token = config.slack_token()
+    token = _slack_token(config)
     setup_logging(log_level, log_format, secrets=[token] if token else [])
     from agent.daemon import build_daemon
     from agent.lock import LockedError, lock_store
@@ -227,7 +238,7 @@ def check_config(config_path: str) -> None:
             for pattern in patterns:
                 n = len(glob.glob(pattern, recursive=True))
                 click.echo(f"job {job.name}: {kind} {pattern}: {n} file(s) now")
-    token = config.slack_token()
+    token = _slack_token(config)
     where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
     click.echo(f"recommendations go to {where}")
     listen = config.metrics.address()
@@ -262,7 +273,7 @@ def slack_test(config_path: str, text: str | None) -> None:
     from agent.notifier import NotifyError, SlackNotifier, escape_slack
 
     config = _load_config(config_path)
-    token = config.slack_token()
+    token = _slack_token(config)
     if not token:
         _fail(
             f"{config_path}: no Slack token: set ${config.slack.token_env} or the credential "
@@ -513,7 +524,17 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
 @db_option
 @config_option
 def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
-    """Send no Slack message about JOB for a while; estimates and decisions go on."""
+    """Send no Slack message about JOB for a while; estimates go on, and a recommendation still
+    due when the silence ends is posted then."""
+    if for_s > 366 * 86400:
+        _fail("--for: at most a year (silence a job for longer by removing it)", EXIT_CONFIG)
+    known = (
+        [j.name for j in _load_config(config_path).jobs]
+        if config_path
+        else _read_store(db, None).jobs()
+    )
+    if job not in known:
+        _fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}", EXIT_CONFIG)
     store = _open_store(db, config_path)
     until_s = datetime.now(UTC).timestamp() + for_s
     store.silence(job, until_s)
@@ -573,7 +594,7 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
 )  # fmt: skip
 @db_option
 @config_option
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@click.option("--limit", type=click.IntRange(min=1, max=2**62), help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 def events(
     job: str | None,
@@ -743,8 +764,22 @@ def simulate(
         restart = est.restart_cost_s or 0.0
     elif mtbf is None or cost is None or mtbf <= 0 or cost <= 0:
         _fail("--mtbf and --cost (> 0) are needed without --job", EXIT_CONFIG)
-    if shape <= 0 or replicates < 2 or days <= 0:
-        _fail("--shape and --days must be > 0 and --replicates >= 2", EXIT_CONFIG)
+    if shape < 0.2 or replicates < 2 or days <= 0:
+        _fail("--shape must be >= 0.2, --days > 0 and --replicates >= 2", EXIT_CONFIG)
+    if any(t <= 0 for t in intervals):
+        _fail("--interval must be greater than zero", EXIT_CONFIG)
+    if cost >= mtbf:
+        _fail(
+            f"C ({format_duration(cost)}) is not below M ({format_duration(mtbf)}): the job "
+            "would mostly write checkpoints; see `ckpt-advisor interval` for the numbers",
+            EXIT_CONFIG,
+        )
+    if (failures := days * 86400 / mtbf * replicates) > MAX_SIMULATED_FAILURES:
+        _fail(
+            f"that is ~{failures:,.0f} simulated failures (limit {MAX_SIMULATED_FAILURES:,}): "
+            "use fewer --days or --replicates",
+            EXIT_CONFIG,
+        )
     daly = daly_interval_s(mtbf, cost)
     tried = [daly, *intervals]
     if job is not None:

@@ -300,14 +300,24 @@ class Config(_Section):
 
         Looks in ``$<token_env>``, then in ``$CREDENTIALS_DIRECTORY/<token_env>`` (systemd's
         ``LoadCredential=``). Returns None when neither is set: recommendations then go to the log.
+
+        Raises:
+            ConfigError: the token holds control characters (a pasted newline): it could never
+                authenticate, and would end up echoed in HTTP errors. The token is not shown.
         """
-        if token := os.environ.get(self.slack.token_env, "").strip():
-            return token
-        if creds := os.environ.get("CREDENTIALS_DIRECTORY"):
+        token = os.environ.get(self.slack.token_env, "").strip() or None
+        where = f"${self.slack.token_env}"
+        if token is None and (creds := os.environ.get("CREDENTIALS_DIRECTORY")):
             path = Path(creds) / self.slack.token_env
             if path.is_file():
-                return path.read_text(encoding="utf-8").strip() or None
-        return None
+                token = path.read_text(encoding="utf-8").strip() or None
+                where = str(path)
+        if token is not None and any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
+            raise ConfigError(
+                f"{where}: the Slack token contains whitespace or control characters "
+                "(a pasted newline?); it is not shown here"
+            )
+        return token
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

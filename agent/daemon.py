@@ -562,17 +562,21 @@ class Daemon:
         self.scheduler.start()
 
     def estimate_now(self) -> None:
-        """The scheduled job: estimate every configured job, then deliver queued messages."""
+        """The scheduled job: estimate every configured job; new messages wake the delivery job
+        (which runs on its own, so a slow Slack never holds up estimating)."""
         self._estimate_started = start = time.monotonic()
         try:
-            estimates = self.advisor.run(self.jobs)
+            estimates = self.advisor.run(self.jobs, deliver=False)
         finally:
             self._estimate_started = None
             self.metrics.estimate_seconds.observe(time.monotonic() - start)
         self._last_estimate_s = self.clock().timestamp()
         self.metrics.last_estimate.set(self._last_estimate_s)
         self.metrics.set_estimates(estimates, {j.name: j.gpus for j in self.config.jobs if j.gpus})
-        self.metrics.queued.set(len(self.store.queued_messages()))
+        queued = len(self.store.queued_messages())
+        self.metrics.queued.set(queued)
+        if queued and self.scheduler.get_job("deliver") is not None:
+            self.scheduler.modify_job("deliver", next_run_time=self.clock())  # on its own thread
 
     def _on_scheduler_event(self, event: Any) -> None:
         if event.code == EVENT_JOB_ERROR:

@@ -23,7 +23,7 @@ def lock_store(db_path: Path) -> int:
         LockedError: another daemon holds it (its pid, when it wrote one, is in the message).
         OSError: the lock file cannot be created (the caller reports the path).
     """
-    path = Path(f"{db_path}.lock")
+    path = Path(f"{Path(db_path).resolve()}.lock")  # a symlinked store path is the same store
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

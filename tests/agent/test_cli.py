@@ -129,7 +129,7 @@ def test_bad_input_exits_nonzero_with_a_message_naming_it(
         (("parse", "--tz", "Nowhere/X", "f.log"), "unknown time zone 'Nowhere/X'"),
         (("ingest", "--job", " ", "--db", "x.db", "f.log"), "'--job': must not be empty"),
         (("events", "--kind", "bogus"), "'bogus' is not one of 'checkpoint_start'"),
-        (("events", "--limit", "-1"), "-1 is not in the range x>=1"),
+        (("events", "--limit", "-1"), "-1 is not in the range 1<=x"),
         (("demo", "--days", "0"), "0 is not in the range 1<=x<=365"),
         (("parse", "--format", "megatron-lm", "f.log"), "unknown format 'megatron-lm'; known:"),
     ],
@@ -170,3 +170,31 @@ def test_check_config_refuses_a_store_it_cannot_create(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 0
     assert "no [[jobs]]" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("simulate", "--mtbf", "1s", "--cost", "6h"), "is not below M"),
+        (("simulate", "--mtbf", "60s", "--cost", "1s", "--days", "3650"), "simulated failures"),
+        (("simulate", "--mtbf", "6h", "--cost", "4m", "--interval", "0"), "--interval must be"),
+        (("simulate", "--mtbf", "6h", "--cost", "4m", "--shape", "0.01"), "--shape must be"),
+    ],
+)
+def test_simulate_refuses_runs_that_would_swamp_a_head_node(
+    args: tuple[str, ...], message: str
+) -> None:
+    """simulate refuses C >= M, runs of millions of failures, zero intervals and extreme Weibull
+    shapes with exit 2 and a reason, instead of eating gigabytes or hanging."""
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_events_limit_beyond_sqlite_integers_is_a_usage_error(tmp_path: Path) -> None:
+    """A --limit larger than SQLite can hold is refused as a usage error, not an OverflowError."""
+    result = CliRunner().invoke(main, ["events", "--db", str(tmp_path / "s.db"), "--limit", "1e30"])
+    assert result.exit_code == 2
+    huge = CliRunner().invoke(main, ["events", "--limit", str(10**25)])
+    assert huge.exit_code == 2
+    assert "Traceback" not in huge.stderr

@@ -178,3 +178,15 @@ def test_absurd_durations_are_refused_at_load() -> None:
     """A poll interval of a million days is refused naming the key, not a crash at run time."""
     with pytest.raises(ConfigError, match=r"schedule\.poll_every: .*less than or equal to 3600"):
         parse_config({"schedule": {"poll_every": "1000000d"}}, "c.toml")
+
+
+def test_token_with_control_characters_is_refused_without_showing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token with a pasted newline is a config error naming the variable, never echoing the
+    token (it would otherwise surface in HTTP header errors)."""
+    config = parse_config({"slack": {"token_env": "MY_TOKEN"}})
+    monkeypatch.setenv("MY_TOKEN", "xoxb-SECRET-part\nrest")
+    with pytest.raises(ConfigError, match=r"\$MY_TOKEN: the Slack token contains") as info:
+        config.slack_token()
+    assert "SECRET" not in str(info.value)

@@ -1,5 +1,5 @@
 """Watchdog pings follow health: an estimate run stuck past estimate_timeout stops them until it
-finishes. In-process daemon, real store, real notification socket, a notifier that hangs."""
+finishes. In-process daemon, real store, real notification socket, an estimate that hangs."""
 
 from __future__ import annotations
 
@@ -16,25 +16,38 @@ from rules.model import AlertState
 from tests.agent.notify_listener import NotifyListener
 
 
-class HangingNotifier:
-    """Blocks in send() until released, like a Slack call that never answers."""
+class RecordingNotifier:
+    """Accepts every message at once."""
 
     def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
+        self.sent: list[dict[str, Any]] = []
 
     def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
-        self.entered.set()
-        self.release.wait(timeout=30)
+        self.sent.append(message)
         return "1.0"
 
     def find(self, key: str, since_s: float) -> str | None:
         return None
 
 
+class Hang:
+    """Wraps a function so that it blocks until released (an estimate stuck on a slow disk)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, *args: Any) -> Any:
+        self.entered.set()
+        self.release.wait(timeout=30)
+        return self.fn(*args)
+
+
 def test_stuck_estimate_withholds_watchdog_pings_until_it_ends(tmp_path: Path) -> None:
     """While an estimate run exceeds estimate_timeout, STATUS says unhealthy and no WATCHDOG=1
-    is sent; once it ends, pings resume."""
+    is sent; once it ends, pings resume. Delivery has its own job: a message queued before
+    start is sent even while the estimate is stuck."""
     runs = tmp_path / "runs"
     runs.mkdir()
     config = parse_config(
@@ -48,25 +61,31 @@ def test_stuck_estimate_withholds_watchdog_pings_until_it_ends(tmp_path: Path) -
     store.record_decision(
         "llama", AlertState(), message={"text": "queued before start"}, action="notify", now_s=0
     )
-    notifier = HangingNotifier()
+    notifier = RecordingNotifier()
     with NotifyListener() as listener:
         systemd = SystemdNotifier({"NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "100000"})
         daemon = build_daemon(config, store=store, notifier=notifier, systemd=systemd)
+        hang = Hang(daemon.advisor.run_job)
+        daemon.advisor.run_job = hang  # type: ignore[method-assign]
         thread = threading.Thread(target=daemon.run)
         thread.start()
         try:
             listener.wait_for("READY", timeout_s=10)
-            assert notifier.entered.wait(timeout=10)
+            assert hang.entered.wait(timeout=10)
             listener.wait_for("STATUS", contains="unhealthy: estimate run stuck", timeout_s=10)
             pings = listener.count("WATCHDOG")
             time.sleep(0.5)  # 10 watchdog half-periods
             assert listener.count("WATCHDOG") == pings
             assert "estimate run stuck" in (daemon.problem() or "")
-            notifier.release.set()
+            deadline = time.monotonic() + 20  # the delivery job runs every 15 s and at start
+            while not notifier.sent and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert notifier.sent == [{"text": "queued before start"}]
+            hang.release.set()
             listener.wait_for("WATCHDOG", n=pings + 2, timeout_s=10)
             assert daemon.problem() is None
         finally:
-            notifier.release.set()
+            hang.release.set()
             daemon.stop()
             thread.join(timeout=30)
     assert not thread.is_alive()

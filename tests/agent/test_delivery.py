@@ -163,8 +163,8 @@ class _AlwaysNotify:
 
 
 def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> None:
-    """Scenario 22: `silence --job` stops messages for that job until the time given; decisions
-    are still recorded; afterwards messages flow again."""
+    """Scenario 22: `silence --job` stops messages for that job until the time given without
+    recording them as told, so the recommendation still due is posted when the silence ends."""
     store = Store(tmp_path / "s.db")
     now = {"t": NOW}
     advisor = Advisor(
@@ -177,7 +177,7 @@ def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> N
     store.silence("llama", NOW.timestamp() + 3600)
     advisor.run_job("llama")
     assert store.messages() == []
-    assert store.alert_state("llama").in_drift
+    assert not store.alert_state("llama").in_drift  # nothing was told: the episode is still due
     now["t"] = datetime(2026, 11, 29, 13, 0, 1, tzinfo=UTC)
     advisor.run_job("llama")
     assert [m["action"] for m in store.messages()] == ["notify"]
@@ -203,12 +203,20 @@ def test_token_never_in_logs_or_errors(
 
 
 def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
-    """`ckpt-advisor silence --job J --for 24h` records a silence ending 24 h from now."""
+    """`ckpt-advisor silence --job J --for 24h` records a silence ending 24 h from now; an
+    unknown job (a typo) or a silence longer than a year is refused."""
     from click.testing import CliRunner
 
     from agent.cli import main
 
     db = tmp_path / "s.db"
+    store = Store(db)
+    store.save_estimate("llama", 1.0, "ok", {"job": "llama"})
+    typo = CliRunner().invoke(main, ["silence", "--job", "lama", "--for", "1h", "--db", str(db)])
+    assert typo.exit_code == 2
+    assert "no job 'lama' here; known: llama" in typo.stderr
+    forever = ["silence", "--job", "llama", "--for", "99999999d", "--db", str(db)]
+    assert CliRunner().invoke(main, forever).exit_code == 2
     result = CliRunner().invoke(
         main, ["silence", "--job", "llama", "--for", "24h", "--db", str(db)]
     )

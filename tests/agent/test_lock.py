@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -56,3 +57,21 @@ def test_second_daemon_on_the_same_store_exits_1(tmp_path: Path) -> None:
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=30)
+
+
+def test_a_symlinked_store_path_is_the_same_store(tmp_path: Path) -> None:
+    """The lock follows the store file, not the path string: a symlink to a locked store is
+    refused too."""
+    db = tmp_path / "s.db"
+    db.touch()
+    link = tmp_path / "link.db"
+    link.symlink_to(db)
+    fd = lock_store(db)
+    try:
+        lock_store(link)
+    except LockedError as exc:
+        assert "another ckpt-advisor daemon" in str(exc)
+    else:
+        raise AssertionError("the symlinked path got its own lock")
+    finally:
+        os.close(fd)

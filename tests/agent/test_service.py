@@ -235,10 +235,13 @@ def test_metrics_endpoint_json_logs_and_no_token_in_logs(
             for s in fam.samples
         }
 
-    # The message is sent inside an estimate run; its per-job gauges are set when it ends.
+    # The message is sent by the delivery job, woken by the estimate run that queued it; the
+    # per-job gauges are set when the estimate ends, the queue gauge when the delivery does.
     deadline = time.monotonic() + 20
     samples = scrape()
-    while ("ckpt_advisor_drift", (("job", "llama-8b"),)) not in samples:
+    while ("ckpt_advisor_drift", (("job", "llama-8b"),)) not in samples or samples.get(
+        ("ckpt_advisor_notifications_queued", ())
+    ):
         assert time.monotonic() < deadline, sorted(samples)
         time.sleep(0.1)
         samples = scrape()
