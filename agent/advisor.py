@@ -1,7 +1,7 @@
 """One estimate cycle for one job: gather from the store, decide with the rules, act.
 
-The three steps are kept apart (cosmicpython's service layer): :func:`observations_from`
-turns stored events into the rules' input values; :mod:`rules` computes the estimate and the drift
+The three steps are kept apart (cosmicpython's service layer): :func:`timeline_from` turns the
+store's event columns into the rules' input; :mod:`rules` computes the estimate and the drift
 decision (pure); :class:`Advisor` stores the estimate, records the decision with its message in
 the outbox in one transaction, then delivers what is queued.
 """
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.store_read import EventColumns, StoredEvent, StoreReader
+from agent.store_read import EventColumns, StoreReader
 from rules.advice import setting_for
 from rules.drift import DriftRule
 from rules.job import estimate_job
-from rules.model import Action, FleetRate, JobEstimate, Observation
+from rules.model import Action, FleetRate, JobEstimate
 from rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
@@ -44,29 +44,9 @@ _ESTIMATE_KINDS = (
 )
 
 
-def observations_from(events: Sequence[StoredEvent]) -> list[Observation]:
-    """Reduce stored events to rules input; events with no time are left out (the reference
-    for :func:`timeline_from`, which the estimate cycle uses)."""
-    return [
-        Observation(
-            kind=str(se.event.kind),
-            time_s=se.event.time.timestamp(),
-            step=se.event.step,
-            duration_s=se.event.duration_s,
-            failure_class=se.event.failure_class,
-            planned=se.event.planned,
-            from_timing_file=se.from_timing_file,
-            persist_s=se.event.persist_s,
-            source=se.source,
-        )
-        for se in events
-        if se.event.time is not None
-    ]
-
-
 def timeline_from(columns: EventColumns) -> Timeline:
-    """The rules' timeline of stored event columns: the same as
-    ``Timeline.of(observations_from(events))`` without an object per event."""
+    """The rules' timeline of stored event columns: the same as ``Timeline.of`` over one
+    :class:`rules.model.Observation` per timed event, without an object per event."""
     codes = np.array([kind_code(k) for k in columns.kinds], np.int8)
     return Timeline.from_columns(
         time_s=columns.time_s,

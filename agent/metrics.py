@@ -190,7 +190,7 @@ class Metrics:
         )
         self.estimate_seconds = Histogram(
             PREFIX + "estimate_run_duration_seconds",
-            "Wall time of one scheduled estimate run (all jobs, then delivery).",
+            "Wall time of one scheduled estimate run (all jobs; delivery is its own job).",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
             registry=r,
         )

@@ -14,18 +14,38 @@ from agent.advisor import (
     _ESTIMATE_KINDS,
     EstimateSettings,
     compute_estimate,
-    observations_from,
     timeline_from,
 )
-from agent.store import FileState, Store
+from agent.store import FileState, Store, StoredEvent
 from agent.synth import simulate
 from agent.tailer import Tailer, WatchSpec
 from parsers.events import Event, EventKind
 from rules.job import estimate_job
+from rules.model import Observation
 from rules.timeline import Timeline
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def observations_from(events: list[StoredEvent]) -> list[Observation]:
+    """The object path, one Observation per timed stored event: the reference the columnar
+    path must equal."""
+    return [
+        Observation(
+            kind=str(se.event.kind),
+            time_s=se.event.time.timestamp(),
+            step=se.event.step,
+            duration_s=se.event.duration_s,
+            failure_class=se.event.failure_class,
+            planned=se.event.planned,
+            from_timing_file=se.from_timing_file,
+            persist_s=se.event.persist_s,
+            source=se.source,
+        )
+        for se in events
+        if se.event.time is not None
+    ]
 
 
 def _assert_same_timeline(a: Timeline, b: Timeline) -> None:
