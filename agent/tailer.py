@@ -775,18 +775,23 @@ class _Hits:
 
 
 class _Newlines:
-    """The newline offsets of one buffer, found at once (numpy, ~4 GB/s where counting them
-    between keyword lines with ``bytes.count`` went at ~1.3 GB/s), so that a line number is a
-    binary search."""
+    """Line numbers in one buffer: a numpy mask of its newlines (~4 GB/s), counted between
+    offsets that only grow (~16 GB/s), where ``bytes.count`` goes at ~1.3 GB/s."""
 
     def __init__(self, data: bytes, end: int) -> None:
         import numpy as np  # the daemon and ingest have it loaded already (pandas, the estimator)
 
-        self._at = np.flatnonzero(np.frombuffer(data, np.uint8, count=end) == ord("\n"))
+        self._mask = np.frombuffer(data, np.uint8, count=end) == ord("\n")
+        self._count = np.count_nonzero
+        self._pos = self._before = 0
 
     def before(self, pos: int) -> int:
-        """How many lines end before offset ``pos``."""
-        return int(self._at.searchsorted(pos))
+        """How many lines end before offset ``pos`` (fastest for offsets in growing order)."""
+        if pos < self._pos:
+            self._pos = self._before = 0
+        self._before += int(self._count(self._mask[self._pos : pos]))
+        self._pos = pos
+        return self._before
 
 
 def _nearest(markers: tuple[bytes, ...], data: bytes, lo: int, hi: int, *, last: bool) -> int:

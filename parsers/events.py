@@ -66,3 +66,22 @@ class Event:
     persist_s: float | None = None
     detail: str | None = None
     time_estimated: bool = False
+
+    def estimated_at(self, time: datetime) -> Event:
+        """This event dated ``time``, marked ``time_estimated`` (a time inferred, not printed).
+
+        Equal to ``dataclasses.replace(self, time=time, time_estimated=True)``, at a tenth of
+        its cost: a backfill dates thousands of bar ``step`` events this way."""
+        return Event(
+            self.kind,
+            self.line,
+            self.parser,
+            time,
+            self.step,
+            self.duration_s,
+            self.failure_class,
+            self.planned,
+            self.persist_s,
+            self.detail,
+            True,
+        )

@@ -40,6 +40,7 @@ from parsers import kernel, launcher, nccl, slurm
 from parsers.events import Event, EventKind
 from parsers.failure_rule import FailureRule
 from parsers.stack import ParseContext
+from parsers.text import KeywordTable
 from parsers.timestamps import parse_ctime, parse_mmdd_hms, parse_syslog_time, parse_ymd_hms
 from parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
 from parsers.traceback import TracebackTracker
@@ -47,6 +48,8 @@ from parsers.vocabulary import PLANNED_CLASSES
 
 RULES: tuple[FailureRule, ...] = (*launcher.RULES, *nccl.RULES, *slurm.RULES, *kernel.RULES)
 """Every failure rule, in matching order (first match wins)."""
+
+_RULE_TABLE = KeywordTable(RULES, lambda rule: rule.keyword)
 
 _PARSER_OF = {
     rule.name: module.PARSER_NAME
@@ -80,6 +83,8 @@ MISS_KEYWORDS = (
     "oom",
 )
 """Literals, one of which is in every :data:`ERROR_LOOKING` match (prefilter)."""
+
+_MISS_TABLE = KeywordTable(MISS_KEYWORDS, lambda keyword: keyword)
 
 KEYWORDS: tuple[str, ...] = tuple(
     dict.fromkeys(
@@ -170,15 +175,17 @@ class FailureLines:
 
     def unmatched(self, piece: str, lineno: int) -> None:
         """Report ``piece`` if it looks like an error (it was consumed by nothing)."""
-        if self._report_unmatched is not None and ERROR_LOOKING.search(piece):
+        if (
+            self._report_unmatched is not None
+            and _MISS_TABLE.candidates(piece)
+            and ERROR_LOOKING.search(piece)
+        ):
             self._report_unmatched(lineno, piece.strip()[:300])
 
     def _rules(
         self, piece: str, lineno: int, step: int | None, events: list[Event]
     ) -> tuple[bool, list[Event]]:
-        for rule in RULES:
-            if rule.keyword not in piece:
-                continue
+        for rule in _RULE_TABLE.candidates(piece):
             m = rule.regex.search(piece)
             if m is None:
                 continue

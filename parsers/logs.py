@@ -24,7 +24,6 @@ recognised before and after detection.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ahocorasick_rs import AhoCorasick
@@ -115,13 +114,13 @@ class LogParser(StreamParser):
 
     def _dated(self, events: list[Event]) -> list[Event]:
         """Give untimed events the bar clock's time; restart the clock at a run's start."""
-        if self._stack is None or not self._stack.reads_bars:
-            return events  # no bar, no bar clock
+        if not events or self._stack is None or not self._stack.reads_bars:
+            return events  # nothing to date, or no bar and no bar clock
         for i, event in enumerate(events):
             if event.kind in (EventKind.RUN_START, EventKind.RESUME) and event.time is not None:
                 self._bar_origin = self._bar_time = event.time
             elif event.time is None and self._bar_time is not None:
-                events[i] = replace(event, time=self._bar_time, time_estimated=True)
+                events[i] = event.estimated_at(self._bar_time)
         return events
 
     def _wanted(self, line: str) -> bool:

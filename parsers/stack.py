@@ -23,7 +23,7 @@ from datetime import datetime, tzinfo
 from typing import ClassVar
 
 from parsers.events import Event, EventKind
-from parsers.text import Bar
+from parsers.text import Bar, KeywordTable
 from parsers.timestamps import parse_epoch, parse_ymd_hms
 
 DETAIL_CHARS = 200
@@ -134,6 +134,17 @@ def parse_step(digits: str) -> int | None:
     return int(digits) if len(digits) <= 15 else None
 
 
+_PATTERN_TABLES: dict[type[Stack], KeywordTable[Pattern]] = {}
+
+
+def _pattern_table(stack: type[Stack]) -> KeywordTable[Pattern]:
+    """The stack class's :attr:`Stack.patterns` by keyword, built once per class."""
+    table = _PATTERN_TABLES.get(stack)
+    if table is None:
+        table = _PATTERN_TABLES[stack] = KeywordTable(stack.patterns, lambda p: p.keyword)
+    return table
+
+
 class Stack:
     """Base of one training stack's parser: header and pattern tables plus state hooks."""
 
@@ -152,6 +163,7 @@ class Stack:
                 + [p.keyword for p in self.patterns]
             )
         )
+        self._pattern_table = _pattern_table(type(self))
         self._headed_blank: Record | None = None
         self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
         self._open_save: Event | None = None
@@ -182,11 +194,10 @@ class Stack:
 
     def match(self, msg: str) -> tuple[Pattern, re.Match[str]] | None:
         """Return the first pattern found in ``msg`` and its match, or ``None``."""
-        for pattern in self.patterns:
-            if pattern.keyword in msg:
-                m = pattern.regex.search(msg)
-                if m is not None:
-                    return pattern, m
+        for pattern in self._pattern_table.candidates(msg):
+            m = pattern.regex.search(msg)
+            if m is not None:
+                return pattern, m
         return None
 
     def on_record(self, record: Record) -> list[Event]:

