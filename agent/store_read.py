@@ -11,8 +11,11 @@ Times are stored as Unix epoch seconds (UTC, REAL) and returned as aware UTC dat
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import sqlite3
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,8 +29,39 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-SCHEMA_VERSION = 3
-"""1: the first release; 2: adds ``silences``; 3: adds ``files.finished``."""
+SCHEMA_VERSION = 4
+"""1: the first release; 2: adds ``silences``; 3: adds ``files.finished``; 4: adds
+``events.numbers`` (:func:`event_numbers`) and the index that covers it."""
+
+_NUMBERS = struct.Struct("<4dQ")
+"""``events.numbers``: time_s, step, duration_s, persist_s (NaN when unknown), group key."""
+
+
+def group_key(source: str, parser: str, from_timing_file: int, kind: str) -> int:
+    """A 64-bit key (BLAKE2b) naming an event's source, parser, timing flag and kind."""
+    text = f"{source}\0{parser}\0{int(from_timing_file)}\0{kind}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def event_numbers(
+    time_s: float | None,
+    step: float | None,
+    duration_s: float | None,
+    persist_s: float | None,
+    source: str,
+    parser: str,
+    from_timing_file: int,
+    kind: str,
+) -> bytes:
+    """The ``events.numbers`` blob of one event (40 bytes, little-endian, NULL as NaN).
+
+    The estimator's read (:meth:`StoreReader.event_columns`) concatenates these blobs in SQL
+    and hands them to numpy whole: a million events cost one row, not a million Python tuples.
+    """
+    return _NUMBERS.pack(
+        *(math.nan if v is None else v for v in (time_s, step, duration_s, persist_s)),
+        group_key(source, parser, from_timing_file, kind),
+    )
 
 
 class StoreError(Exception):
@@ -89,6 +123,23 @@ class EventColumns:
     failure_class: tuple[str | None, ...]
     failure_planned: npt.NDArray[np.bool_]
     parser_counts: dict[str, int]
+
+
+def _parser_counts(timed: list[tuple[str, int, int]], untimed: list[Any]) -> dict[str, int]:
+    """Log events per parser, most first, ties by the first seen in time order (events
+    without time after those with, by id): the order of ``Counter.most_common`` over
+    :meth:`StoreReader.events`. ``timed``: (parser, count, index of the first) of each group
+    of timed log events; ``untimed``: (parser, count, first id) of the events without time."""
+    ranks: dict[str, list[Any]] = {}
+    for parser, n, first in timed:
+        rank = ranks.setdefault(parser, [0, (0, first)])
+        rank[0] += n
+        rank[1] = min(rank[1], (0, first))
+    for parser, n, first_id in untimed:
+        rank = ranks.setdefault(parser, [0, (1, first_id)])
+        rank[0] += n
+    ranked = sorted(ranks.items(), key=lambda item: (-item[1][0], item[1][1]))
+    return {parser: n for parser, (n, _) in ranked}
 
 
 def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -178,6 +229,7 @@ class StoreReader:
         if version is None:
             raise StoreError(f"{self.path}: not a ckpt-advisor store (no schema version)")
         check_schema(self.path, version)
+        self._version = version
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -226,80 +278,110 @@ class StoreReader:
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
 
-        The estimator's read path: one query fetches five numbers a row straight into numpy
-        (a :class:`StoredEvent` per row costs ~70 µs through SQLAlchemy, this ~2 µs); one
-        grouped scan gives each source's first event and the per-parser counts; the failures'
-        classes come from a small query. Both paths give the same timeline (tests).
+        The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
+        (:func:`event_numbers`) in time order from an index that holds them, so SQLite hands
+        over one buffer that numpy reads whole; the blobs' group keys name each event's source,
+        parser, timing flag and kind, resolved with one indexed look-up per distinct key. Small
+        queries add the failures' classes and the events without time (for the per-parser
+        counts). Both this and the object path give the same timeline (tests).
+
+        Raises:
+            StoreError: the store predates schema version 4 (open it once read-write, e.g. by
+                the daemon or ``ingest``, to upgrade it), or an event lacks its numbers.
         """
-        kinds = tuple(kinds)
-        marks = ",".join("?" * len(kinds))
-        where = f"job = ? AND kind IN ({marks})"
-        params = (job, *kinds)
-        timed = f"{where} AND time_s IS NOT NULL"
-        order = "ORDER BY time_s, id"
         import numpy as np  # not at module level: the CLI's other reads need no numpy
 
-        numbers = ("time_s", "code", "step", "duration_s", "persist_s")
-        dtype = np.dtype([(name, "i8" if name == "code" else "f8") for name in numbers])
-        with self._reading() as raw:
-            groups = raw.execute(
-                "SELECT source, parser, from_timing_file, count(*), MIN(time_s), MIN(id) "
-                f"FROM events WHERE {where} GROUP BY source, parser, from_timing_file",
-                params,
-            ).fetchall()
-            firsts: dict[str, float] = {}
-            for source, _, timing, _, first_s, _ in groups:
-                if not timing and first_s is not None:
-                    firsts[source] = min(first_s, firsts.get(source, first_s))
-            first_ids = [
-                raw.execute(
-                    f"SELECT MIN(id) FROM events WHERE {timed} AND from_timing_file = 0 "
-                    "AND source = ? AND time_s = ?",
-                    (*params, source, first_s),
-                ).fetchone()[0]
-                for source, first_s in firsts.items()
-            ]
-            code = " ".join(f"WHEN ? THEN {i}" for i in range(len(kinds)))
-            rows = np.fromiter(
-                raw.execute(
-                    f"SELECT time_s, (CASE kind {code} END) * 4 + 2 * (id IN "
-                    f"({','.join('?' * len(first_ids))})) + from_timing_file, "
-                    "IFNULL(step, 1e999), IFNULL(duration_s, 1e999), IFNULL(persist_s, 1e999) "
-                    f"FROM events WHERE {timed} {order}",
-                    (*kinds, *first_ids, *params),
-                ),
-                dtype,
+        if self._version < 4:
+            raise StoreError(
+                f"{self.path}: schema version {self._version} has no packed event numbers; "
+                "open it once read-write (the daemon or ingest) to upgrade it"
             )
+        kinds = tuple(kinds)
+        marks = ",".join("?" * len(kinds))
+        with self._reading() as raw:
+            count, packed = raw.execute(
+                "SELECT count(*), CAST(group_concat(numbers, '') AS BLOB) FROM (SELECT numbers "
+                "FROM events INDEXED BY ix_events_job_time_numbers "
+                "WHERE job = ? AND time_s IS NOT NULL ORDER BY time_s, id)",
+                (job,),
+            ).fetchone()
+            dtype = np.dtype(
+                [(n, "<f8") for n in ("time_s", "step", "duration_s", "persist_s")]
+                + [("key", "<u8")]
+            )
+            rows = np.frombuffer(packed or b"", dtype)
+            if rows.size != count:
+                raise StoreError(f"{self.path}: events of job {job!r} lack their numbers")
+            keys = rows["key"]  # runs of equal keys are long: sort the runs' keys, not the rows'
+            change = np.ones(keys.size, np.bool_)
+            change[1:] = keys[1:] != keys[:-1]
+            starts = np.flatnonzero(change)
+            distinct, at = np.unique(keys[starts], return_index=True)
+            first = starts[at]  # each group's first row
+            groups = [
+                self._group(raw, job, int(key), float(rows["time_s"][i]))
+                for key, i in zip(distinct, first, strict=True)
+            ]
+            untimed = raw.execute(  # few rows: a range of the (job, time_s) index
+                "SELECT parser, count(*), MIN(id) FROM events "
+                f"WHERE job = ? AND time_s IS NULL AND kind IN ({marks}) AND from_timing_file = 0 "
+                "GROUP BY parser",
+                (job, *kinds),
+            ).fetchall()
             failures = (
                 []
                 if "failure" not in kinds
                 else raw.execute(  # its index: failures only
                     "SELECT failure_class, planned FROM events INDEXED BY ix_events_job_kind_time "
-                    f"WHERE job = ? AND kind = 'failure' AND time_s IS NOT NULL {order}",
+                    "WHERE job = ? AND kind = 'failure' AND time_s IS NOT NULL ORDER BY time_s, id",
                     (job,),
                 ).fetchall()
             )
-        counts: dict[str, list[Any]] = {}
-        for _, parser, timing, n, first_s, first_id in groups:
-            if not timing:
-                seen = counts.setdefault(parser, [0, (first_s is None, first_s or 0.0, first_id)])
-                seen[0] += n
-                seen[1] = min(seen[1], (first_s is None, first_s or 0.0, first_id))
-        ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[1][1]))
-        codes = rows["code"]
+        group = np.searchsorted(distinct, keys)
+        group_kind = np.array([kinds.index(g[3]) if g[3] in kinds else -1 for g in groups], np.intp)
+        group_log = np.array([g[3] in kinds and not g[2] for g in groups], np.bool_)
+        if (group_kind < 0).any():
+            asked = group_kind[group] >= 0
+            rows, group = rows[asked], group[asked]
+            first = np.cumsum(asked)[first] - 1  # rows kept before each group's first, its index
+        size = np.bincount(group, minlength=len(groups)).tolist()
+        logs = [
+            (g, n, i)
+            for g, n, i, log in zip(groups, size, first.tolist(), group_log, strict=True)
+            if log
+        ]
+        by_source: dict[str, int] = {}
+        for g, _, i in logs:
+            by_source[g[0]] = min(i, by_source.get(g[0], i))
+        first_of_source = np.zeros(rows.size, np.bool_)
+        first_of_source[list(by_source.values())] = True
         return EventColumns(
             kinds=kinds,
             time_s=rows["time_s"].copy(),
-            kind=(codes >> 2).astype(np.intp),
+            kind=group_kind[group],
             step=_unknown_as_nan(rows["step"].copy()),
             duration_s=_unknown_as_nan(rows["duration_s"].copy()),
             persist_s=_unknown_as_nan(rows["persist_s"].copy()),
-            from_timing_file=(codes & 1).astype(np.bool_),
-            first_of_source=(codes & 2).astype(np.bool_),
+            from_timing_file=np.array([bool(g[2]) for g in groups], np.bool_)[group],
+            first_of_source=first_of_source,
             failure_class=tuple(r[0] for r in failures),
             failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
-            parser_counts={parser: n for parser, (n, _) in ranked},
+            parser_counts=_parser_counts([(g[1], n, i) for g, n, i in logs], untimed),
         )
+
+    def _group(
+        self, raw: sqlite3.Connection, job: str, key: int, time_s: float
+    ) -> tuple[str, str, int, str]:
+        """Source, parser, timing flag and kind of the group ``key``, whose first event is at
+        ``time_s``."""
+        for row in raw.execute(
+            "SELECT source, parser, from_timing_file, kind FROM events "
+            "WHERE job = ? AND time_s = ?",
+            (job, time_s),
+        ):
+            if group_key(*row) == key:
+                return (row[0], row[1], int(row[2]), row[3])
+        raise StoreError(f"{self.path}: events of job {job!r} have numbers that match no event")
 
     def jobs(self) -> list[str]:
         """Names of the jobs that have events or estimates, sorted."""

@@ -3,6 +3,7 @@ the same timeline, estimate and stack as the object path (``Store.events`` → `
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,8 @@ from agent.advisor import (
     compute_estimate,
     timeline_from,
 )
-from agent.store import FileState, Store, StoredEvent
+from agent.store import FileState, Store, StoredEvent, StoreError
+from agent.store_read import StoreReader
 from agent.synth import simulate
 from agent.tailer import Tailer, WatchSpec
 from parsers.events import Event, EventKind
@@ -175,3 +177,41 @@ def test_from_columns_refuses_unsorted_times() -> None:
             failure_class=(),
             failure_planned=np.zeros(0, np.bool_),
         )
+
+
+def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> None:
+    """A store written by schema version 3 (no ``events.numbers``) is refused by the read-only
+    estimate with a message saying how to upgrade, then upgraded in place on a read-write open
+    to the same estimate."""
+    job = simulate(mtbf_s=8 * 3600.0, cost_s=120.0, interval_steps=300, duration_s=2 * 86400.0)
+    log = tmp_path / "train.log"
+    log.write_text("".join(text for _, text in job.log))
+    db = tmp_path / "s.db"
+    store = Store(db)
+    _ingest(store, "sim", log)
+    before, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP INDEX ix_events_job_time_numbers")
+    conn.execute("ALTER TABLE events DROP COLUMN numbers")
+    conn.execute("CREATE INDEX ix_events_job_time ON events (job, time_s)")
+    conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"schema version 3 .* open it once read-write"):
+        StoreReader(db).event_columns("sim", _ESTIMATE_KINDS)
+    store = Store(db)
+    after, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    assert after == before and after.n_failures > 0
+    _assert_same_paths(store, "sim")
+    conn = sqlite3.connect(db)
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "ix_events_job_time" not in indexes and "ix_events_job_time_numbers" in indexes
+
+
+def test_columns_of_a_job_without_events_are_empty(tmp_path: Path) -> None:
+    """A job with no stored events reads as empty columns and no parsers."""
+    store = Store(tmp_path / "s.db")
+    columns = store.event_columns("none", _ESTIMATE_KINDS)
+    assert columns.time_s.size == 0 and columns.kind.size == 0
+    assert columns.parser_counts == {} and columns.failure_class == ()

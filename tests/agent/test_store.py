@@ -35,12 +35,12 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 
 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
-    """A new store file is created with its directory, in WAL mode, at schema version 3."""
+    """A new store file is created with its directory, in WAL mode, at schema version 4."""
     db = tmp_path / "deep" / "dir" / "s.db"
     Store(db).close()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "3"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
 
 
 def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
@@ -144,4 +144,4 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     store = Store(db)
     assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "3"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
