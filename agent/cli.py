@@ -755,9 +755,14 @@ def simulate(
 
     if job is not None:
         from agent.advisor import EstimateSettings, compute_estimate
+        from agent.store_read import StoreError
 
         store = _read_store(db, config_path)
-        est, _ = compute_estimate(store, job, EstimateSettings(), datetime.now(UTC).timestamp())
+        try:
+            now_s = datetime.now(UTC).timestamp()
+            est, _ = compute_estimate(store, job, EstimateSettings(), now_s)
+        except StoreError as exc:  # a store of an older schema, never opened for writing since
+            _fail(str(exc))
         if est.checkpoint_cost_s is None or est.mtbf_s is None:
             _fail(f"job {job!r}: C or M is unknown, nothing to backtest")
         mtbf, cost = est.mtbf_s, est.checkpoint_cost_s

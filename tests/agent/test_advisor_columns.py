@@ -179,6 +179,17 @@ def test_from_columns_refuses_unsorted_times() -> None:
         )
 
 
+def downgrade_to_version_3(db: Path) -> None:
+    """Turn a store into what schema version 3 wrote: no ``events.numbers``, its old index."""
+    conn = sqlite3.connect(db)
+    conn.execute("DROP INDEX ix_events_job_time_numbers")
+    conn.execute("ALTER TABLE events DROP COLUMN numbers")
+    conn.execute("CREATE INDEX ix_events_job_time ON events (job, time_s)")
+    conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+
+
 def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> None:
     """A store written by schema version 3 (no ``events.numbers``) is refused by the read-only
     estimate with a message saying how to upgrade, then upgraded in place on a read-write open
@@ -191,13 +202,7 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
     _ingest(store, "sim", log)
     before, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
     store.close()
-    conn = sqlite3.connect(db)
-    conn.execute("DROP INDEX ix_events_job_time_numbers")
-    conn.execute("ALTER TABLE events DROP COLUMN numbers")
-    conn.execute("CREATE INDEX ix_events_job_time ON events (job, time_s)")
-    conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
-    conn.commit()
-    conn.close()
+    downgrade_to_version_3(db)
     with pytest.raises(StoreError, match=r"schema version 3 .* open it once read-write"):
         StoreReader(db).event_columns("sim", _ESTIMATE_KINDS)
     store = Store(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from agent.advisor import fleet_rate
 from agent.cli import main
 from agent.synth import simulate
+from tests.agent.test_advisor_columns import downgrade_to_version_3
 
 
 def _run(*args: str) -> str:
@@ -137,3 +139,20 @@ def test_fleet_rate_pools_the_other_jobs_per_unit() -> None:
     assert fleet is not None
     assert (fleet.unit_exposure_s, fleet.n_failures) == (800.0, 3)
     assert fleet_rate(rows, {"a": 4}, "a") is None
+
+
+def test_backtest_of_a_store_of_an_older_schema_says_how_to_upgrade(
+    week_db: tuple[Path, int], tmp_path: Path
+) -> None:
+    """``simulate --job`` on a read-only open of a schema-3 store fails with the upgrade advice
+    (exit 1, no traceback); the same command works once the store was opened read-write."""
+    db = tmp_path / "old.db"
+    with sqlite3.connect(week_db[0]) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+    downgrade_to_version_3(db)
+    result = CliRunner().invoke(main, ["simulate", "--job", "week", "--db", str(db)])
+    assert result.exit_code == 1 and result.exception is not None
+    assert "schema version 3" in result.stderr and "open it once read-write" in result.stderr
+    _run("events", "--db", str(db), "--limit", "1")  # reads need no upgrade
+    _run("ingest", str(week_db[0].parent / "train.log"), "--job", "week", "--db", str(db))
+    assert "backtest" in _run("simulate", "--job", "week", "--db", str(db), "--json")
