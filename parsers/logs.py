@@ -41,6 +41,23 @@ AUTO = "auto"
 
 
 @functools.lru_cache(maxsize=64)
+def _keywords_of(stack_keywords: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    """The prefilter literals of some stacks and of the failure rules, one tuple per set."""
+    keywords = [keyword for keywords in stack_keywords for keyword in keywords]
+    return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS]))
+
+
+@functools.lru_cache(maxsize=64)
+def _line_filter(keywords: tuple[str, ...], reads_bars: bool) -> LineFilter:
+    """The :class:`LineFilter` of a keyword set, one per set: every parser of a stack shares it
+    (a daemon watching 1,000 files would otherwise hold 1,000 copies of the same 60 literals)."""
+    return LineFilter(
+        keywords=(*(k.encode() for k in keywords), b"\x1b"),
+        progress=tuple(m.encode() for m in RATE_MARKERS) if reads_bars else (),
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def _keyword_search(keywords: tuple[str, ...]) -> AhoCorasick:
     """One searcher per keyword set, shared by every parser of that set: the automaton (a DFA,
     the fastest) takes ~0.5 MB, which a daemon watching 1,000 files would otherwise hold
@@ -78,7 +95,9 @@ class LogParser(StreamParser):
         self._last_step: int | None = None
         self._keywords = self._keywords_of(self._candidates)
         self._keyword_search = _keyword_search(self._keywords)
-        self._filter = self._filter_of(self._keywords, self._stack)
+        self._filter = _line_filter(
+            self._keywords, self._stack is not None and self._stack.reads_bars
+        )
         self._bar_origin: datetime | None = None
         self._bar_time: datetime | None = None
 
@@ -153,11 +172,11 @@ class LogParser(StreamParser):
     def _detect(self, piece: str) -> bool:
         for stack in self._candidates:
             if stack.detects(piece):
-                self._stack = stack
+                self._stack, self._candidates = stack, (stack,)
                 self._name = stack.name
                 self._keywords = self._keywords_of((stack,))
                 self._keyword_search = _keyword_search(self._keywords)
-                self._filter = self._filter_of(self._keywords, stack)
+                self._filter = _line_filter(self._keywords, stack.reads_bars)
                 return True
         return False
 
@@ -171,14 +190,4 @@ class LogParser(StreamParser):
 
     @staticmethod
     def _keywords_of(stacks: Sequence[Stack]) -> tuple[str, ...]:
-        keywords = [keyword for stack in stacks for keyword in stack.keywords]
-        return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS]))
-
-    @staticmethod
-    def _filter_of(keywords: Sequence[str], stack: Stack | None) -> LineFilter:
-        return LineFilter(
-            keywords=(*(k.encode() for k in keywords), b"\x1b"),
-            progress=tuple(m.encode() for m in RATE_MARKERS)
-            if stack is not None and stack.reads_bars
-            else (),
-        )
+        return _keywords_of(tuple(stack.keywords for stack in stacks))

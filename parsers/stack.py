@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from parsers.events import Event, EventKind
 from parsers.text import Bar, KeywordTable
@@ -134,15 +134,28 @@ def parse_step(digits: str) -> int | None:
     return int(digits) if len(digits) <= 15 else None
 
 
-_PATTERN_TABLES: dict[type[Stack], KeywordTable[Pattern]] = {}
+class _ClassTables(NamedTuple):
+    keywords: tuple[str, ...]
+    patterns: KeywordTable[Pattern]
 
 
-def _pattern_table(stack: type[Stack]) -> KeywordTable[Pattern]:
-    """The stack class's :attr:`Stack.patterns` by keyword, built once per class."""
-    table = _PATTERN_TABLES.get(stack)
-    if table is None:
-        table = _PATTERN_TABLES[stack] = KeywordTable(stack.patterns, lambda p: p.keyword)
-    return table
+_CLASS_TABLES: dict[type[Stack], _ClassTables] = {}
+
+
+def _class_tables(stack: type[Stack]) -> _ClassTables:
+    """A stack class's prefilter literals and patterns by keyword, built once per class and
+    shared by its instances (one per watched file)."""
+    tables = _CLASS_TABLES.get(stack)
+    if tables is None:
+        keywords = tuple(
+            dict.fromkeys(
+                [h.keyword for h in stack.headers if h.in_prefilter]
+                + [p.keyword for p in stack.patterns]
+            )
+        )
+        table = KeywordTable(stack.patterns, lambda p: p.keyword)
+        tables = _CLASS_TABLES[stack] = _ClassTables(keywords, table)
+    return tables
 
 
 class Stack:
@@ -157,13 +170,9 @@ class Stack:
 
     def __init__(self, context: ParseContext) -> None:
         self.context = context
-        self.keywords: tuple[str, ...] = tuple(
-            dict.fromkeys(
-                [h.keyword for h in self.headers if h.in_prefilter]
-                + [p.keyword for p in self.patterns]
-            )
-        )
-        self._pattern_table = _pattern_table(type(self))
+        tables = _class_tables(type(self))
+        self.keywords: tuple[str, ...] = tables.keywords
+        self._pattern_table = tables.patterns
         self._headed_blank: Record | None = None
         self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
         self._open_save: Event | None = None
