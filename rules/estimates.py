@@ -8,7 +8,7 @@ Results are seconds; unknown values are ``None``, never 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,6 +19,7 @@ from rules._checks import (
     require_positive,
     require_probability,
 )
+from rules.rank_test import rank_sum_p_value
 from rules.timeline import (
     PROGRESS_KINDS,
     BoolArray,
@@ -77,11 +78,12 @@ def estimate_checkpoint_cost(
 
     A change of level (the storage got slower) is noticed within ``change_saves`` saves instead
     of after half a window: when the last ``change_saves`` durations differ from the rest of the
-    window by a two-sided Mann-Whitney U test (exact p below ``change_p``; Hollander, Wolfe &
-    Chicken section 4.1) and their median differs from the earlier median by more than a factor
-    ``change_ratio``, the window is cut at the shift (extended back over saves nearer the new
-    level, in log scale) and C is the median of the saves since. With 17 saves before and 3
-    after, three saves all slower than every earlier one give p = 2/C(20, 3) ≈ 0.0018.
+    window by a two-sided Mann-Whitney U test (exact p below ``change_p``, ties included:
+    :func:`rules.rank_test.rank_sum_p_value`; Hollander, Wolfe & Chicken section 4.1) and
+    their median differs from the earlier median by more than a factor ``change_ratio``, the
+    window is cut at the shift (extended back over saves nearer the new level, in log scale)
+    and C is the median of the saves since. With 17 saves before and 3 after, three saves all
+    slower than every earlier one give p = 2/C(20, 3) ≈ 0.0018.
 
     Args:
         timed_s: shape (a,), durations from checkpoint timing files, seconds, oldest first.
@@ -133,9 +135,7 @@ def _level_shift(durations_s: FloatArray, last: int, p_value: float, ratio: floa
     new_s, old_s = float(np.median(after)), float(np.median(before))
     if max(new_s / old_s, old_s / new_s) <= ratio:
         return None
-    from scipy.stats import mannwhitneyu  # lazy: scipy costs CLI start-up time
-
-    if float(mannwhitneyu(after, before, alternative="two-sided").pvalue) >= p_value:
+    if rank_sum_p_value(after, before) >= p_value:
         return None
     logs = np.log(durations_s)
     nearer_new = np.abs(logs - math.log(new_s)) < np.abs(logs - math.log(old_s))
@@ -654,7 +654,6 @@ def fit_weibull(
     r = int(failed.size)
     if r < min_failures:
         return None
-    from scipy.optimize import brentq, minimize_scalar
     from scipy.special import chdtrc, chdtri  # χ² survival function and its inverse
 
     unit = float(np.mean(failed))  # work in units of the mean gap: no overflow in u**k
@@ -671,15 +670,21 @@ def fit_weibull(
         k = math.exp(log_k)
         return r * log_k - r * (log_sum_pow(k) - math.log(r)) + (k - 1) * sum_log
 
+    def score(log_k: float) -> float:  # dℓ/d(ln k) = k·dℓ/dk, decreasing: ℓ is unimodal
+        k = math.exp(log_k)
+        weights = np.exp(k * log_all - k * float(log_all.max()))
+        mean_log = float(weights @ log_all) / float(weights.sum())  # Σ u^k ln u / Σ u^k
+        return r - r * k * mean_log + k * sum_log
+
     lo, hi = math.log(0.02), math.log(50.0)
-    best = minimize_scalar(lambda x: -loglik(x), bounds=(lo, hi), method="bounded")
-    log_k, top = float(best.x), -float(best.fun)
+    log_k = lo if score(lo) <= 0 else hi if score(hi) >= 0 else _bisect(score, lo, hi)
+    top = loglik(log_k)
     drop = float(chdtri(1, 1.0 - level)) / 2.0
 
     def edge(bound: float) -> float:
         if top - loglik(bound) <= drop:
             return math.exp(bound)
-        return math.exp(float(brentq(lambda x: top - loglik(x) - drop, *sorted((log_k, bound)))))
+        return math.exp(_bisect(lambda x: top - loglik(x) - drop, log_k, bound))
 
     k = math.exp(log_k)
     p_exponential = float(chdtrc(1, max(0.0, 2.0 * (top - loglik(0.0)))))
@@ -692,3 +697,21 @@ def fit_weibull(
         n_failures=r,
         p_exponential=p_exponential,
     )
+
+
+def _bisect(f: Callable[[float], float], a: float, b: float) -> float:
+    """A root of ``f`` between ``a`` and ``b``, where ``f`` changes sign once (monotone), to
+    ~1e-12: bisection, which cannot fail on such a function."""
+    fa = f(a)
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        if abs(b - a) <= 1e-12 or mid in (a, b):
+            break
+        fm = f(mid)
+        if fm == 0.0:
+            return mid
+        if (fm < 0.0) == (fa < 0.0):
+            a, fa = mid, fm
+        else:
+            b = mid
+    return 0.5 * (a + b)
