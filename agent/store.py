@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -370,19 +371,24 @@ class Store(StoreReader):
             if events:
                 sql, names = self._event_insert
                 timed = from_timing_file
-                rows = [
-                    _event_row(
-                        file.job,
-                        file.path,
-                        file_id,
-                        ev,
-                        timed if isinstance(timed, bool) else timed(ev),
-                    )
-                    for ev in events
-                ]
+                in_order = itemgetter(*names)
                 # One executemany on the driver: SQLAlchemy's per-row parameter processing
                 # cost ~40 µs an event, most of a backfill's time once parsing got fast.
-                conn.exec_driver_sql(sql, [tuple(row[n] for n in names) for row in rows])
+                conn.exec_driver_sql(
+                    sql,
+                    [
+                        in_order(
+                            _event_row(
+                                file.job,
+                                file.path,
+                                file_id,
+                                ev,
+                                timed if isinstance(timed, bool) else timed(ev),
+                            )
+                        )
+                        for ev in events
+                    ],
+                )
         return replace(
             file,
             id=file_id,

@@ -11,6 +11,7 @@ Times are stored as Unix epoch seconds (UTC, REAL) and returned as aware UTC dat
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -37,6 +38,7 @@ _NUMBERS = struct.Struct("<4dQ")
 """``events.numbers``: time_s, step, duration_s, persist_s (NaN when unknown), group key."""
 
 
+@functools.lru_cache(maxsize=4096)
 def group_key(source: str, parser: str, from_timing_file: int, kind: str) -> int:
     """A 64-bit key (BLAKE2b) naming an event's source, parser, timing flag and kind."""
     text = f"{source}\0{parser}\0{int(from_timing_file)}\0{kind}".encode()
