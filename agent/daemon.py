@@ -55,7 +55,7 @@ from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from agent.notifier import LogNotifier, Notifier, SlackNotifier
 from agent.sdnotify import SystemdNotifier
 from agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
-from agent.store import Store, StoreError
+from agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
 from agent.tailer import ScanStats, Tailer, WatchSpec
 from agent.units import format_duration
 from rules.drift import DriftRule
@@ -658,7 +658,13 @@ def build_daemon(
     ``config_path`` is the file SIGHUP re-reads. A ``notifier`` passed in is kept across
     reloads; the default one is rebuilt from the reloaded ``[slack]``.
     """
-    store = store or Store(config.store.path)
+    systemd = systemd or SystemdNotifier()
+
+    def upgrading(n_events: int) -> None:  # systemd must wait for the rewrite of the events
+        systemd.status(f"upgrading the store: {n_events} events")
+        systemd.extend_timeout(START_EXTEND_S + n_events * UPGRADE_S_PER_MILLION_EVENTS / 1e6)
+
+    store = store or Store(config.store.path, on_upgrade=upgrading)
     return Daemon(
         config,
         store=store,

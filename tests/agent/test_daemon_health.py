@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent.config import parse_config
-from agent.daemon import build_daemon
+from agent.daemon import START_EXTEND_S, build_daemon
 from agent.sdnotify import SystemdNotifier
 from agent.store import Store
+from agent.tailer import Tailer, WatchSpec
 from rules.model import AlertState
 from tests.agent.notify_listener import NotifyListener
+from tests.agent.test_advisor_columns import downgrade_to_version_3
+
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 
 class RecordingNotifier:
@@ -90,3 +95,37 @@ def test_stuck_estimate_withholds_watchdog_pings_until_it_ends(tmp_path: Path) -
             thread.join(timeout=30)
     assert not thread.is_alive()
     assert [m["state"] for m in store.messages()] == ["sent"]
+
+
+def test_a_store_upgrade_at_start_extends_the_start_timeout(tmp_path: Path) -> None:
+    """A daemon opening a schema-3 store tells systemd it is upgrading (STATUS) and asks for
+    time in proportion to the events before the rewrite (EXTEND_TIMEOUT_USEC); a current store
+    asks for nothing."""
+    db = tmp_path / "ckpt.db"
+    store = Store(db)
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(
+            f"[INFO|trainer.py:4149] 2026-01-01 00:{i:02d}:00,000 >> Saving model checkpoint to "
+            f"/data/run/checkpoint-{i}\n"
+            for i in range(40)
+        )
+    )
+    Tailer(
+        store, [WatchSpec("llama", (str(log),))], clock=lambda: NOW, tz=UTC, backfill=True
+    ).scan()
+    store.close()
+    downgrade_to_version_3(db)
+    config = parse_config(
+        {"store": {"path": str(db)}, "jobs": [{"name": "llama", "logs": [str(log)]}]}
+    )
+    with NotifyListener() as listener:
+        systemd = SystemdNotifier({"NOTIFY_SOCKET": listener.address})
+        build_daemon(config, notifier=RecordingNotifier(), systemd=systemd).store.close()
+        status = listener.wait_for("STATUS", contains="upgrading the store", timeout_s=10)
+        extend = listener.wait_for("EXTEND_TIMEOUT_USEC", timeout_s=10)
+        assert status["STATUS"] == "upgrading the store: 40 events"
+        assert int(extend["EXTEND_TIMEOUT_USEC"]) == int((START_EXTEND_S + 40 * 30e-6) * 1e6)
+        build_daemon(config, notifier=RecordingNotifier(), systemd=systemd).store.close()
+        time.sleep(0.3)
+        assert listener.count("EXTEND_TIMEOUT_USEC") == 1
