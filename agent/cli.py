@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -457,6 +458,21 @@ def _event_json(event: Any, source: str) -> dict[str, Any]:
     return row
 
 
+@contextmanager
+def _progress_bar(what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A transient rich progress bar on a terminal, yielding ``advance(n)``; nothing (and no
+    import of rich, ~0.1 s) when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda _n: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--job", required=True, callback=_job_name, help="Job to store the events under.")
@@ -469,8 +485,6 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
     Files ending in .jsonl or .csv are read as checkpoint timing files. Ingesting a file twice
     stores nothing twice: its offset is remembered like the daemon's.
     """
-
-    from rich.progress import Progress
 
     from agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
     from agent.tailer import Tailer, WatchSpec
@@ -489,15 +503,14 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         for f in files
     ]
     total = sum(Path(f).stat().st_size for f in files)
-    with Progress(disable=not sys.stderr.isatty(), transient=True) as progress:
-        task = progress.add_task("ingesting", total=total)
+    with _progress_bar("ingesting", total) as advance:
         tailer = Tailer(
             store,
             specs,
             clock=utc_now,
             tz=tz,
             backfill=True,
-            on_progress=lambda n: progress.advance(task, n),
+            on_progress=advance,
         )
         stats = tailer.scan()
         tailer.close()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +202,34 @@ def test_events_limit_beyond_sqlite_integers_is_a_usage_error(tmp_path: Path) ->
     huge = CliRunner().invoke(main, ["events", "--limit", str(10**25)])
     assert huge.exit_code == 2
     assert "Traceback" not in huge.stderr
+
+
+def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    """With stderr on a pseudo-terminal ``ingest`` draws rich's ``ingesting`` bar; with stderr
+    on a pipe it writes only its summary line."""
+    log = FIXTURES / "hf_trainer_crash.log"
+    big = tmp_path / "big.log"  # long enough to be read for a few of the bar's refreshes
+    big.write_bytes(log.read_bytes() * 400)
+    cmd = [sys.executable, "-m", "agent", "ingest", "--job", "hf", "--db"]
+    leader, follower = pty.openpty()
+    with subprocess.Popen([*cmd, str(tmp_path / "a.db"), str(big)], stderr=follower) as proc:
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    assert b"ingesting" in drawn and b"\x1b[" in drawn
+    piped = subprocess.run(
+        [*cmd, str(tmp_path / "b.db"), str(log)], capture_output=True, check=True
+    )
+    assert piped.stderr.decode().splitlines() == [
+        "hf: 66 line(s) read, 14 event(s) stored from 1 file(s); 2 checkpoint(s), "
+        "1 failure(s), status insufficient_data"
+    ]
