@@ -93,7 +93,7 @@ class LogParser(StreamParser):
         super().__init__(self._stack.name if self._stack else AUTO, diagnostics)
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
-        self._keywords = self._keywords_of(self._candidates)
+        self._keywords = _keywords_of(tuple(stack.keywords for stack in self._candidates))
         self._keyword_search = _keyword_search(self._keywords)
         self._filter = _line_filter(
             self._keywords, self._stack is not None and self._stack.reads_bars
@@ -174,7 +174,7 @@ class LogParser(StreamParser):
             if stack.detects(piece):
                 self._stack, self._candidates = stack, (stack,)
                 self._name = stack.name
-                self._keywords = self._keywords_of((stack,))
+                self._keywords = _keywords_of((stack.keywords,))
                 self._keyword_search = _keyword_search(self._keywords)
                 self._filter = _line_filter(self._keywords, stack.reads_bars)
                 return True
@@ -187,7 +187,3 @@ class LogParser(StreamParser):
             if event.time is not None and not event.time_estimated:
                 self._failures.note_time(event.time)
         events.extend(new)
-
-    @staticmethod
-    def _keywords_of(stacks: Sequence[Stack]) -> tuple[str, ...]:
-        return _keywords_of(tuple(stack.keywords for stack in stacks))
