@@ -76,6 +76,23 @@ def _open_store(db: str | None, config: str | None) -> Store:
         _fail(str(exc))
 
 
+def _lock_for(db_path: Path, command: str) -> int:
+    """Take the store's reader lock (``agent/lock.py``) and return its descriptor (the lock is
+    held until it is closed or the process exits), or fail: two readers of one log file would
+    store its events twice."""
+    from agent.lock import LockedError, lock_store
+
+    try:
+        return lock_store(db_path, command)
+    except LockedError as exc:
+        _fail(
+            f"{exc}; wait for it to end, or let the daemon read these files (add them to a "
+            "job's `logs` in its config)"
+        )
+    except OSError as exc:
+        _fail(f"{db_path}.lock: cannot create: {exc.strerror}")
+
+
 def _read_store(db: str | None, config: str | None) -> StoreReader:
     """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
     from agent.store_read import StoreError, StoreReader
@@ -202,15 +219,9 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     token = _slack_token(config)
     setup_logging(log_level, log_format, secrets=[token] if token else [])
     from agent.daemon import build_daemon
-    from agent.lock import LockedError, lock_store
     from agent.store import StoreError
 
-    try:
-        lock_store(config.store.path)  # held until the process exits
-    except LockedError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"{config.store.path}.lock: cannot create: {exc.strerror}")
+    _lock_for(config.store.path, "run")
     try:
         daemon = build_daemon(config, config_path=config_path)
     except StoreError as exc:
@@ -503,17 +514,14 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         for f in files
     ]
     total = sum(Path(f).stat().st_size for f in files)
-    with _progress_bar("ingesting", total) as advance:
-        tailer = Tailer(
-            store,
-            specs,
-            clock=utc_now,
-            tz=tz,
-            backfill=True,
-            on_progress=advance,
-        )
-        stats = tailer.scan()
-        tailer.close()
+    lock_fd = _lock_for(_db_path(db, None), "ingest")
+    try:
+        with _progress_bar("ingesting", total) as advance:
+            tailer = Tailer(store, specs, clock=utc_now, tz=tz, backfill=True, on_progress=advance)
+            stats = tailer.scan()
+            tailer.close()
+    finally:
+        os.close(lock_fd)  # what follows only reads the files' events
     now_s = utc_now().timestamp()
     est, setting = compute_estimate(store, job, EstimateSettings(), now_s)
     store.save_estimate(job, now_s, str(est.status), estimate_to_json(est, setting=setting))

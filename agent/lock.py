@@ -1,8 +1,9 @@
-"""One daemon per store: an advisory lock file beside the database.
+"""One log reader per store: an advisory lock file beside the database.
 
-Two daemons tailing into one store would each read every line and store it twice. ``run``
-takes an exclusive ``flock`` on ``<db>.lock`` for the daemon's lifetime; the kernel drops it
-when the process dies, so a crash leaves no stale lock.
+Two processes tailing into one store (two daemons, a daemon and an ``ingest``, two ``ingest``
+runs) would each read a file they share from the same offset and store its events twice. ``run``
+and ``ingest`` take an exclusive ``flock`` on ``<db>.lock`` for their lifetime; the kernel drops
+it when the process dies, so a crash leaves no stale lock.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from pathlib import Path
 
 
 class LockedError(Exception):
-    """Another process holds the store's daemon lock; the message names the path and pid."""
+    """Another process holds the store's lock; the message names the path, the pid and the
+    command that holds it."""
 
 
-def lock_store(db_path: Path) -> int:
-    """Take the daemon lock of the store at ``db_path``; returns the open descriptor to keep.
+def lock_store(db_path: Path, command: str = "run") -> int:
+    """Take the reader lock of the store at ``db_path`` for ``command`` (``run``, ``ingest``);
+    returns the open descriptor to keep.
 
     Raises:
-        LockedError: another daemon holds it (its pid, when it wrote one, is in the message).
+        LockedError: another process holds it (its pid and command, when it wrote them, are in
+            the message).
         OSError: the lock file cannot be created (the caller reports the path).
     """
     path = Path(f"{Path(db_path).resolve()}.lock")  # a symlinked store path is the same store
@@ -29,11 +33,13 @@ def lock_store(db_path: Path) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        pid, _, holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip().partition(" ")
         os.close(fd)
+        what = "daemon" if holder in ("", "run") else f"`{holder}`"
         raise LockedError(
-            f"{db_path}: another ckpt-advisor daemon (pid {holder}) is using this store"
+            f"{db_path}: another ckpt-advisor {what} (pid {pid or 'unknown'}) is reading logs "
+            "into this store"
         ) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
     return fd

@@ -1,4 +1,5 @@
-"""One daemon per store: a second `run` on the same store refuses to start."""
+"""One log reader per store: a second `run`, or an `ingest` beside a daemon or another
+`ingest`, refuses to read into a store that another process reads logs into."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from agent.cli import main
 from agent.lock import LockedError, lock_store
+from agent.store_read import StoreReader
+
+FIXTURE = Path(__file__).parents[2] / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
 
 
 def test_second_lock_on_one_store_names_the_holder(tmp_path: Path) -> None:
@@ -75,3 +83,33 @@ def test_a_symlinked_store_path_is_the_same_store(tmp_path: Path) -> None:
         raise AssertionError("the symlinked path got its own lock")
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize(("holder", "named"), [("run", "daemon"), ("ingest", "`ingest`")])
+def test_ingest_beside_another_reader_of_the_store_stores_nothing(
+    tmp_path: Path, holder: str, named: str
+) -> None:
+    """An ``ingest`` into a store that a daemon (or another ``ingest``) is reading logs into
+    exits 1 naming the holder and its pid, and stores no event: both would read a shared file
+    from the same offset and store its events twice. Once the holder is gone, it ingests."""
+    db = tmp_path / "s.db"
+    holding = subprocess.Popen(
+        [sys.executable, "-c",
+         f"from agent.lock import lock_store; from pathlib import Path; import time; "
+         f"lock_store(Path({str(db)!r}), {holder!r}); print('locked', flush=True); "
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    args = ["ingest", str(FIXTURE), "--job", "hf", "--db", str(db)]
+    try:
+        assert holding.stdout is not None and holding.stdout.readline().strip() == "locked"
+        refused = CliRunner().invoke(main, args)
+        assert refused.exit_code == 1
+        assert f"another ckpt-advisor {named} (pid {holding.pid})" in refused.stderr
+        assert StoreReader(db).events(job="hf") == []
+    finally:
+        holding.kill()
+        holding.wait()
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.stderr
+    assert len(StoreReader(db).events(job="hf")) == 14
