@@ -233,3 +233,29 @@ def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
         "hf: 66 line(s) read, 14 event(s) stored from 1 file(s); 2 checkpoint(s), "
         "1 failure(s), status insufficient_data"
     ]
+
+
+def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that fails a write mid-ingest (a file this user may read but not write: SQLite's
+    "attempt to write a readonly database") ends ``ingest`` with exit 1 and the store's message,
+    not a traceback; the lock is released for the next run."""
+    from agent.store import Store, StoreError
+
+    db = tmp_path / "s.db"
+
+    def refuse(self: Store, *_args: object, **_kwargs: object) -> None:
+        raise StoreError(f"{self.path}: write failed: attempt to write a readonly database")
+
+    monkeypatch.setattr(Store, "commit_read", refuse)
+    result = CliRunner().invoke(
+        main, ["ingest", str(FIXTURES / "hf_trainer_crash.log"), "--job", "hf", "--db", str(db)]
+    )
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert f"{db}: write failed: attempt to write a readonly database" in result.stderr
+    monkeypatch.undo()
+    code, _, err = _run(
+        "ingest", str(FIXTURES / "hf_trainer_crash.log"), "--job", "hf", "--db", str(db)
+    )
+    assert code == 0, err
