@@ -537,6 +537,12 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         f"status {est.status}",
         err=True,
     )
+    if stats.parse_misses:
+        click.echo(
+            f"{job}: {stats.parse_misses} record(s) looked like data but could not be read; "
+            "`ckpt-advisor parse FILE` names each one's line and why",
+            err=True,
+        )
 
 
 @main.command()

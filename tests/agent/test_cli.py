@@ -162,6 +162,20 @@ def test_parse_reports_records_it_could_not_read(tmp_path: Path) -> None:
     assert f"{timing}:2: " in err and f"{timing}:3: " in err
 
 
+def test_ingest_counts_records_it_could_not_read(tmp_path: Path) -> None:
+    """ingest stores the good rows of a timing CSV and says how many rows it could not read,
+    pointing at ``parse`` for the lines and reasons."""
+    timing = tmp_path / "t.csv"
+    timing.write_text(
+        "step,start,end\n100,2026-01-01T00:00:00Z,2026-01-01T00:01:00Z\n"
+        "200,bad,2026-01-01T00:02:00Z\n300\n"
+    )
+    code, _, err = _run("ingest", str(timing), "--job", "t", "--db", str(tmp_path / "s.db"))
+    assert code == 0
+    assert "t: 4 line(s) read, 1 event(s) stored" in err
+    assert "t: 2 record(s) looked like data but could not be read; `ckpt-advisor parse" in err
+
+
 def test_check_config_refuses_a_store_it_cannot_create(tmp_path: Path) -> None:
     """check-config fails (exit 2) when the store cannot be created there, naming the key, and
     warns when no job is configured."""
