@@ -295,8 +295,9 @@ class StoreReader:
 
         if self._version < 4:
             raise StoreError(
-                f"{self.path}: schema version {self._version} has no packed event numbers; "
-                "open it once read-write (the daemon or ingest) to upgrade it"
+                f"{self.path}: schema version {self._version}, from an older ckpt-advisor; "
+                f"estimating needs version {SCHEMA_VERSION}: open it once read-write (start "
+                "the daemon, or `ingest` into it) to upgrade it"
             )
         kinds = tuple(kinds)
         marks = ",".join("?" * len(kinds))
