@@ -203,7 +203,7 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
     before, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
     store.close()
     downgrade_to_version_3(db)
-    with pytest.raises(StoreError, match=r"schema version 3, from an older .* open it once read-write"):
+    with pytest.raises(StoreError, match=r"schema version 3, from an older .* read-write"):
         StoreReader(db).event_columns("sim", _ESTIMATE_KINDS)
     store = Store(db)
     after, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
