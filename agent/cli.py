@@ -504,7 +504,6 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
     def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
         return datetime.now(UTC)
 
-    store = _open_store(db, None)
     specs = [
         WatchSpec(
             job,
@@ -515,22 +514,23 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         for f in files
     ]
     total = sum(Path(f).stat().st_size for f in files)
-    lock_fd, locked = _lock_for(_db_path(db, None), "ingest"), True
+    lock_fd = _lock_for(_db_path(db, None), "ingest")  # before the store: it may upgrade it
     try:
-        with _progress_bar("ingesting", total) as advance:
-            tailer = Tailer(store, specs, clock=utc_now, tz=tz, backfill=True, on_progress=advance)
-            stats = tailer.scan()
-            tailer.close()
-        os.close(lock_fd)  # what follows only reads the files' events
-        locked = False
+        try:
+            store = _open_store(db, None)
+            with _progress_bar("ingesting", total) as advance:
+                tailer = Tailer(
+                    store, specs, clock=utc_now, tz=tz, backfill=True, on_progress=advance
+                )
+                stats = tailer.scan()
+                tailer.close()
+        finally:
+            os.close(lock_fd)  # what follows only reads the files' events
         now_s = utc_now().timestamp()
         est, setting = compute_estimate(store, job, EstimateSettings(), now_s)
         store.save_estimate(job, now_s, str(est.status), estimate_to_json(est, setting=setting))
     except StoreError as exc:  # e.g. a store file this user may read but not write
         _fail(str(exc))
-    finally:
-        if locked:
-            os.close(lock_fd)
     click.echo(
         f"{job}: {stats.lines} line(s) read, {stats.events} event(s) stored from "
         f"{len(files)} file(s); {est.n_checkpoints} checkpoint(s), {est.n_failures} failure(s), "

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from agent.cli import main
 from agent.lock import LockedError, lock_store
+from agent.store import Store
 from agent.store_read import StoreReader
 
 FIXTURE = Path(__file__).parents[2] / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
@@ -93,6 +94,7 @@ def test_ingest_beside_another_reader_of_the_store_stores_nothing(
     exits 1 naming the holder and its pid, and stores no event: both would read a shared file
     from the same offset and store its events twice. Once the holder is gone, it ingests."""
     db = tmp_path / "s.db"
+    Store(db).close()  # an existing store, left as it was
     holding = subprocess.Popen(
         [sys.executable, "-c",
          f"from agent.lock import lock_store; from pathlib import Path; import time; "
