@@ -108,8 +108,7 @@ def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
         if store.count_events(job) == n_events:
             return store
         store.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        remove_store(path)
     store = Store(path)
     rng = np.random.default_rng(7)
     t = START.timestamp()
@@ -146,3 +145,9 @@ def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
             )
             batch = []
     return store
+
+
+def remove_store(db: Path | str) -> None:
+    """Delete an SQLite store and its WAL and shared-memory files, if there."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)

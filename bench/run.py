@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.inputs import training_log
+from bench.inputs import remove_store, training_log
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "[INFO|trainer.py:4149] {t} >> Saving model checkpoint to /data/run/checkpoint-{step}\n"
@@ -118,8 +118,7 @@ def bench_backfill(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     pattern = "|".join(re.escape(k).replace("\\ ", " ") for k in _keywords(args.tree, env))
     grep_s = min(_timed_child(["grep", "-c", "-E", pattern, str(log)], env)[0] for _ in range(2))
     db = work / "backfill.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    remove_store(db)
     wall, rss_mb, _ = _timed_child(
         _agent(args.tree, "ingest", str(log), "--job", "backfill", "--db", str(db)), env, rss=True
     )
@@ -165,8 +164,7 @@ def _fixed_ingest_s(args: argparse.Namespace, env: dict[str, str]) -> float:
     walls = []
     for i in range(3):
         db = args.work / f"fixed-{i}.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        remove_store(db)
         cmd = _agent(args.tree, "ingest", str(small), "--job", "fixed", "--db", str(db))
         walls.append(_timed_child(cmd, env)[0])
     return min(walls)
@@ -231,8 +229,7 @@ def _latencies(args: argparse.Namespace, env: dict[str, str], *, events: bool) -
     log = work / "train.log"
     log.write_text(HEADER.format(t="2026-01-01 00:00:00,000", step=0))
     db = work / "live.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    remove_store(db)
     poll_s = args.poll_s
     proc = _daemon(
         args.tree, _config(work, {"live": str(log)}, db, poll_s=poll_s, events=events), env
@@ -303,8 +300,7 @@ def bench_many(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
             (d / f"rank{k:02d}.log").write_bytes(sample)
         jobs[f"job{j:03d}"] = str(d / "*.log")
     db = work / "many.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    remove_store(db)
     proc = _daemon(args.tree, _config(work, jobs, db, poll_s=2.0, events=True), env)
     try:
         total = per_job * args.jobs

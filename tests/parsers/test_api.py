@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
-from datetime import UTC
+import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 import parsers
 from parsers import available_formats, make_parser
+from parsers.events import Event, EventKind
 from parsers.hf_trainer import HfTrainer
 from parsers.lightning import Lightning
 from parsers.stack import Header, Pattern, Stack
@@ -121,3 +123,26 @@ def test_every_header_matches_its_own_sample_line(header: Header) -> None:
     m = header.regex.search(header.sample)
     assert m is not None
     assert header.parse_time(m["time"], UTC).tzinfo is UTC
+
+
+def test_estimated_at_is_replace_for_every_field() -> None:
+    """``Event.estimated_at`` (a fast hand-written copy) equals ``dataclasses.replace`` with a
+    new time and ``time_estimated``, for an event with every field set; a field added to
+    :class:`Event` fails here until the copy and this sample carry it."""
+    sample = {
+        "kind": EventKind.CHECKPOINT_END,
+        "line": 7,
+        "parser": "hf_trainer",
+        "time": datetime(2026, 1, 1, tzinfo=UTC),
+        "step": 1200,
+        "duration_s": 240.0,
+        "failure_class": "nccl_timeout",
+        "planned": True,
+        "persist_s": 31.5,
+        "detail": "/data/run/checkpoint-1200",
+        "time_estimated": False,
+    }
+    assert set(sample) == {f.name for f in dataclasses.fields(Event)}
+    event = Event(**sample)  # type: ignore[arg-type]
+    later = datetime(2026, 1, 2, tzinfo=UTC)
+    assert event.estimated_at(later) == dataclasses.replace(event, time=later, time_estimated=True)
