@@ -1,5 +1,5 @@
-"""``python -m agent`` runs the ``ckpt-advisor`` command line."""
+"""``python -m ckpt_advisor.agent`` runs the ``ckpt-advisor`` command line."""
 
-from agent.cli import main
+from ckpt_advisor.agent.cli import main
 
 main()

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.store_read import EventColumns, StoreReader
-from rules.advice import setting_for
-from rules.drift import DriftRule
-from rules.job import estimate_job
-from rules.model import Action, FleetRate, JobEstimate
-from rules.timeline import Timeline, kind_code
+from ckpt_advisor.agent.store_read import EventColumns, StoreReader
+from ckpt_advisor.rules.advice import setting_for
+from ckpt_advisor.rules.drift import DriftRule
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import Action, FleetRate, JobEstimate
+from ckpt_advisor.rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
-    from agent.notifier import Notifier, NotifyError
-    from agent.store import Store
+    from ckpt_advisor.agent.notifier import Notifier, NotifyError
+    from ckpt_advisor.agent.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class Advisor:
                     job, decision.next_state, message=None, action=str(decision.action), now_s=now_s
                 )
             return est
-        from agent.notifier import format_message
+        from ckpt_advisor.agent.notifier import format_message
 
         message = format_message(
             est,
@@ -338,7 +338,7 @@ class Advisor:
             self._delivering.release()
 
     def _deliver_queued(self) -> int:
-        from agent.notifier import NotifyError
+        from ckpt_advisor.agent.notifier import NotifyError
 
         sent = 0
         for item in self.store.queued_messages():
@@ -359,7 +359,7 @@ class Advisor:
         return self._clock().timestamp()
 
     def _find(self, key: str, created_s: float) -> str | None:
-        from agent.notifier import NotifyError, NotifyErrorKind
+        from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
 
         try:
             return self.notifier.find(key, created_s - 60.0)
@@ -374,7 +374,7 @@ class Advisor:
 
     def _send(self, payload: dict[str, Any], key: str) -> str:
         """``notifier.send`` on its own thread, waiting at most ``send_deadline_s``."""
-        from agent.notifier import NotifyError, NotifyErrorKind
+        from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
 
         answer: queue.Queue[str | NotifyError] = queue.Queue(maxsize=1)
 
@@ -402,7 +402,7 @@ class Advisor:
 
     def _failed(self, item_id: int, job: str, state: str, exc: NotifyError) -> bool:
         """Record a failed attempt; True when delivery may go on with the next message."""
-        from agent.notifier import CONFIG_SLACK_ERRORS
+        from ckpt_advisor.agent.notifier import CONFIG_SLACK_ERRORS
 
         now_s = self._now_s()
         if exc.maybe_sent:

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from agent.logfmt import FORMATS, setup_logging
-from agent.units import format_duration, parse_duration_s
-from parsers.events import EventKind
+from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
+from ckpt_advisor.agent.units import format_duration, parse_duration_s
+from ckpt_advisor.parsers.events import EventKind
 
 if TYPE_CHECKING:
-    from agent.config import Config
-    from agent.status import Heartbeat, Verdict
-    from agent.store import Store
-    from agent.store_read import OutboxItem, StoreReader
+    from ckpt_advisor.agent.config import Config
+    from ckpt_advisor.agent.status import Heartbeat, Verdict
+    from ckpt_advisor.agent.store import Store
+    from ckpt_advisor.agent.store_read import OutboxItem, StoreReader
 
 EXIT_CONFIG = 2
 MAX_SIMULATED_FAILURES = 2_000_000
@@ -40,7 +40,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _load_config(path: str) -> Config:
-    from agent.config import ConfigError, load_config
+    from ckpt_advisor.agent.config import ConfigError, load_config
 
     try:
         return load_config(path)
@@ -53,13 +53,13 @@ def _db_path(db: str | None, config: str | None) -> Path:
         return Path(db)  # no config module (pydantic) on the read commands' path
     if config:
         return _load_config(config).store.path
-    from agent.config import default_db_path
+    from ckpt_advisor.agent.config import default_db_path
 
     return default_db_path()
 
 
 def _slack_token(config: Config) -> str | None:
-    from agent.config import ConfigError
+    from ckpt_advisor.agent.config import ConfigError
 
     try:
         return config.slack_token()
@@ -68,7 +68,7 @@ def _slack_token(config: Config) -> str | None:
 
 
 def _open_store(db: str | None, config: str | None) -> Store:
-    from agent.store import Store, StoreError
+    from ckpt_advisor.agent.store import Store, StoreError
 
     try:
         return Store(_db_path(db, config))
@@ -80,7 +80,7 @@ def _lock_for(db_path: Path, command: str) -> int:
     """Take the store's reader lock (``agent/lock.py``) and return its descriptor (the lock is
     held until it is closed or the process exits), or fail: two readers of one log file would
     store its events twice."""
-    from agent.lock import LockedError, lock_store
+    from ckpt_advisor.agent.lock import LockedError, lock_store
 
     try:
         return lock_store(db_path, command)
@@ -95,7 +95,7 @@ def _lock_for(db_path: Path, command: str) -> int:
 
 def _read_store(db: str | None, config: str | None) -> StoreReader:
     """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
-    from agent.store_read import StoreError, StoreReader
+    from ckpt_advisor.agent.store_read import StoreError, StoreReader
 
     try:
         return StoreReader(_db_path(db, config))
@@ -125,7 +125,7 @@ def _zone(_ctx: click.Context, param: click.Parameter, value: str) -> tzinfo:
 
 
 def _parser_format(_ctx: click.Context, param: click.Parameter, value: str) -> str:
-    import parsers
+    from ckpt_advisor import parsers
 
     if value not in parsers.available_formats():
         known = ", ".join(parsers.available_formats())
@@ -218,8 +218,8 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     config = _load_config(config_path)
     token = _slack_token(config)
     setup_logging(log_level, log_format, secrets=[token] if token else [])
-    from agent.daemon import build_daemon
-    from agent.store import StoreError
+    from ckpt_advisor.agent.daemon import build_daemon
+    from ckpt_advisor.agent.store import StoreError
 
     _lock_for(config.store.path, "run")
     try:
@@ -282,7 +282,7 @@ def slack_test(config_path: str, text: str | None) -> None:
     """
     import socket
 
-    from agent.notifier import NotifyError, SlackNotifier, escape_slack
+    from ckpt_advisor.agent.notifier import NotifyError, SlackNotifier, escape_slack
 
     config = _load_config(config_path)
     token = _slack_token(config)
@@ -321,7 +321,7 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
 
     Shows the last scan and estimate, files that lag, and what is queued for Slack.
     """
-    from agent.status import assess, heartbeat_path, read_heartbeat
+    from ckpt_advisor.agent.status import assess, heartbeat_path, read_heartbeat
 
     store = _read_store(db, config_path)
     hb = read_heartbeat(heartbeat_path(store.path))
@@ -403,7 +403,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     Lines that looked like data but could not be read (a bad timing record, an impossible
     timestamp) are counted on stderr with their reasons.
     """
-    import parsers
+    from ckpt_advisor import parsers
 
     rows: list[dict[str, Any]] = []
     for path in files:
@@ -461,7 +461,7 @@ def _file_format(path: str, fmt: str) -> str:
 
 
 def _event_json(event: Any, source: str) -> dict[str, Any]:
-    from agent.store_read import StoredEvent
+    from ckpt_advisor.agent.store_read import StoredEvent
 
     stored = StoredEvent(job="", source=source, event=event)
     row = stored.to_json()
@@ -497,9 +497,9 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
     stores nothing twice: its offset is remembered like the daemon's.
     """
 
-    from agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
-    from agent.store_read import StoreError
-    from agent.tailer import Tailer, WatchSpec
+    from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
+    from ckpt_advisor.agent.store_read import StoreError
+    from ckpt_advisor.agent.tailer import Tailer, WatchSpec
 
     def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
         return datetime.now(UTC)
@@ -674,7 +674,7 @@ def interval(
 
     Waste fractions use Daly's exponential model (rules.interval.exponential_waste_fraction);
     a C/M above 0.5 adds a line to ``warnings`` (checkpointing is then nearly pointless)."""
-    from rules.interval import (
+    from ckpt_advisor.rules.interval import (
         daly_interval_s,
         exponential_waste_fraction,
         high_cost_warning,
@@ -735,7 +735,7 @@ def interval(
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), help="Keep the files here.")
 def demo(days: float, replay_s: float, workdir: str | None) -> None:
     """Replay captured training output into a watched directory; show the recommendation."""
-    from agent.demo import run_demo
+    from ckpt_advisor.agent.demo import run_demo
 
     setup_logging("WARNING")
     sys.exit(run_demo(days=days, replay_s=replay_s, workdir=workdir, echo=click.echo))
@@ -783,12 +783,12 @@ def simulate(
     replay the job's own recorded interruptions (running time between them) with its estimated
     C and R against its current, recommended and given intervals.
     """
-    from rules.interval import daly_interval_s, waste_fraction
-    from rules.simulate import interval_grid_s, replay, simulate_intervals
+    from ckpt_advisor.rules.interval import daly_interval_s, waste_fraction
+    from ckpt_advisor.rules.simulate import interval_grid_s, replay, simulate_intervals
 
     if job is not None:
-        from agent.advisor import EstimateSettings, compute_estimate
-        from agent.store_read import StoreError
+        from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+        from ckpt_advisor.agent.store_read import StoreError
 
         store = _read_store(db, config_path)
         try:
@@ -919,7 +919,7 @@ def _replay_json(r: Any) -> dict[str, Any]:
 def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's
     confidence band (from its latest stored estimate)."""
-    from agent.plot import plot_waste_curve
+    from ckpt_advisor.agent.plot import plot_waste_curve
 
     store = _read_store(db, config_path)
     rows = store.estimate_history(job=job, latest_only=True)

@@ -25,9 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-import parsers
-from agent.units import parse_duration_s
-from parsers.events import EventKind
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.units import parse_duration_s
+from ckpt_advisor.parsers.events import EventKind
 
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
@@ -369,7 +369,7 @@ def config_reference() -> str:
 
     Generated from the models' field docstrings, so the reference cannot drift from the code.
     """
-    from agent.units import format_duration
+    from ckpt_advisor.agent.units import format_duration
 
     def default_of(name: str, field: Any) -> str:
         if field.is_required():
@@ -386,8 +386,9 @@ def config_reference() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from `agent/config.py` (`python -c 'from agent.config import "
-        "config_reference as r; print(r())' > docs/CONFIG.md`). Every key has a default; "
+        "Generated from `agent/config.py` (`python -c 'import sys; from ckpt_advisor.agent.config "
+        "import config_reference as r; sys.stdout.write(r())' > docs/CONFIG.md`). Every key has a "
+        "default; "
         "durations are seconds or text such as `90s`, `5m`, `6h`, `2d`.",
     ]
     sections: list[tuple[str, type[BaseModel]]] = [

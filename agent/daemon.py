@@ -48,17 +48,17 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from agent.advisor import Advisor, EstimateSettings
-from agent.config import Config, ConfigError, load_config
-from agent.metrics import CountingNotifier, Metrics
-from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
-from agent.notifier import LogNotifier, Notifier, SlackNotifier
-from agent.sdnotify import SystemdNotifier
-from agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
-from agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
-from agent.tailer import ScanStats, Tailer, WatchSpec
-from agent.units import format_duration
-from rules.drift import DriftRule
+from ckpt_advisor.agent.advisor import Advisor, EstimateSettings
+from ckpt_advisor.agent.config import Config, ConfigError, load_config
+from ckpt_advisor.agent.metrics import CountingNotifier, Metrics
+from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
+from ckpt_advisor.agent.notifier import LogNotifier, Notifier, SlackNotifier
+from ckpt_advisor.agent.sdnotify import SystemdNotifier
+from ckpt_advisor.agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
+from ckpt_advisor.agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
+from ckpt_advisor.agent.tailer import ScanStats, Tailer, WatchSpec
+from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.rules.drift import DriftRule
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.config import parse_config
-from agent.daemon import build_daemon
-from agent.notifier import unescape_slack
-from agent.synth import SynthJob, simulate
-from agent.units import format_duration
-from rules.interval import daly_interval_s
+from ckpt_advisor.agent.config import parse_config
+from ckpt_advisor.agent.daemon import build_daemon
+from ckpt_advisor.agent.notifier import unescape_slack
+from ckpt_advisor.agent.synth import SynthJob, simulate
+from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.rules.interval import daly_interval_s
 
 JOB = "demo-llama-8b"
 TRUE_MTBF_S = 6 * 3600.0

@@ -27,10 +27,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from agent.notifier import Notifier, NotifyError
-from agent.tailer import FilePosition, ScanStats
-from rules.interval import excess_gpu_hours_per_day
-from rules.model import JobEstimate, Status
+from ckpt_advisor.agent.notifier import Notifier, NotifyError
+from ckpt_advisor.agent.tailer import FilePosition, ScanStats
+from ckpt_advisor.rules.interval import excess_gpu_hours_per_day
+from ckpt_advisor.rules.model import JobEstimate, Status
 
 PREFIX: Final = "ckpt_advisor_"
 

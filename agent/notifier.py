@@ -35,9 +35,9 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from agent.units import format_duration
-from rules.interval import excess_gpu_hours_per_day
-from rules.model import Action, Decision, JobEstimate
+from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.rules.interval import excess_gpu_hours_per_day
+from ckpt_advisor.rules.model import Action, Decision, JobEstimate
 
 MAX_BLOCKS: Final = 50
 MAX_SECTION_CHARS: Final = 3000

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.units import format_duration
-from rules.interval import exponential_waste_fraction
+from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.rules.interval import exponential_waste_fraction
 
 
 def waste_curve(

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent.store_read import OutboxItem
-from agent.units import format_duration
+from ckpt_advisor.agent.store_read import OutboxItem
+from ckpt_advisor.agent.units import format_duration
 
 HEARTBEAT_SUFFIX = ".daemon.json"
 

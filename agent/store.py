@@ -47,8 +47,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DatabaseError, OperationalError
 
-from agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
-from agent.store_read import (
+from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
+from ckpt_advisor.agent.store_read import (
     SCHEMA_VERSION,
     EventColumns,
     OutboxItem,
@@ -59,8 +59,8 @@ from agent.store_read import (
     event_numbers,
     schema_version,
 )
-from parsers.events import Event
-from rules.model import AlertState
+from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.rules.model import AlertState
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from parsers.events import Event, EventKind
+from ckpt_advisor.parsers.events import Event, EventKind
 
 if TYPE_CHECKING:
     import numpy as np

@@ -26,7 +26,9 @@ _RUN_DIR = "/data/hf/run"
 
 
 def _fixture(name: str) -> list[str]:
-    text = resources.files("agent").joinpath("fixtures", "real", name).read_text("utf-8")
+    text = (
+        resources.files("ckpt_advisor.agent").joinpath("fixtures", "real", name).read_text("utf-8")
+    )
     return text.split("\n")
 
 

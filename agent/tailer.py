@@ -30,10 +30,10 @@ from pathlib import Path
 
 import ahocorasick_rs
 
-import parsers
-from agent.store import FileState, Store
-from parsers.events import Event, EventKind
-from parsers.stream import LineFilter
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.store import FileState, Store
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stream import LineFilter
 
 log = logging.getLogger(__name__)
 

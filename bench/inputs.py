@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.store import FileState, Store
-from agent.synth import SynthJob, simulate
-from parsers.events import Event, EventKind
+from ckpt_advisor.agent.store import FileState, Store
+from ckpt_advisor.agent.synth import SynthJob, simulate
+from ckpt_advisor.parsers.events import Event, EventKind
 
 CHUNK_DAYS = 3.0
 """Simulated days per distinct stretch of training (about 15 MB of log each)."""

@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.advisor import EstimateSettings, compute_estimate
-from agent.store import Store
-from agent.synth import simulate
-from agent.tailer import Tailer, WatchSpec
-from rules.interval import daly_interval_s
+from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.rules.interval import daly_interval_s
 
 DAY_S = 86400.0
 

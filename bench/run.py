@@ -2,7 +2,7 @@
 
     python -m bench                       # issue sizes: 400 MB log, 1,000 files, 1M events
     python -m bench --log-mb 100 --only backfill,cli
-    python -m bench --tree /path/to/other/checkout   # run another version's agent (before/after)
+    python -m bench --python /other/checkout/.venv/bin/python   # another install (before/after)
 
 Inputs are generated deterministically under ``--work`` (kept between runs: the 400 MB log is
 written once). Every measured program runs as a child process of this one: ``ckpt-advisor
@@ -35,17 +35,18 @@ Row = tuple[str, str, str, bool]
 """(figure, measured, target, met)."""
 
 
-def _agent(_tree: Path, *args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from agent.cli import main; main()", *args]
+def _agent(python: str, *args: str) -> list[str]:
+    """The ``ckpt-advisor`` command line of the install that ``python`` imports."""
+    return [python, "-c", "from ckpt_advisor.agent.cli import main; main()", *args]
 
 
-def _env(tree: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(tree)}
+def _env() -> dict[str, str]:
+    """Children find ``bench`` here and ``ckpt_advisor`` wherever their interpreter has it."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _cwd(env: dict[str, str]) -> str:
-    """Run children in the measured tree, so that ``-c`` imports its packages, not ours."""
-    return env["PYTHONPATH"].split(os.pathsep)[0]
+CHILD_CWD = "/"
+"""Children run outside any checkout, so no folder beside them shadows an installed package."""
 
 
 _PEAK_RSS = (
@@ -77,7 +78,7 @@ def _timed_child(
     argv = [sys.executable, "-c", _PEAK_RSS, str(peak), *cmd] if rss else cmd
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        argv, env=env, cwd=_cwd(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        argv, env=env, cwd=CHILD_CWD, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
@@ -90,18 +91,18 @@ def _timed_child(
     return wall, rss_mb, out
 
 
-def _keywords(tree: Path, env: dict[str, str]) -> list[str]:
-    """The HF Trainer parser's keyword literals, as that tree's parser reports them."""
+def _keywords(python: str, env: dict[str, str]) -> list[str]:
+    """The HF Trainer parser's keyword literals, as the measured install's parser reports them."""
     code = (
-        "import json, parsers\n"
-        "from parsers.logs import LogParser\n"
+        "import json\n"
+        "from ckpt_advisor import parsers\n"
         "p = parsers.make_parser('hf_trainer')\n"
         "f = getattr(p, 'line_filter', None)\n"
         "kw = [k.decode() for k in f.keywords] if f else list(p._keywords)\n"
         "print(json.dumps([k for k in kw if k != '\\x1b']))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=_cwd(env), capture_output=True, check=True
+        [python, "-c", code], env=env, cwd=CHILD_CWD, capture_output=True, check=True
     )
     return list(json.loads(out.stdout))
 
@@ -115,12 +116,12 @@ def bench_backfill(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
         f"  input: {log} ({truth.size_bytes / 1e6:.0f} MB, {truth.lines:,} lines, "
         f"{truth.saves} saves, {truth.failures} failures; ready in {time.perf_counter() - t0:.0f}s)"
     )
-    pattern = "|".join(re.escape(k).replace("\\ ", " ") for k in _keywords(args.tree, env))
+    pattern = "|".join(re.escape(k).replace("\\ ", " ") for k in _keywords(args.python, env))
     grep_s = min(_timed_child(["grep", "-c", "-E", pattern, str(log)], env)[0] for _ in range(2))
     db = work / "backfill.db"
     remove_store(db)
     wall, rss_mb, _ = _timed_child(
-        _agent(args.tree, "ingest", str(log), "--job", "backfill", "--db", str(db)), env, rss=True
+        _agent(args.python, "ingest", str(log), "--job", "backfill", "--db", str(db)), env, rss=True
     )
     with sqlite3.connect(db) as conn:
         counts = dict(conn.execute("SELECT kind, count(*) FROM events GROUP BY kind").fetchall())
@@ -165,7 +166,7 @@ def _fixed_ingest_s(args: argparse.Namespace, env: dict[str, str]) -> float:
     for i in range(3):
         db = args.work / f"fixed-{i}.db"
         remove_store(db)
-        cmd = _agent(args.tree, "ingest", str(small), "--job", "fixed", "--db", str(db))
+        cmd = _agent(args.python, "ingest", str(small), "--job", "fixed", "--db", str(db))
         walls.append(_timed_child(cmd, env)[0])
     return min(walls)
 
@@ -186,11 +187,11 @@ def _config(work: Path, jobs: dict[str, str], db: Path, *, poll_s: float, events
     return path
 
 
-def _daemon(tree: Path, config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _daemon(python: str, config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        _agent(tree, "run", "--config", str(config)),
+        _agent(python, "run", "--config", str(config)),
         env=env,
-        cwd=_cwd(env),
+        cwd=CHILD_CWD,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -232,7 +233,7 @@ def _latencies(args: argparse.Namespace, env: dict[str, str], *, events: bool) -
     remove_store(db)
     poll_s = args.poll_s
     proc = _daemon(
-        args.tree, _config(work, {"live": str(log)}, db, poll_s=poll_s, events=events), env
+        args.python, _config(work, {"live": str(log)}, db, poll_s=poll_s, events=events), env
     )
     sql = "SELECT count(*) FROM events WHERE kind = 'checkpoint_start' AND step = ?"
     out = []
@@ -301,7 +302,7 @@ def bench_many(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
         jobs[f"job{j:03d}"] = str(d / "*.log")
     db = work / "many.db"
     remove_store(db)
-    proc = _daemon(args.tree, _config(work, jobs, db, poll_s=2.0, events=True), env)
+    proc = _daemon(args.python, _config(work, jobs, db, poll_s=2.0, events=True), env)
     try:
         total = per_job * args.jobs
         _wait("all files read", lambda: _query(db, "SELECT count(*) FROM files") >= total, 300)
@@ -333,18 +334,17 @@ def bench_estimate(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     code = (
         "import sys, time\n"
         "from bench.inputs import event_store\n"
-        "from agent.advisor import EstimateSettings, compute_estimate\n"
+        "from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate\n"
         "store = event_store(sys.argv[1], int(sys.argv[2]))\n"
         "compute_estimate(store, 'big', EstimateSettings(), 1.9e9)  # warm: lazy imports\n"
         "t0 = time.perf_counter()\n"
         "est, _ = compute_estimate(store, 'big', EstimateSettings(), 1.9e9)\n"
         "print(time.perf_counter() - t0, est.n_failures, est.status)\n"
     )
-    bench_env = {**env, "PYTHONPATH": f"{args.tree}{os.pathsep}{ROOT}"}
     out = subprocess.run(
-        [sys.executable, "-c", code, str(db), str(args.events)],
-        env=bench_env,
-        cwd=_cwd(env),
+        [args.python, "-c", code, str(db), str(args.events)],
+        env=env,
+        cwd=CHILD_CWD,
         capture_output=True,
         text=True,
     )
@@ -367,7 +367,7 @@ def bench_cli(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     rows: list[Row] = []
     estimates = ["estimates", "--db", str(db), "--json"]
     for name, cmd in (("--help", ["--help"]), ("estimates", estimates)):
-        walls = sorted(_timed_child(_agent(args.tree, *cmd), env)[0] for _ in range(5))
+        walls = sorted(_timed_child(_agent(args.python, *cmd), env)[0] for _ in range(5))
         med = walls[2]
         rows.append(
             (f"cli: ckpt-advisor {name} (median of 5)", f"{med:.2f} s", "<= 0.5 s", med <= 0.5)
@@ -396,11 +396,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--idle-s", type=float, default=20.0, help="idle CPU window (20 s)")
     ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset")
     ap.add_argument("--work", type=Path, default=Path("/tmp/ckpt-advisor-bench"))
-    ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose agent is measured")
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter whose installed ckpt_advisor is measured (default: this one)",
+    )
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    args.tree = args.tree.resolve()
-    env = _env(args.tree)
+    env = _env()
     rows: list[Row] = []
     for name in args.only.split(","):
         print(f"[{name}]", flush=True)
@@ -415,5 +418,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'figure':<{width}}  {'measured':<{mwidth}}  {'target':<12}  met")
     for figure, measured, target, met in rows:
         print(f"{figure:<{width}}  {measured:<{mwidth}}  {target:<12}  {'yes' if met else 'NO'}")
-    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; tree {args.tree}")
+    load = os.getloadavg()[0]
+    print(f"\nload average {load:.1f} on {os.cpu_count()} cores; python {args.python}")
     sys.exit(0 if all(r[3] for r in rows) else 1)

@@ -26,22 +26,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, tzinfo
 
-from parsers.accelerate import Accelerate
-from parsers.auto import AutoParser, StackFactory
-from parsers.composer import Composer
-from parsers.custom import CustomPattern, CustomPatterns, compile_pattern
-from parsers.deepspeed import DeepSpeed
-from parsers.events import Event, EventKind
-from parsers.hf_trainer import HfTrainer
-from parsers.lightning import Lightning
-from parsers.logs import AUTO, LogParser
-from parsers.megatron import Megatron, MegatronProgress
-from parsers.nemo import NeMo
-from parsers.stack import ParseContext
-from parsers.stream import Diagnostics, StreamParser
-from parsers.timestamps import LocalZone
-from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
-from parsers.torchtitan import Torchtitan
+from ckpt_advisor.parsers.accelerate import Accelerate
+from ckpt_advisor.parsers.auto import AutoParser, StackFactory
+from ckpt_advisor.parsers.composer import Composer
+from ckpt_advisor.parsers.custom import CustomPattern, CustomPatterns, compile_pattern
+from ckpt_advisor.parsers.deepspeed import DeepSpeed
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.hf_trainer import HfTrainer
+from ckpt_advisor.parsers.lightning import Lightning
+from ckpt_advisor.parsers.logs import AUTO, LogParser
+from ckpt_advisor.parsers.megatron import Megatron, MegatronProgress
+from ckpt_advisor.parsers.nemo import NeMo
+from ckpt_advisor.parsers.stack import ParseContext
+from ckpt_advisor.parsers.stream import Diagnostics, StreamParser
+from ckpt_advisor.parsers.timestamps import LocalZone
+from ckpt_advisor.parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
+from ckpt_advisor.parsers.torchtitan import Torchtitan
 
 __all__ = [
     "STACKS",

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 
-from parsers.events import EventKind
-from parsers.hf_trainer import EXAMPLES_FORMAT
-from parsers.stack import Pattern, Stack
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.hf_trainer import EXAMPLES_FORMAT
+from ckpt_advisor.parsers.stack import Pattern, Stack
 
 _SOURCE = "accelerate 16cb6eb80 src/accelerate"
 

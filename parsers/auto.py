@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from parsers.custom import CustomPatterns
-from parsers.events import Event
-from parsers.logs import AUTO, LogParser
-from parsers.stack import ParseContext, Stack
-from parsers.stream import Diagnostics, LineFilter, StreamParser
-from parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser, looks_like_timing_header
+from ckpt_advisor.parsers.custom import CustomPatterns
+from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.parsers.logs import AUTO, LogParser
+from ckpt_advisor.parsers.stack import ParseContext, Stack
+from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
+from ckpt_advisor.parsers.timing import (
+    CSV,
+    JSONL,
+    TimingCsvParser,
+    TimingJsonlParser,
+    looks_like_timing_header,
+)
 
 StackFactory = Callable[[ParseContext], Stack]
 

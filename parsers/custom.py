@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from parsers.events import Event, EventKind
-from parsers.timestamps import parse_iso_or_epoch, parse_mdy_hms, parse_ymd_hms
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.timestamps import parse_iso_or_epoch, parse_mdy_hms, parse_ymd_hms
 
 PARSER_NAME = "custom"
 """``Event.parser`` of events from custom patterns."""

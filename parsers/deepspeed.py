@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 
-from parsers.events import EventKind
-from parsers.stack import Header, Pattern, Stack
-from parsers.timestamps import parse_ymd_hms
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.stack import Header, Pattern, Stack
+from ckpt_advisor.parsers.timestamps import parse_ymd_hms
 
 _ENGINE = "deepspeed 0.16.4 runtime/engine.py"
 _TORCH_ENGINE = "deepspeed 0.16.4 runtime/checkpoint_engine/torch_checkpoint_engine.py"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,15 +36,20 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
-from parsers import kernel, launcher, nccl, slurm
-from parsers.events import Event, EventKind
-from parsers.failure_rule import FailureRule
-from parsers.stack import ParseContext
-from parsers.text import KeywordTable
-from parsers.timestamps import parse_ctime, parse_mmdd_hms, parse_syslog_time, parse_ymd_hms
-from parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
-from parsers.traceback import TracebackTracker
-from parsers.vocabulary import PLANNED_CLASSES
+from ckpt_advisor.parsers import kernel, launcher, nccl, slurm
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.failure_rule import FailureRule
+from ckpt_advisor.parsers.stack import ParseContext
+from ckpt_advisor.parsers.text import KeywordTable
+from ckpt_advisor.parsers.timestamps import (
+    parse_ctime,
+    parse_mmdd_hms,
+    parse_syslog_time,
+    parse_ymd_hms,
+)
+from ckpt_advisor.parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
+from ckpt_advisor.parsers.traceback import TracebackTracker
+from ckpt_advisor.parsers.vocabulary import PLANNED_CLASSES
 
 RULES: tuple[FailureRule, ...] = (*launcher.RULES, *nccl.RULES, *slurm.RULES, *kernel.RULES)
 """Every failure rule, in matching order (first match wins)."""

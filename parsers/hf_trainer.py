@@ -31,10 +31,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from parsers.events import Event, EventKind
-from parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
-from parsers.text import Bar
-from parsers.timestamps import parse_mdy_hms, parse_ymd_hms
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
+from ckpt_advisor.parsers.text import Bar
+from ckpt_advisor.parsers.timestamps import parse_mdy_hms, parse_ymd_hms
 
 EXPLICIT_FORMAT = Header(
     keyword=" >> ",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from parsers.failure_rule import FailureRule, fixed
+from ckpt_advisor.parsers.failure_rule import FailureRule, fixed
 
 INFORMATIONAL_XIDS = frozenset({63, 92})
 

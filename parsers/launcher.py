@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, tzinfo
 
-from parsers.events import Event, EventKind
-from parsers.failure_rule import FailureRule, fixed
-from parsers.timestamps import parse_elastic_time
-from parsers.traceback import classify_failure
-from parsers.vocabulary import GENERIC_CLASSES, exit_code_class, signal_class
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.failure_rule import FailureRule, fixed
+from ckpt_advisor.parsers.timestamps import parse_elastic_time
+from ckpt_advisor.parsers.traceback import classify_failure
+from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, exit_code_class, signal_class
 
 PARSER_NAME = "torchrun"
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import re
 
-from parsers.events import EventKind
-from parsers.stack import Pattern, Stack
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.stack import Pattern, Stack
 
 _MODEL_CHECKPOINT = "lightning 2.6 src/lightning/pytorch/callbacks/model_checkpoint.py"
 _CHECKPOINT_CONNECTOR = (

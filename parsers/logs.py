@@ -29,13 +29,13 @@ from datetime import datetime, timedelta
 
 from ahocorasick_rs import AhoCorasick
 
-from parsers.custom import CustomPatterns
-from parsers.events import Event, EventKind
-from parsers.failures import KEYWORDS as FAILURE_KEYWORDS
-from parsers.failures import FailureLines
-from parsers.stack import Stack
-from parsers.stream import Diagnostics, LineFilter, StreamParser
-from parsers.text import RATE_MARKERS, last_bar, records, strip_ansi
+from ckpt_advisor.parsers.custom import CustomPatterns
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.failures import KEYWORDS as FAILURE_KEYWORDS
+from ckpt_advisor.parsers.failures import FailureLines
+from ckpt_advisor.parsers.stack import Stack
+from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
+from ckpt_advisor.parsers.text import RATE_MARKERS, last_bar, records, strip_ansi
 
 AUTO = "auto"
 

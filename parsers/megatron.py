@@ -39,9 +39,9 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from parsers.events import Event, EventKind
-from parsers.stack import Header, ParseContext, Pattern, Record, Stack
-from parsers.timestamps import parse_ymd_hms
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack
+from ckpt_advisor.parsers.timestamps import parse_ymd_hms
 
 _CKPT = "Megatron-LM megatron/training/checkpointing.py"
 _TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"

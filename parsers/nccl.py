@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from parsers.failure_rule import FailureRule, fixed
-from parsers.traceback import classify_failure
+from ckpt_advisor.parsers.failure_rule import FailureRule, fixed
+from ckpt_advisor.parsers.traceback import classify_failure
 
 
 def _classified(text: str, default: str | None) -> str | None:

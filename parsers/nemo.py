@@ -36,9 +36,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from parsers.events import Event, EventKind
-from parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
-from parsers.timestamps import parse_epoch, parse_ymd_hms
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
+from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
 
 NEMO_FORMAT = Header(
     keyword="[NeMo ",

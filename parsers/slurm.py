@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, tzinfo
 
-from parsers.events import EventKind
-from parsers.failure_rule import FailureRule, fixed
-from parsers.timestamps import parse_ymd_hms
-from parsers.vocabulary import signal_class
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.failure_rule import FailureRule, fixed
+from ckpt_advisor.parsers.timestamps import parse_ymd_hms
+from ckpt_advisor.parsers.vocabulary import signal_class
 
 _CANCEL_REASONS = {
     "TIME LIMIT": "slurm_time_limit",

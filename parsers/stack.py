@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 from typing import ClassVar, NamedTuple
 
-from parsers.events import Event, EventKind
-from parsers.text import Bar, KeywordTable
-from parsers.timestamps import parse_epoch, parse_ymd_hms
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.text import Bar, KeywordTable
+from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
 
 DETAIL_CHARS = 200
 """Longest ``Event.detail`` a stack writes."""

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 
-from parsers.events import Event
+from ckpt_advisor.parsers.events import Event
 
 MAX_ERRORS = 100
 """How many of the most recent bad lines :attr:`StreamParser.errors` keeps."""

@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from parsers.events import Event, EventKind
-from parsers.stream import Diagnostics, StreamParser
-from parsers.timestamps import parse_iso_or_epoch
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stream import Diagnostics, StreamParser
+from ckpt_advisor.parsers.timestamps import parse_iso_or_epoch
 
 JSONL = "timing_jsonl"
 CSV = "timing_csv"

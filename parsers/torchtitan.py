@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 
-from parsers.events import EventKind
-from parsers.stack import Header, Pattern, Stack
-from parsers.timestamps import parse_ymd_hms
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.stack import Header, Pattern, Stack
+from ckpt_advisor.parsers.timestamps import parse_ymd_hms
 
 _CKPT = "torchtitan torchtitan/components/checkpoint.py"
 _TRAIN = "torchtitan torchtitan/train.py"

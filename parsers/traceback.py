@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from parsers.events import Event, EventKind
-from parsers.vocabulary import GENERIC_CLASSES
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES
 
 PARSER_NAME = "traceback"
 """``Event.parser`` of the failures found here."""

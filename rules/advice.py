@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rules._checks import require_count, require_positive
+from ckpt_advisor.rules._checks import require_count, require_positive
 
 SETTINGS: dict[str, str] = {
     "hf_trainer": "save_steps={steps}",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rules._checks import require_count, require_non_negative, require_positive
-from rules.model import Action, AlertState, Decision, JobEstimate
+from ckpt_advisor.rules._checks import require_count, require_non_negative, require_positive
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 
 
 def off_optimum(

@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rules._checks import (
+from ckpt_advisor.rules._checks import (
     require_count,
     require_non_negative,
     require_positive,
     require_probability,
 )
-from rules.rank_test import rank_sum_p_value
-from rules.timeline import (
+from ckpt_advisor.rules.rank_test import rank_sum_p_value
+from ckpt_advisor.rules.timeline import (
     PROGRESS_KINDS,
     BoolArray,
     FloatArray,

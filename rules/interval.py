@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from rules._checks import require_count, require_non_negative, require_positive
+from ckpt_advisor.rules._checks import require_count, require_non_negative, require_positive
 
 HIGH_COST_RATIO = 0.5
 """C/M above which checkpointing is nearly pointless: at C = M/2 even Daly's interval loses 70%

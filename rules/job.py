@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from rules._checks import require_count, require_positive, require_probability
-from rules.advice import interval_steps
-from rules.drift import off_optimum
-from rules.estimates import (
+from ckpt_advisor.rules._checks import require_count, require_positive, require_probability
+from ckpt_advisor.rules.advice import interval_steps
+from ckpt_advisor.rules.drift import off_optimum
+from ckpt_advisor.rules.estimates import (
     CheckpointCost,
     MtbfEstimate,
     WeibullFit,
@@ -30,7 +30,7 @@ from rules.estimates import (
     step_time_s,
     widen_mtbf_ci,
 )
-from rules.interval import (
+from ckpt_advisor.rules.interval import (
     HIGH_COST_RATIO,
     daly_interval_s,
     excess_gpu_hours_per_day,
@@ -38,8 +38,8 @@ from rules.interval import (
     high_cost_warning,
     young_interval_s,
 )
-from rules.model import FleetRate, JobEstimate, Observation, Status
-from rules.timeline import (
+from ckpt_advisor.rules.model import FleetRate, JobEstimate, Observation, Status
+from ckpt_advisor.rules.timeline import (
     IntArray,
     Interruption,
     Timeline,

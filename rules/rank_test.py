@@ -21,7 +21,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from rules.timeline import FloatArray
+from ckpt_advisor.rules.timeline import FloatArray
 
 EXACT_MAX_CELLS = 4_000_000
 """Largest table (pooled size × smaller sample size × twice the largest rank sum) counted

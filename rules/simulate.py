@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rules._checks import require_count, require_non_negative, require_positive
-from rules.interval import daly_interval_s
-from rules.timeline import FloatArray
+from ckpt_advisor.rules._checks import require_count, require_non_negative, require_positive
+from ckpt_advisor.rules.interval import daly_interval_s
+from ckpt_advisor.rules.timeline import FloatArray
 
 
 @dataclass(frozen=True, slots=True)

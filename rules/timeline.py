@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rules._checks import require_non_negative, require_positive
-from rules.model import Observation
+from ckpt_advisor.rules._checks import require_non_negative, require_positive
+from ckpt_advisor.rules.model import Observation
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]

@@ -11,20 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.advisor import (
+from ckpt_advisor.agent.advisor import (
     _ESTIMATE_KINDS,
     EstimateSettings,
     compute_estimate,
     timeline_from,
 )
-from agent.store import FileState, Store, StoredEvent, StoreError
-from agent.store_read import StoreReader
-from agent.synth import simulate
-from agent.tailer import Tailer, WatchSpec
-from parsers.events import Event, EventKind
-from rules.job import estimate_job
-from rules.model import Observation
-from rules.timeline import Timeline
+from ckpt_advisor.agent.store import FileState, Store, StoredEvent, StoreError
+from ckpt_advisor.agent.store_read import StoreReader
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.timeline import Timeline
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"

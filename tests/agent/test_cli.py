@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
+from ckpt_advisor.agent.cli import main
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 PARSE_KEYS = {"kind", "time", "step", "duration_s", "failure_class", "line", "source", "parser"}
@@ -224,7 +224,7 @@ def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     log = FIXTURES / "hf_trainer_crash.log"
     big = tmp_path / "big.log"  # long enough to be read for a few of the bar's refreshes
     big.write_bytes(log.read_bytes() * 400)
-    cmd = [sys.executable, "-m", "agent", "ingest", "--job", "hf", "--db"]
+    cmd = [sys.executable, "-m", "ckpt_advisor.agent", "ingest", "--job", "hf", "--db"]
     leader, follower = pty.openpty()
     with subprocess.Popen([*cmd, str(tmp_path / "a.db"), str(big)], stderr=follower) as proc:
         os.close(follower)
@@ -255,7 +255,7 @@ def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(
     """A store that fails a write mid-ingest (a file this user may read but not write: SQLite's
     "attempt to write a readonly database") ends ``ingest`` with exit 1 and the store's message,
     not a traceback; the lock is released for the next run."""
-    from agent.store import Store, StoreError
+    from ckpt_advisor.agent.store import Store, StoreError
 
     db = tmp_path / "s.db"
 

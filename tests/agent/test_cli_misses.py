@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from agent.cli import main
+from ckpt_advisor.agent.cli import main
 
 LOOKALIKES = Path(__file__).parents[1] / "parsers" / "fixtures" / "quoted" / "lookalikes.log"
 

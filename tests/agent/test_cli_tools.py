@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.advisor import fleet_rate
-from agent.cli import main
-from agent.synth import simulate
+from ckpt_advisor.agent.advisor import fleet_rate
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.synth import simulate
 from tests.agent.test_advisor_columns import downgrade_to_version_3
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, config_reference, load_config, parse_config
+from ckpt_advisor.agent.config import ConfigError, config_reference, load_config, parse_config
 
 DESIGN_EXAMPLE = """
 [store]

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-import agent.daemon
-from agent.config import parse_config
-from agent.daemon import Daemon, build_daemon
-from agent.notifier import SlackNotifier
-from agent.store import Store
-from rules.model import AlertState
+from ckpt_advisor.agent import daemon as agent_daemon
+from ckpt_advisor.agent.config import parse_config
+from ckpt_advisor.agent.daemon import Daemon, build_daemon
+from ckpt_advisor.agent.notifier import SlackNotifier
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.test_e2e import TOKEN_ENV, wait_started
 from tests.agent.test_tailer import _record
@@ -76,8 +76,8 @@ def test_shared_filesystem_is_polled_not_watched(
     daemon = Daemon(
         config,
         store=Store(config.store.path),
-        notifier=agent.daemon.make_notifier(config),
-        clock=agent.daemon.utc_now,
+        notifier=agent_daemon.make_notifier(config),
+        clock=agent_daemon.utc_now,
         mount_table=str(table),
     )
     running(daemon)
@@ -95,14 +95,14 @@ def test_inotify_limit_warns_once_and_polls(
     """Scenario 14: inotify refusing a watch (ENOSPC, the watch limit) gives one warning and
     the daemon keeps ingesting by polling."""
 
-    class Exhausted(agent.daemon.Observer):  # type: ignore[misc,name-defined]
+    class Exhausted(agent_daemon.Observer):  # type: ignore[misc,name-defined]
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(agent.daemon, "Observer", Exhausted)
+    monkeypatch.setattr(agent_daemon, "Observer", Exhausted)
     config = parse_config(_config(tmp_path))
     daemon = build_daemon(config)
-    with caplog.at_level("WARNING", logger="agent.daemon"):
+    with caplog.at_level("WARNING", logger="ckpt_advisor.agent.daemon"):
         running(daemon)
         for step in range(1, 4):
             with (tmp_path / "runs" / "t.jsonl").open("a") as fh:
@@ -179,7 +179,7 @@ def test_ingestion_goes_on_while_slack_rate_limits(
     )
     fake_slack.script(429, retry_after=3)
     notifier = SlackNotifier(fake_slack.token, "#a", base_url=fake_slack.base_url)
-    daemon = Daemon(config, store=store, notifier=notifier, clock=agent.daemon.utc_now)
+    daemon = Daemon(config, store=store, notifier=notifier, clock=agent_daemon.utc_now)
     running(daemon)
     assert _until(lambda: daemon.scheduler.running)
     daemon.scheduler.add_job(daemon.advisor.deliver, id="deliver-now")
@@ -206,7 +206,7 @@ def _write_config(tmp: Path, estimate_every: str = "1h") -> Path:
 
 def _start(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
         stderr=subprocess.PIPE,
         text=True,
         env=env,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import agent.daemon
-from agent.config import parse_config
-from agent.daemon import SUMMARY_EVERY_S, Daemon, build_daemon
+from ckpt_advisor.agent import daemon as agent_daemon
+from ckpt_advisor.agent.config import parse_config
+from ckpt_advisor.agent.daemon import SUMMARY_EVERY_S, Daemon, build_daemon
 from tests.agent import test_daemon_faults
 from tests.agent.test_daemon_faults import _config, _until
 from tests.agent.test_tailer import _record
@@ -54,12 +54,12 @@ def test_reads_are_logged_per_scan_at_debug_and_summarised_at_info_once_a_minute
     offset = [timedelta(0)]
 
     def clock() -> datetime:
-        return agent.daemon.utc_now() + offset[0]
+        return agent_daemon.utc_now() + offset[0]
 
     config = parse_config(_config(tmp_path))
     daemon = build_daemon(config, clock=clock)
     path = tmp_path / "runs" / "t.jsonl"
-    with caplog.at_level(logging.DEBUG, logger="agent.daemon"):
+    with caplog.at_level(logging.DEBUG, logger="ckpt_advisor.agent.daemon"):
         running(daemon)
         for step in range(1, 5):
             with path.open("a") as fh:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agent.advisor import Advisor, EstimateSettings
-from agent.notifier import NotifyError, NotifyErrorKind, SlackNotifier
-from agent.store import Store
-from rules.drift import DriftRule
-from rules.model import Action, AlertState, Decision, JobEstimate
+from ckpt_advisor.agent.advisor import Advisor, EstimateSettings
+from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind, SlackNotifier
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.rules.drift import DriftRule
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from tests.agent.fake_slack import FakeSlack
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -207,7 +207,7 @@ def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
     unknown job (a typo) or a silence longer than a year is refused."""
     from click.testing import CliRunner
 
-    from agent.cli import main
+    from ckpt_advisor.agent.cli import main
 
     db = tmp_path / "s.db"
     store = Store(db)

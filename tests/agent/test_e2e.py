@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.synth import simulate
-from rules.interval import daly_interval_s
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.rules.interval import daly_interval_s
 from tests.agent.fake_slack import FakeSlack
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -52,7 +52,7 @@ def daemon_env(fake_slack: FakeSlack) -> dict[str, str]:
 
 def _start(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -82,7 +82,7 @@ def stop_daemon() -> Iterator[list[subprocess.Popen[str]]]:
 
 def _estimates(db: Path) -> list[dict[str, object]]:
     out = subprocess.run(
-        [sys.executable, "-m", "agent", "estimates", "--db", str(db), "--json"],
+        [sys.executable, "-m", "ckpt_advisor.agent", "estimates", "--db", str(db), "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -168,7 +168,7 @@ def test_live_lines_of_real_hf_runs_are_stored_once(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     events_before = subprocess.run(
-        [sys.executable, "-m", "agent", "events", "--db", str(db), "--json"],
+        [sys.executable, "-m", "ckpt_advisor.agent", "events", "--db", str(db), "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -181,7 +181,7 @@ def test_live_lines_of_real_hf_runs_are_stored_once(
     proc2.send_signal(signal.SIGTERM)
     assert proc2.wait(timeout=20) == 0
     events_after = subprocess.run(
-        [sys.executable, "-m", "agent", "events", "--db", str(db), "--json"],
+        [sys.executable, "-m", "ckpt_advisor.agent", "events", "--db", str(db), "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -195,7 +195,7 @@ def test_bad_config_exits_2_naming_key(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[schedule]\nestimate_evry = "5m"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=30,

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
-from agent.lock import LockedError, lock_store
-from agent.store import Store
-from agent.store_read import StoreReader
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.lock import LockedError, lock_store
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store_read import StoreReader
 
 FIXTURE = Path(__file__).parents[2] / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
 
@@ -26,7 +26,7 @@ def test_second_lock_on_one_store_names_the_holder(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         f"from agent.lock import lock_store; from pathlib import Path; import time; "
+         f"from ckpt_advisor.agent.lock import lock_store; from pathlib import Path; import time; "
          f"lock_store(Path({str(db)!r})); print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -48,7 +48,7 @@ def test_second_daemon_on_the_same_store_exits_1(tmp_path: Path) -> None:
     """`run` twice on one config: the second exits 1 at once saying the store is in use."""
     config = tmp_path / "c.toml"
     config.write_text(f'[store]\npath = "{tmp_path / "s.db"}"\n[schedule]\npoll_every = "0.2s"\n')
-    cmd = [sys.executable, "-m", "agent", "run", "--config", str(config)]
+    cmd = [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)]
     first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -97,7 +97,7 @@ def test_ingest_beside_another_reader_of_the_store_stores_nothing(
     Store(db).close()  # an existing store, left as it was
     holding = subprocess.Popen(
         [sys.executable, "-c",
-         f"from agent.lock import lock_store; from pathlib import Path; import time; "
+         f"from ckpt_advisor.agent.lock import lock_store; from pathlib import Path; import time; "
          f"lock_store(Path({str(db)!r}), {holder!r}); print('locked', flush=True); "
          "time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,

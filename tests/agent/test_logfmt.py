@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agent.logfmt import JsonFormatter, TextFormatter, setup_logging, stream_is_journal
+from ckpt_advisor.agent.logfmt import JsonFormatter, TextFormatter, setup_logging, stream_is_journal
 
 TOKEN = "xoxb-1234-secret"
 
@@ -21,22 +21,22 @@ def _record(msg: str, level: int = logging.WARNING, exc: bool = False) -> loggin
             raise RuntimeError(f"boom with {TOKEN}\nsecond line")
         except RuntimeError:
             exc_info = sys.exc_info()
-    return logging.LogRecord("agent.x", level, __file__, 1, msg, (), exc_info)
+    return logging.LogRecord("ckpt_advisor.agent.x", level, __file__, 1, msg, (), exc_info)
 
 
 def test_text_is_one_line_with_level_and_redacted() -> None:
     """A multi-line message with a traceback stays on one line and hides the token."""
     line = TextFormatter([TOKEN]).format(_record(f"a\nb {TOKEN}", exc=True))
     assert "\n" not in line
-    assert line.startswith("WARNING agent.x: a\\nb <redacted>\\nTraceback")
+    assert line.startswith("WARNING ckpt_advisor.agent.x: a\\nb <redacted>\\nTraceback")
     assert TOKEN not in line
 
 
 def test_journal_lines_carry_the_syslog_priority() -> None:
     """Under journald each line starts with <N> (sd-daemon(3)): <3> error, <6> info."""
     fmt = TextFormatter(journal=True)
-    assert fmt.format(_record("x", logging.ERROR)) == "<3>ERROR agent.x: x"
-    assert fmt.format(_record("x", logging.INFO)) == "<6>INFO agent.x: x"
+    assert fmt.format(_record("x", logging.ERROR)) == "<3>ERROR ckpt_advisor.agent.x: x"
+    assert fmt.format(_record("x", logging.INFO)) == "<6>INFO ckpt_advisor.agent.x: x"
 
 
 def test_json_line_has_time_level_logger_message_exception() -> None:
@@ -45,7 +45,7 @@ def test_json_line_has_time_level_logger_message_exception() -> None:
     assert "\n" not in line
     obj = json.loads(line)
     assert obj["level"] == "error"
-    assert obj["logger"] == "agent.x"
+    assert obj["logger"] == "ckpt_advisor.agent.x"
     assert obj["message"] == "sent <redacted>"
     assert "RuntimeError: boom with <redacted>" in obj["exception"]
     assert obj["time"].endswith("+00:00")

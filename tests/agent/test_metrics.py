@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics import CountingNotifier, Metrics, metric_names
-from agent.notifier import NotifyError, NotifyErrorKind
-from agent.tailer import FilePosition, ScanStats
-from rules.model import Status
+from ckpt_advisor.agent.metrics import CountingNotifier, Metrics, metric_names
+from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
+from ckpt_advisor.agent.tailer import FilePosition, ScanStats
+from ckpt_advisor.rules.model import Status
 from tests.agent.test_notifier import _estimate
 
 DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.notifier import (
+from ckpt_advisor.agent.notifier import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
@@ -31,7 +31,7 @@ from agent.notifier import (
     truncate_slack,
     unescape_slack,
 )
-from rules.model import Action, AlertState, Decision, JobEstimate, Status
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate, Status
 from tests.agent.fake_slack import FakeSlack
 
 HOSTILE = "<!channel> <!here> <@U123> <http://x|y> & done"
@@ -300,9 +300,9 @@ def test_permanent_errors_never_show_the_token(
 
 def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) -> None:
     """Without a token the fallback text goes to the log at WARNING, with Slack escaping undone."""
-    notifier: Notifier = LogNotifier(logging.getLogger("ckpt-advisor.test"))
+    notifier: Notifier = LogNotifier(logging.getLogger("ckpt_advisor.test"))
     message = format_message(_estimate(job=HOSTILE), NOTIFY)
-    with caplog.at_level(logging.WARNING, logger="ckpt-advisor.test"):
+    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.test"):
         notifier.send(message)
     (record,) = caplog.records
     assert record.levelno == logging.WARNING

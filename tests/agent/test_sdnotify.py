@@ -7,7 +7,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from agent.sdnotify import SystemdNotifier
+from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from tests.agent.notify_listener import NotifyListener
 
 

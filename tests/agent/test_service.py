@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.store import Store
-from agent.synth import simulate
-from agent.units import parse_duration_s
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.agent.units import parse_duration_s
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.notify_listener import NotifyListener
 
@@ -76,7 +76,7 @@ class Daemon:
     def __init__(self, config: Path, env: dict[str, str], *args: str) -> None:
         self.stderr_path = config.parent / "daemon.stderr"
         self._stderr = self.stderr_path.open("w")
-        cmd = [sys.executable, "-m", "agent", "run", "--config", str(config), *args]
+        cmd = [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config), *args]
         self.proc = subprocess.Popen(cmd, env=env, stderr=self._stderr)
 
     @property
@@ -122,7 +122,10 @@ def _env(notify: NotifyListener, *, watchdog_s: float = 0.4, **extra: str) -> di
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ckpt_advisor.agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -291,7 +294,16 @@ def test_slack_test_posts_a_message(tmp_path: Path, fake_slack: FakeSlack) -> No
     """`slack-test` posts one message to the configured channel with the configured token."""
     config = _config(tmp_path, {}, slack=fake_slack)
     out = subprocess.run(
-        [sys.executable, "-m", "agent", "slack-test", "--config", str(config), "--text", "a<b"],
+        [
+            sys.executable,
+            "-m",
+            "ckpt_advisor.agent",
+            "slack-test",
+            "--config",
+            str(config),
+            "--text",
+            "a<b",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -326,5 +338,9 @@ def test_slack_test_reports_a_rejected_token_without_printing_it(
 
 def _run_env(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=60, env=env
+        [sys.executable, "-m", "ckpt_advisor.agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.status import (
+from ckpt_advisor.agent.status import (
     FileLag,
     Heartbeat,
     assess,
@@ -14,7 +14,7 @@ from agent.status import (
     read_heartbeat,
     write_heartbeat,
 )
-from agent.store import OutboxItem
+from ckpt_advisor.agent.store import OutboxItem
 
 NOW = 1_800_000_000.0
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.store import FileState, Store, StoreError
-from parsers.events import Event, EventKind
-from rules.model import AlertState
+from ckpt_advisor.agent.store import FileState, Store, StoreError
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.rules.model import AlertState
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.store import FileState, Store
-from agent.store_read import StoreError, StoreReader
-from parsers.events import Event, EventKind
-from rules.model import AlertState
+from ckpt_advisor.agent.store import FileState, Store
+from ckpt_advisor.agent.store_read import StoreError, StoreReader
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.rules.model import AlertState
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).parents[2]
@@ -81,7 +81,7 @@ def test_read_commands_import_neither_sqlalchemy_nor_pydantic(tmp_path: Path) ->
     _filled(db).close()
     code = (
         "import sys\n"
-        "from agent.cli import main\n"
+        "from ckpt_advisor.agent.cli import main\n"
         "try:\n"
         "    main(sys.argv[1:])\n"
         "except SystemExit:\n"

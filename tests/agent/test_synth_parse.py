@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC
 
-import parsers
-from agent.synth import simulate
-from parsers.events import EventKind
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.parsers.events import EventKind
 
 
 def test_every_traceback_of_a_simulated_week_is_one_failure() -> None:

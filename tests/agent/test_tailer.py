@@ -7,8 +7,8 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agent.store import Store
-from agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"

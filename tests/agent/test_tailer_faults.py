@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.store import FileState, Store, StoreError
-from agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
-from parsers.events import Event, EventKind
+from ckpt_advisor.agent.store import FileState, Store, StoreError
+from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
+from ckpt_advisor.parsers.events import Event, EventKind
 from tests.agent.test_tailer import _record
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

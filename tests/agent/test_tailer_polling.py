@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.store import Store
-from agent.tailer import MAX_LINE_BYTES, SETTLED_S, Tailer, WatchSpec
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, SETTLED_S, Tailer, WatchSpec
 from tests.agent.test_tailer import _record
 from tests.agent.test_tailer_faults import FIXTURES, _Clock, _failures, _live, _records, _steps
 
@@ -125,7 +125,7 @@ def test_growing_overlong_line_is_read_once(
     assert read < 10 * piece + 10 * 2048  # the new bytes, and a head hash per poll
     with path.open("a") as fh:
         fh.write("\n" + _record(2))
-    with caplog.at_level(logging.WARNING, logger="agent.tailer"):
+    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.agent.tailer"):
         assert tailer.scan().skipped_lines == 1
     assert f"line of {MAX_LINE_BYTES + 1 + 10 * piece} bytes skipped" in caplog.text
     assert _steps(store) == [1, 2]

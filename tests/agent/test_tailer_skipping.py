@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-import parsers
-from agent import tailer as tailer_module
-from agent.store import Store
-from agent.synth import simulate
-from agent.tailer import Tailer, WatchSpec
+from ckpt_advisor import parsers
+from ckpt_advisor.agent import tailer as tailer_module
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.agent.tailer import Tailer, WatchSpec
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.units import format_duration, parse_duration_s
+from ckpt_advisor.agent.units import format_duration, parse_duration_s
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from parsers import StreamParser, make_parser
-from parsers.events import Event
+from ckpt_advisor.parsers import StreamParser, make_parser
+from ckpt_advisor.parsers.events import Event
 
 REAL_LOGS = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 

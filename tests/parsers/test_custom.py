@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import compile_pattern, make_parser
-from parsers.events import EventKind
+from ckpt_advisor.parsers import compile_pattern, make_parser
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import summary, utc
 
 

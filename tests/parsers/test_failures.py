@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from parsers import make_parser
-from parsers.events import Event, EventKind
-from parsers.failures import RULES
-from parsers.launcher import RULES as LAUNCHER_RULES
-from parsers.traceback import FAILURE_CLASSES, classify_failure
-from parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
-from rules.timeline import GENERIC_FAILURE_CLASSES
+from ckpt_advisor.parsers import make_parser
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.failures import RULES
+from ckpt_advisor.parsers.launcher import RULES as LAUNCHER_RULES
+from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, classify_failure
+from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
+from ckpt_advisor.rules.timeline import GENERIC_FAILURE_CLASSES
 from tests.parsers._helpers import read_lines, utc
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,8 +9,8 @@ from datetime import UTC
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import available_formats
-from parsers.events import Event
+from ckpt_advisor.parsers import available_formats
+from ckpt_advisor.parsers.events import Event
 from tests.parsers._helpers import REAL_LOGS, parse, read_lines
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

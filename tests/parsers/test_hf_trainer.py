@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, summary, utc
 
 START, END = EventKind.CHECKPOINT_START, EventKind.CHECKPOINT_END

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, summary
 
 

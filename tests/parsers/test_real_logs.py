@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from parsers import make_parser
-from parsers.events import EventKind
+from ckpt_advisor.parsers import make_parser
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import REAL_LOGS, parse, read_lines, summary, utc
 
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, read_lines, summary, utc
 
 PASTED = Path(__file__).parent / "fixtures" / "real_pasted"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, read_lines, summary, utc
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -254,7 +254,7 @@ def test_composer_autoresume_batches_and_debug_saves() -> None:
 )
 def test_look_alikes_give_nothing(line: str) -> None:
     """Lines that look like saves or resumes but are not give no event in any stack."""
-    from parsers import STACKS
+    from ckpt_advisor.parsers import STACKS
 
     for fmt in ["auto", *STACKS]:
         assert _events_of([line], fmt)[0] == [], fmt

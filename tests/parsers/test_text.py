@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parsers.text import Bar, last_bar, records, strip_ansi
+from ckpt_advisor.parsers.text import Bar, last_bar, records, strip_ansi
 
 
 def test_strip_ansi_removes_colours_and_cursor_moves() -> None:

@@ -8,8 +8,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parsers.events import EventKind
-from parsers.timestamps import LocalZone, parse_iso_or_epoch, parse_mdy_hms, parse_ymd_hms
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.timestamps import (
+    LocalZone,
+    parse_iso_or_epoch,
+    parse_mdy_hms,
+    parse_ymd_hms,
+)
 from tests.parsers._helpers import parse, utc
 
 PARIS = ZoneInfo("Europe/Paris")

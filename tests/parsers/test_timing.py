@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parsers.events import EventKind
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, summary, utc
 
 END = EventKind.CHECKPOINT_END

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import make_parser
-from parsers.events import EventKind
-from parsers.traceback import FAILURE_CLASSES, FailureClass, classify_failure
+from ckpt_advisor.parsers import make_parser
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, FailureClass, classify_failure
 from tests.parsers._helpers import parse
 
 FRAMES = [

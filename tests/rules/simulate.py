@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rules.model import Observation
+from ckpt_advisor.rules.model import Observation
 from tests.parsers._helpers import REAL_LOGS, parse, read_lines
 
 T0 = 1.7e9

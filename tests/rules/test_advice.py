@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rules.advice import interval_steps, setting_for
+from ckpt_advisor.rules.advice import interval_steps, setting_for
 
 
 @pytest.mark.parametrize(

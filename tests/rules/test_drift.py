@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from rules.drift import DriftRule, off_optimum
-from rules.model import Action, AlertState, JobEstimate, Status
+from ckpt_advisor.rules.drift import DriftRule, off_optimum
+from ckpt_advisor.rules.model import Action, AlertState, JobEstimate, Status
 
 HOUR_S = 3600.0
 DAY_S = 86400.0

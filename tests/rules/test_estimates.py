@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from rules.estimates import (
+from ckpt_advisor.rules.estimates import (
     MtbfEstimate,
     checkpoint_durations_s,
     current_interval_s,
@@ -25,8 +25,8 @@ from rules.estimates import (
     step_time_s,
     widen_mtbf_ci,
 )
-from rules.model import Observation
-from rules.timeline import Kind, Timeline, cluster_interruptions, split_runs
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.timeline import Kind, Timeline, cluster_interruptions, split_runs
 from tests.rules.simulate import T0, hf_like_crash, obs, real_hf_observations
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.interval import (
+from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
     exponential_waste_fraction,

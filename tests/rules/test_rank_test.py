@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from rules.rank_test import EXACT_MAX_CELLS, rank_sum_p_value
+from ckpt_advisor.rules.rank_test import EXACT_MAX_CELLS, rank_sum_p_value
 
 
 @pytest.mark.parametrize(("m", "n", "seed"), [(3, 17, 0), (3, 17, 1), (5, 7, 2), (1, 4, 3)])

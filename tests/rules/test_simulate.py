@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.interval import daly_interval_s, exponential_waste_fraction, waste_fraction
-from rules.simulate import draw_lives, interval_grid_s, replay, simulate_intervals
+from ckpt_advisor.rules.interval import daly_interval_s, exponential_waste_fraction, waste_fraction
+from ckpt_advisor.rules.simulate import draw_lives, interval_grid_s, replay, simulate_intervals
 
 HOUR_S = 3600.0
 DAY_S = 86400.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rules.model import Observation
-from rules.timeline import (
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.timeline import (
     Kind,
     Timeline,
     cluster_interruptions,

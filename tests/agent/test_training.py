@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.timing_writers import checkpoint_timer, timing_record
-from parsers.events import EventKind
+from ckpt_advisor.agent.training import checkpoint_timer, timing_record
+from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, read_lines
 
 FIXTURES = Path(__file__).parents[1] / "parsers" / "fixtures"
