@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.parsers.generic import Generic
 from ckpt_advisor.parsers.logs import AUTO, LogParser
 from ckpt_advisor.parsers.stack import ParseContext, Stack
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
@@ -25,8 +26,9 @@ class AutoParser(StreamParser):
 
     The first non-blank line decides: a JSON object with ``step`` and ``end`` means
     ``timing_jsonl``, a CSV header naming ``step`` and ``end`` means ``timing_csv``, anything
-    else a log, whose stack is then detected line by line. :attr:`name` is ``"auto"`` until a
-    stack or format is known.
+    else a log, whose stack is then detected line by line; record pieces that no detected stack
+    matches go to the generic fallback (``parsers/generic.py``, events ``parser="generic"``).
+    :attr:`name` is ``"auto"`` until a stack or format is known.
     """
 
     def __init__(
@@ -69,4 +71,5 @@ class AutoParser(StreamParser):
             return TimingJsonlParser(diagnostics)
         if timing == CSV:
             return TimingCsvParser(diagnostics)
-        return LogParser([make(self._context) for make in self._stacks], diagnostics, self._custom)
+        stacks = [make(self._context) for make in self._stacks]
+        return LogParser(stacks, diagnostics, self._custom, fallback=Generic(self._context))

@@ -31,18 +31,39 @@ from ckpt_advisor.parsers.timestamps import parse_ymd_hms
 _ENGINE = "deepspeed 0.16.4 runtime/engine.py"
 _TORCH_ENGINE = "deepspeed 0.16.4 runtime/checkpoint_engine/torch_checkpoint_engine.py"
 
-DEEPSPEED_FORMAT = Header(
-    keyword="] [",
+_FORMAT_SOURCE = (
+    'deepspeed 0.16.4 utils/logging.py: "[%(asctime)s] [%(levelname)s] '
+    '[%(filename)s:%(lineno)d:%(funcName)s] %(message)s"; log_dist adds "[Rank {r}] "'
+)
+
+DEEPSPEED_LOG_DIST = Header(
+    keyword="] [Rank ",
     regex=re.compile(
         r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \[(?P<level>[A-Z]+)\] "
-        r"\[(?P<file>[^\]:]+):(?P<lineno>\d+):(?P<func>[^\]]*)\] (?:\[Rank -?\d+\] )?(?P<msg>.*)"
+        r"\[(?P<file>[^\]:]+):(?P<lineno>\d+):(?P<func>[^\]]*)\] \[Rank -?\d+\] (?P<msg>.*)"
     ),
     parse_time=parse_ymd_hms,
     sample="[2024-06-26 04:16:12,291] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, "
     "skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]",
-    source='deepspeed 0.16.4 utils/logging.py: "[%(asctime)s] [%(levelname)s] '
-    '[%(filename)s:%(lineno)d:%(funcName)s] %(message)s"; log_dist adds "[Rank {r}] "',
+    source=_FORMAT_SOURCE,
     identifies_stack=True,
+)
+"""A ``log_dist`` record (``[Rank N]``): DeepSpeed's own. The bare format below is shared by
+tools that copied DeepSpeed's logger (DLRover's flash checkpoint saver, whose Megatron-LM and
+HF Trainer jobs print their own stack's lines beside it: public/megatron/dlrover_977_*), so it
+gives the time but does not identify the stack."""
+
+DEEPSPEED_FORMAT = Header(
+    keyword="] [",
+    regex=re.compile(
+        r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \[(?P<level>[A-Z]+)\] "
+        r"\[(?P<file>[^\]:]+):(?P<lineno>\d+):(?P<func>[^\]]*)\] (?P<msg>.*)"
+    ),
+    parse_time=parse_ymd_hms,
+    sample="[2024-04-09 15:39:37,942] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving "
+    "./training/model/temp/test-step00000001-state/pytorch_model/mp_rank_00_model_states.pt...",
+    source=_FORMAT_SOURCE,
+    identifies_stack=False,
     in_prefilter=False,
 )
 
@@ -123,6 +144,6 @@ class DeepSpeed(Stack):
     """DeepSpeed stack: the pattern table; the base class pairs starts with ``is ready now!``."""
 
     name = "deepspeed"
-    headers = (DEEPSPEED_FORMAT,)
+    headers = (DEEPSPEED_LOG_DIST, DEEPSPEED_FORMAT)
     patterns = PATTERNS
     step_in_path = re.compile(r"global_step(\d+)")

@@ -36,13 +36,14 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
-from ckpt_advisor.parsers import kernel, launcher, nccl, slurm
+from ckpt_advisor.parsers import error_records, kernel, launcher, nccl, ray, shell, slurm
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failure_rule import FailureRule
 from ckpt_advisor.parsers.stack import ParseContext
 from ckpt_advisor.parsers.text import KeywordTable
 from ckpt_advisor.parsers.timestamps import (
     parse_ctime,
+    parse_iso_or_epoch,
     parse_mmdd_hms,
     parse_syslog_time,
     parse_ymd_hms,
@@ -51,16 +52,15 @@ from ckpt_advisor.parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
 from ckpt_advisor.parsers.traceback import TracebackTracker
 from ckpt_advisor.parsers.vocabulary import PLANNED_CLASSES
 
-RULES: tuple[FailureRule, ...] = (*launcher.RULES, *nccl.RULES, *slurm.RULES, *kernel.RULES)
+_MODULES = (launcher, nccl, slurm, kernel, shell, ray, error_records)
+"""Rule tables in matching order: the vocabulary-driven ERROR record rule comes last."""
+
+RULES: tuple[FailureRule, ...] = tuple(rule for module in _MODULES for rule in module.RULES)
 """Every failure rule, in matching order (first match wins)."""
 
 _RULE_TABLE = KeywordTable(RULES, lambda rule: rule.keyword)
 
-_PARSER_OF = {
-    rule.name: module.PARSER_NAME
-    for module in (launcher, nccl, slurm, kernel)
-    for rule in module.RULES
-}
+_PARSER_OF = {rule.name: module.PARSER_NAME for module in _MODULES for rule in module.RULES}
 """``Event.parser`` of each rule's events: its module's name for the source (``torchrun``, …)."""
 
 DEDUP_LINES = 200
@@ -104,6 +104,12 @@ _GLOG = re.compile(
 _BRACKET_YMD = re.compile(r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?)\]")
 _DMESG_T = re.compile(r"\[(?P<time>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 _SYSLOG = re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: ")
+_LINE_START_YMD = re.compile(
+    r"^\[?(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?:[+-]\d\d:\d\d)?)(?![\d:])"
+)
+"""A record that starts with its date: ``2022-05-31 02:32:02,240\tWARNING worker.py…`` (Ray),
+``[2023-04-19 16:22:19,798 E 329 329] (raylet)``, ``2024-04-29T14:55:41,678628+02:00 …``
+(``dmesg --time-format iso``), a collector's ``2026-01-09 17:40:31.169213 master-0 >> ``."""
 _FAMILIES = (("nccl_", "nccl"), ("gpu_", "gpu"))
 
 
@@ -144,7 +150,9 @@ class FailureLines:
         self._banner: launcher.ChildFailedBanner | None = None
         self._reference: datetime | None = None
         self._seen: dict[str, tuple[int, int | None, datetime | None]] = {}
-        """family → (last line of that family, step when reported, time of the report)."""
+        """family[:incident] → (last line of that family, step when reported, its time)."""
+        self._last_failure: tuple[int, int | None] | None = None
+        """(line, step) of the last unplanned failure, reported or merged."""
 
     @property
     def active(self) -> bool:
@@ -166,9 +174,10 @@ class FailureLines:
         if piece.rstrip().endswith(launcher.BANNER_START + ":"):
             self._banner = launcher.ChildFailedBanner(lineno, step)
         consumed, events = self._tracebacks.feed(piece, lineno, step)
+        incident = ""
         if not consumed:
-            consumed, events = self._rules(piece, lineno, step, events)
-        return consumed, self._kept(events, step)
+            consumed, events, incident = self._rules(piece, lineno, step, events)
+        return consumed, self._kept(events, step, incident)
 
     def finish(self) -> list[Event]:
         """Close an open banner and every open traceback."""
@@ -189,7 +198,8 @@ class FailureLines:
 
     def _rules(
         self, piece: str, lineno: int, step: int | None, events: list[Event]
-    ) -> tuple[bool, list[Event]]:
+    ) -> tuple[bool, list[Event], str]:
+        """The first rule that matches ``piece``: ``(consumed, events, incident key)``."""
         for rule in _RULE_TABLE.candidates(piece):
             m = rule.regex.search(piece)
             if m is None:
@@ -197,10 +207,11 @@ class FailureLines:
             failure_class = rule.classify(m)
             if failure_class is None:
                 continue
-            if rule.kind is None:
-                return True, events
+            if rule.kind is None or self._echoes_a_failure(rule, m, lineno, step):
+                return True, events, ""
             time = self._time(rule, m, piece, lineno)
             is_failure = rule.kind is EventKind.FAILURE
+            detail = piece.strip()[:200]
             event = Event(
                 rule.kind,
                 lineno,
@@ -209,10 +220,24 @@ class FailureLines:
                 step=step,
                 failure_class=failure_class if is_failure else None,
                 planned=is_failure and failure_class in PLANNED_CLASSES,
-                detail=piece.strip()[:200],
+                detail=detail,
             )
-            return True, [*events, event]
-        return False, events
+            found = [*events, event]
+            if rule.restarts:
+                restart = Event(EventKind.RESTART, lineno, event.parser, time=time, detail=detail)
+                found.append(restart)
+            return True, found, rule.incident(m) if rule.incident is not None else ""
+        return False, events, ""
+
+    def _echoes_a_failure(
+        self, rule: FailureRule, m: re.Match[str], lineno: int, step: int | None
+    ) -> bool:
+        """A consequence line right after an unplanned failure (``echo_after_failure``)."""
+        if rule.echo_after_failure is None or self._last_failure is None:
+            return False
+        last_line, last_step = self._last_failure
+        recent = lineno - last_line <= DEDUP_LINES and (step is None or step == last_step)
+        return recent and rule.echo_after_failure(m)
 
     def _time(
         self, rule: FailureRule, m: re.Match[str], piece: str, lineno: int
@@ -236,6 +261,9 @@ class FailureLines:
                 return parse_syslog_time(
                     syslog["time"], tz, self._reference, self._context.year_hint
                 )
+            stamp = _LINE_START_YMD.match(prefix)
+            if stamp is not None:
+                return self._full(parse_iso_or_epoch(stamp["time"].replace(",", "."), tz))
         except ValueError as exc:
             if "no year" not in str(exc):
                 self._context.report(lineno, f"bad timestamp: {exc}")
@@ -245,18 +273,21 @@ class FailureLines:
         self._reference = time
         return time
 
-    def _kept(self, events: list[Event], step: int | None) -> list[Event]:
-        """Drop failures of a family already reported in this interruption (module docstring)."""
+    def _kept(self, events: list[Event], step: int | None, incident: str = "") -> list[Event]:
+        """Drop failures of a family already reported in this interruption (module docstring);
+        ``incident`` tells apart incidents of one family (an Xid's pid)."""
         kept: list[Event] = []
         for event in events:
             if event.kind is not EventKind.FAILURE or event.failure_class is None:
                 kept.append(event)
                 continue
-            name = family(event.failure_class)
+            name = f"{family(event.failure_class)}:{incident}"
             seen = self._seen.get(name)
             # the failure's own step (the last one confirmed before it began) is the progress
             # marker; at finish() the caller has none to give
             at_step = event.step if event.step is not None else step
+            if not event.planned:
+                self._last_failure = (event.line, at_step)
             repeat = seen is not None and _same_interruption(seen, event, at_step)
             if repeat and seen is not None:
                 self._seen[name] = (max(event.line, seen[0]), seen[1], seen[2])

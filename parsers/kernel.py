@@ -52,10 +52,12 @@ RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "xid",
         "NVRM: Xid (",
-        re.compile(r"NVRM: Xid \([^)]*\): (?P<xid>\d{1,4}),"),
+        re.compile(r"NVRM: Xid \([^)]*\): (?P<xid>\d{1,4}),(?: pid=(?P<pid>\d+),)?"),
         _xid_class,
         "NVRM: Xid (PCI:0000:3b:00): 79, pid=1818990, name=python3, GPU has fallen off the bus.",
-        "open-gpu-kernel-modules kernel_rc.c (FORMATS.md §14)",
+        "open-gpu-kernel-modules kernel_rc.c (docs/FORMATS.md §14); the pid tells two incidents "
+        "apart (public/kernel/tinygrad_6947_xid31_two_pids.log)",
+        incident=lambda m: m["pid"] or "",
     ),
     FailureRule(
         "fallen_off_bus",

@@ -27,18 +27,37 @@ from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, exit_code_class, si
 
 PARSER_NAME = "torchrun"
 
-_SIGNAL_NUMBERS = {"SIGKILL": 9, "SIGABRT": 6, "SIGSEGV": 11, "SIGTERM": 15}
-
 RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "worker_group_restart",
         "attempts left; will restart worker group",
         re.compile(r"Worker group (?:FAILED|UNHEALTHY)\. \d+/\d+ attempts left; will restart"),
-        fixed("restart"),
+        fixed("child_failed"),
         "W1129 23:04:27.003000 16649 torch/distributed/elastic/agent/server/api.py:725] [default] "
         "Worker group FAILED. 1/1 attempts left; will restart worker group",
-        "torch/distributed/elastic/agent/server/api.py, torch 1.9-2.13",
-        kind=EventKind.RESTART,
+        "torch/distributed/elastic/agent/server/api.py, torch 1.9-2.13: a worker died (an "
+        "interruption, even when the worker's own output is elsewhere) and the group restarts",
+        restarts=True,
+    ),
+    FailureRule(
+        "worker_group_failed",
+        "] Worker group failed",
+        re.compile(r"\] Worker group failed\s*$"),
+        fixed("child_failed"),
+        "ERROR:torch.distributed.elastic.agent.server.local_elastic_agent:[default] Worker group "
+        "failed",
+        "torch/distributed/elastic/agent/server/local_elastic_agent.py, torch 1.9-2.0 "
+        "(public/torchrun/pseco_15_worker_group_failed.log)",
+    ),
+    FailureRule(
+        "group_finished_failed",
+        "worker group finished (FAILED)",
+        re.compile(r"[Ll]ocal worker group finished \((?:WorkerState\.)?FAILED\)"),
+        fixed("child_failed"),
+        "INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (FAILED). "
+        "Waiting 300 seconds for other agents to finish",
+        "torch/distributed/elastic/agent/server/api.py _exit_barrier: a consequence",
+        kind=None,
     ),
     FailureRule(
         "membership_restart",
@@ -62,9 +81,7 @@ RULES: tuple[FailureRule, ...] = (
         "death_signal",
         " death signal, shutting down workers",
         re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]+|\d+) death signal, shutting down"),
-        lambda m: signal_class(
-            int(m["sig"]) if m["sig"].isdigit() else _SIGNAL_NUMBERS.get(m["sig"], 0)
-        ),
+        lambda m: signal_class(int(m["sig"]) if m["sig"].isdigit() else m["sig"]),
         "W0801 13:23:17.366000 32974 torch/distributed/elastic/agent/server/api.py:704] "
         "Received 15 death signal, shutting down workers",
         "torch/distributed/elastic/agent/server/api.py (FORMATS.md §10); ``%s`` of a"

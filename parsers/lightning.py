@@ -38,7 +38,21 @@ _CHECKPOINT_CONNECTOR = (
     "lightning 2.6 src/lightning/pytorch/trainer/connectors/checkpoint_connector.py"
 )
 
+MIDEPOCH_RESUME = Pattern(
+    name="midepoch_resume",
+    kind=EventKind.RESUME,
+    keyword="resuming from a checkpoint that ended",
+    regex=re.compile(r"resuming from a checkpoint that ended (?:before the epoch ended|mid-epoch)"),
+    sample="UserWarning: You're resuming from a checkpoint that ended before the epoch ended. This "
+    "can cause unreliable results if further training is done.",
+    source="lightning 1.5-2.6 loops/training_epoch_loop.py / fit_loop.py rank_zero_warn (1.6: "
+    "'… ended mid-epoch.'); public/lightning/openspeech_160_*, nemo/nemo_10797_* (a resume the "
+    "framework only implies in a warning; a terminal wrap may put 'resuming' first on a line)",
+)
+"""Shared with ``parsers/nemo.py`` (NeMo routes Lightning's warnings through its logger)."""
+
 PATTERNS: tuple[Pattern, ...] = (
+    MIDEPOCH_RESUME,
     Pattern(
         name="checkpoint_start",
         kind=EventKind.CHECKPOINT_START,

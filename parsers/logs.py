@@ -84,6 +84,7 @@ class LogParser(StreamParser):
         stacks: Sequence[Stack],
         diagnostics: Diagnostics | None = None,
         custom: CustomPatterns | None = None,
+        fallback: Stack | None = None,
     ) -> None:
         if not stacks:
             raise ValueError("LogParser needs at least one stack")
@@ -93,7 +94,11 @@ class LogParser(StreamParser):
         super().__init__(self._stack.name if self._stack else AUTO, diagnostics)
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
-        self._keywords = _keywords_of(tuple(stack.keywords for stack in self._candidates))
+        self._fallback = fallback
+        self._fallback_keywords = fallback.keywords if fallback is not None else ()
+        self._keywords = _keywords_of(
+            (*(stack.keywords for stack in self._candidates), self._fallback_keywords)
+        )
         self._keyword_search = _keyword_search(self._keywords)
         self._filter = _line_filter(
             self._keywords, self._stack is not None and self._stack.reads_bars
@@ -165,16 +170,21 @@ class LogParser(StreamParser):
         if consumed:
             return
         found = self._stack.feed(piece, lineno) if self._stack is not None else []
+        if not found and self._fallback is not None:
+            found = self._fallback.feed(piece, lineno)
         self._note(events, found)
         if not found:
             self._failures.unmatched(piece, lineno)
 
     def _detect(self, piece: str) -> bool:
-        for stack in self._candidates:
+        # a stack's own record prefix wins over another stack's wording in the message (a
+        # NeMo record quoting a Lightning warning path is NeMo's)
+        by_header = [stack for stack in self._candidates if stack.detects_by_header(piece)]
+        for stack in by_header or self._candidates:
             if stack.detects(piece):
                 self._stack, self._candidates = stack, (stack,)
                 self._name = stack.name
-                self._keywords = _keywords_of((stack.keywords,))
+                self._keywords = _keywords_of((stack.keywords, self._fallback_keywords))
                 self._keyword_search = _keyword_search(self._keywords)
                 self._filter = _line_filter(self._keywords, stack.reads_bars)
                 return True

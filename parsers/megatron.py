@@ -130,6 +130,19 @@ PATTERNS: tuple[Pattern, ...] = (
         "{load_dir} [ t …, p … ] at iteration {iteration}')",
     ),
     Pattern(
+        name="loading_at_iteration",
+        kind=EventKind.RESUME,
+        keyword="checkpoint from ",
+        regex=re.compile(
+            r"^ loading (?:distributed )?checkpoint from (?P<path>\S+) at iteration (?P<step>\d+)"
+        ),
+        sample=" loading checkpoint from /nas/megatron_gpt/ at iteration 100",
+        source=f'{_CKPT} load_checkpoint: print_rank_0(f\' loading {{"distributed " if …}}'
+        "checkpoint from {load_dir} at iteration {iteration}') (public/megatron/dlrover_977_*: "
+        "the loader's own words; its 'successfully loaded' line, when printed, is the same "
+        "resume)",
+    ),
+    Pattern(
         name="loading",
         kind=None,
         keyword="checkpoint from ",

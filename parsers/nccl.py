@@ -30,12 +30,13 @@ RULES: tuple[FailureRule, ...] = (
     FailureRule(
         "watchdog_timeout",
         "Watchdog caught collective operation timeout",
-        re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\("),
+        re.compile(r"Watchdog caught collective operation timeout:(?: WorkNCCL\(|\s*$)"),
         fixed("nccl_timeout"),
         "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
         "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=1, "
         "NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch 1.13-2.x (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch 1.13-2.x (docs/FORMATS.md "
+        "§11); a terminal may wrap it after 'timeout: ' (public/nccl/milabench_269_*)",
     ),
     FailureRule(
         "watchdog_work_timeout",

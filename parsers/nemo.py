@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.lightning import MIDEPOCH_RESUME
 from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
 from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
 
@@ -112,6 +113,7 @@ FINALIZED = Pattern(
 )
 
 PATTERNS: tuple[Pattern, ...] = (
+    MIDEPOCH_RESUME,
     STARTED,
     GLOBAL_SAVE,
     SCHEDULED,
@@ -175,6 +177,8 @@ class NeMo(Stack):
             return events
         pattern, m = hit
         save = self._save
+        if pattern is SCHEDULED and save is None:
+            return self._scheduled_alone(record, m)
         if pattern is SCHEDULED and save is not None:
             save.is_async = True
             save.path = m["path"]
@@ -203,6 +207,16 @@ class NeMo(Stack):
         if save is not None and not save.is_async and save.blocking_s is not None:
             return self._close_sync()
         return []
+
+    def _scheduled_alone(self, record: Record, m: re.Match[str]) -> list[Event]:
+        """``Scheduled async checkpoint save for <path>`` with no start line before it (NeMo 2
+        without the CheckpointIO timing lines): the save starts here, its finalize ends it."""
+        start = self.event(EventKind.CHECKPOINT_START, record, m)
+        save = _Save(start)
+        save.is_async = True
+        save.path = m["path"]
+        self._pending.append(save)
+        return [start]
 
     def _global(self, record: Record, m: re.Match[str]) -> list[Event]:
         step = parse_step(m["step"])

@@ -60,14 +60,17 @@ RULES: tuple[FailureRule, ...] = (
         "slurm_cancelled",
         " CANCELLED AT ",
         re.compile(
-            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT (?P<time>.+?)"
+            r"\*\*\* (?P<entity>JOB|STEP) \S+ ON \S+ CANCELLED AT (?P<time>.+?)"
             r"(?: DUE (?:TO|to) (?P<reason>[A-Z][A-Za-z ]*?)(?:,[^*]*)?)? \*\*\*"
         ),
         _cancel_class,
         "slurmstepd: error: *** JOB 1234567 ON gpu-node-017 CANCELLED AT 2024-03-05T14:22:51 "
         "DUE TO TIME LIMIT ***",
-        "slurm src/slurmd/slurmstepd/req.c _handle_signal_container (FORMATS.md §13)",
+        "slurm src/slurmd/slurmstepd/req.c _handle_signal_container (docs/FORMATS.md §13); a "
+        "STEP cancelled without a reason right after a task's death is srun cancelling the "
+        "step, a consequence (public/slurm/hafs_101_oom_kill.log)",
         parse_time=_slurm_time,
+        echo_after_failure=lambda m: m["reason"] is None and m["entity"] == "STEP",
     ),
     FailureRule(
         "slurm_step_failed",
@@ -96,12 +99,13 @@ RULES: tuple[FailureRule, ...] = (
     ),
     FailureRule(
         "oom_kill_event",
-        " oom_kill event",
-        re.compile(r"Detected \d+ oom_kill events? in"),
+        "kill event",
+        re.compile(r"Detected \d+ oom[_-]kill event(?:s|\(s\))? in"),
         fixed("host_oom"),
         "slurmstepd: error: Detected 1 oom_kill event in StepId=1234567.0. Some of the step "
         "tasks have been OOM Killed.",
-        "slurm src/plugins/task/cgroup (FORMATS.md §13)",
+        "slurm src/plugins/task/cgroup (docs/FORMATS.md §13); before 21.08 'Detected 1 "
+        "oom-kill event(s) in step 3495064.0 cgroup.' (public/slurm/hafs_101_oom_kill.log)",
     ),
     FailureRule(
         "srun_step_aborted",

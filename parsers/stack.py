@@ -107,7 +107,7 @@ class Record:
         time_text: the header's time text, ``None`` without a header.
         header: the header that matched, ``None`` without one.
         continued: True when ``msg`` is the first line after a header with an empty message
-            (``logger.info("\\n\\nTraining completed. …")``).
+            (``logger.info("\\n\\nTraining completed. …")``) or a bare warning location.
     """
 
     line: int
@@ -127,6 +127,17 @@ def _duration_s(groups: dict[str, str | None]) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+_WARNING_LOCATION = re.compile(r"\S+\.py:\d+:\s*")
+"""A Python warning's ``<file>:<line>: `` whose message starts on the next line (NeMo routes
+warnings through its logger: ``[NeMo W 2024-10-08 11:49:10 nemo_logging:349] …/loops/
+training_epoch_loop.py:161: `` then a blank line and the text; public/nemo/nemo_10797_*)."""
+
+
+def _has_text(msg: str) -> bool:
+    """False for a header's empty message or bare warning location: the record goes on."""
+    return bool(msg.strip()) and _WARNING_LOCATION.fullmatch(msg) is None
 
 
 def parse_step(digits: str) -> int | None:
@@ -191,11 +202,17 @@ class Stack:
 
     def detects(self, text: str) -> bool:
         """True when ``text`` (a record piece) can only come from this stack."""
-        for header in self.headers:
-            if header.identifies_stack and header.keyword in text and header.regex.search(text):
-                return True
+        if self.detects_by_header(text):
+            return True
         hit = self.match(text)
         return hit is not None and hit[0].identifies_stack
+
+    def detects_by_header(self, text: str) -> bool:
+        """True when ``text`` carries a record prefix that only this stack writes."""
+        return any(
+            header.identifies_stack and header.keyword in text and header.regex.search(text)
+            for header in self.headers
+        )
 
     def feed(self, text: str, lineno: int) -> list[Event]:
         """Read one record piece (ANSI stripped, bars removed) of line ``lineno``."""
@@ -354,7 +371,7 @@ class Stack:
                 if m is not None:
                     record = Record(lineno, m["msg"], m["time"], header)
                     if continues:
-                        self._headed_blank = None if m["msg"].strip() else record
+                        self._headed_blank = None if _has_text(m["msg"]) else record
                     return record
         if continues and self._headed_blank is not None:
             headed, self._headed_blank = self._headed_blank, None

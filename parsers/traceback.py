@@ -108,6 +108,14 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "fixtures/real/lightning_crash.log line 98",
     ),
     FailureClass(
+        "dist_init_timeout",
+        re.compile(r"Timed out initializing process group"),
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, "
+        "for key: store_based_barrier_key:1 (world_size=4, worker_count=16, timeout=0:30:00)",
+        "torch/distributed/distributed_c10d.py _store_based_barrier, torch 1.9-2.0 "
+        "(tests/parsers/fixtures/public/torchrun/pseco_15_worker_group_failed.log)",
+    ),
+    FailureClass(
         "cuda_error",
         re.compile(r"CUDA error"),
         "RuntimeError: CUDA error: device-side assert triggered",
@@ -126,6 +134,19 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
         "SIGSEGV",
         "torch/multiprocessing/spawn.py ProcessExitedException; torch/csrc/DataLoader.cpp",
+    ),
+    FailureClass(
+        "bus_error",
+        re.compile(r"killed by signal: Bus error|terminated with signal SIGBUS"),
+        "RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.",
+        "torch/utils/data/_utils/signal_handling.py via torch/csrc/DataLoader.cpp "
+        "(tests/parsers/fixtures/public/shell/pipedream_28_bus_error.log)",
+    ),
+    FailureClass(
+        "ray_worker_died",
+        re.compile(r"ActorDiedError|RayActorError|The actor died unexpectedly"),
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "ray python/ray/exceptions.py ActorDiedError (tests/parsers/fixtures/public/ray/)",
     ),
     FailureClass(
         "abort",

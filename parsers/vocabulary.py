@@ -15,6 +15,8 @@ cuda_error                                      any other ``CUDA error: …``
 nccl_timeout                                    c10d watchdog: a collective timed out
 nccl_hang                                       c10d heartbeat monitor: the watchdog itself hung
 nccl_error                                      ``NCCL error in: …``, ``DistBackendError``
+dist_init_timeout                               ``Timed out initializing process group`` (a peer
+                                                never joined the rendezvous)
 host_oom                                        Linux OOM killer, Slurm ``oom_kill`` event
 gpu_xid_<N>                                     NVIDIA driver Xid N (kernel log): gpu_xid_79
 gpu_fallen_off_bus                              ``fallen off the bus`` without an Xid line
@@ -30,9 +32,13 @@ exit_code                               yes     a process exited non-zero (launc
 killed                                  yes     SIGKILL (exit code -9 / 137, ``Killed``)
 abort                                   yes     SIGABRT (-6, ``Aborted``)
 segfault                                yes     SIGSEGV (-11, ``Segmentation fault``)
+bus_error                               yes     SIGBUS (-7, ``Bus error``, a DataLoader worker's
+                                                ``Unexpected bus error``)
 terminated                              yes     SIGTERM (-15, ``Terminated``) not from Slurm
 signal                                  yes     any other signal
 slurm_task_failure                      yes     Slurm ``DUE TO TASK FAILURE`` / ``FAILED``
+ray_worker_died                         yes     Ray: ``A worker died or was killed``, ``The actor
+                                                died unexpectedly`` (cause only guessed)
 unknown                                 yes     (rules layer) a failure with no class
 =============================== ======= ======= ==================================================
 """
@@ -54,9 +60,11 @@ GENERIC_CLASSES = frozenset(
         "killed",
         "abort",
         "segfault",
+        "bus_error",
         "terminated",
         "signal",
         "slurm_task_failure",
+        "ray_worker_died",
         "unknown",
     }
 )
@@ -71,6 +79,7 @@ SPECIFIC_CLASSES = frozenset(
         "nccl_timeout",
         "nccl_hang",
         "nccl_error",
+        "dist_init_timeout",
         "host_oom",
         "gpu_fallen_off_bus",
         "node_failure",
@@ -91,23 +100,34 @@ def is_known_class(name: str) -> bool:
     )
 
 
-_BY_SIGNAL = {9: "killed", 6: "abort", 11: "segfault", 15: "terminated"}
+_BY_SIGNAL = {9: "killed", 6: "abort", 11: "segfault", 7: "bus_error", 15: "terminated"}
 """Linux signal numbers (the logs come from Linux nodes, whatever runs the parser)."""
 _BY_STRSIGNAL = {
     "Killed": "killed",
     "Aborted": "abort",
     "Segmentation fault": "segfault",
+    "Bus error": "bus_error",
     "Terminated": "terminated",
 }
 
 
-def signal_class(signal: int | str) -> str:
-    """Class of a death by ``signal``: a number (9) or ``strsignal`` text (``"Killed"``).
+_SIGNAL_NUMBERS = {"SIGKILL": 9, "SIGABRT": 6, "SIGBUS": 7, "SIGSEGV": 11, "SIGTERM": 15}
+"""Linux numbers of the signal names launchers and supervisors print (``SIGKILL``)."""
 
-    Linux numbering (SIGKILL 9, SIGABRT 6, SIGSEGV 11, SIGTERM 15); others are ``signal``.
+
+def signal_class(signal: int | str) -> str:
+    """Class of a death by ``signal``: a number (9), a name (``"SIGKILL"``) or ``strsignal``
+    text (``"Killed"``).
+
+    Linux numbering (SIGKILL 9, SIGABRT 6, SIGBUS 7, SIGSEGV 11, SIGTERM 15); others are
+    ``signal``. ``strsignal`` text is glibc's (``Killed``, ``Bus error``), as bash and srun
+    print it, with or without `` (core dumped)``.
     """
     if isinstance(signal, str):
-        return _BY_STRSIGNAL.get(signal.strip().removesuffix(" (core dumped)"), "signal")
+        text = signal.strip().removesuffix(" (core dumped)")
+        if text in _SIGNAL_NUMBERS:
+            return _BY_SIGNAL.get(_SIGNAL_NUMBERS[text], "signal")
+        return _BY_STRSIGNAL.get(text, "signal")
     return _BY_SIGNAL.get(signal, "signal")
 
 

@@ -70,9 +70,11 @@ GENERIC_FAILURE_CLASSES = frozenset(
         "killed",
         "abort",
         "segfault",
+        "bus_error",
         "terminated",
         "signal",
         "slurm_task_failure",
+        "ray_worker_died",
         "unknown",
     }
 )

@@ -269,16 +269,18 @@ def _score_failures(score: FileScore, found: list[Event]) -> None:
         want = wants[0]
         root = _root_class([e.failure_class for e in got])
         if want.failure_class is not None and root != want.failure_class:
-            score.mismatches.append(f"failure line {want.line}: class {root}, want "
-                                    f"{want.failure_class}")
+            score.mismatches.append(
+                f"failure line {want.line}: class {root}, want {want.failure_class}"
+            )
         timed = [e for e in got if e.time is not None]
         _check(score, want, timed[0] if timed else got[0], parser=want.parser)
 
 
 def _check(score: FileScore, want: Expected, got: Event, *, parser: str | None) -> None:
     where = f"{want.kind} line {want.line}"
-    if want.time is not None and (got.time is None or abs((got.time - want.time).total_seconds())
-                                  > 1e-3):
+    if want.time is not None and (
+        got.time is None or abs((got.time - want.time).total_seconds()) > 1e-3
+    ):
         score.mismatches.append(f"{where}: time {got.time}, want {want.time}")
     if want.step is not None and got.step != want.step:
         score.mismatches.append(f"{where}: step {got.step}, want {want.step}")
@@ -325,11 +327,15 @@ def report(scores: Sequence[FileScore]) -> str:
     rows = ["kind               expected  found  wrong  recall  precision"]
     for kind in SCORED:
         t = totals(scores, (kind,))
-        rows.append(f"{kind:<18} {t.expected:>8} {t.found:>6} {t.wrong:>6}  {t.recall:6.3f}"
-                    f"  {t.precision:9.3f}")
+        rows.append(
+            f"{kind:<18} {t.expected:>8} {t.found:>6} {t.wrong:>6}  {t.recall:6.3f}"
+            f"  {t.precision:9.3f}"
+        )
     t = totals(scores)
-    rows.append(f"{'all':<18} {t.expected:>8} {t.found:>6} {t.wrong:>6}  {t.recall:6.3f}"
-                f"  {t.precision:9.3f}")
+    rows.append(
+        f"{'all':<18} {t.expected:>8} {t.found:>6} {t.wrong:>6}  {t.recall:6.3f}"
+        f"  {t.precision:9.3f}"
+    )
     rows.append("")
     rows.append("stack          files  expected  found  wrong  recall  precision  interruptions")
     groups = sorted({s.labels.group for s in scores})
@@ -337,16 +343,20 @@ def report(scores: Sequence[FileScore]) -> str:
         mine = [s for s in scores if s.labels.group == group]
         t = totals(mine)
         right = sum(s.interruptions_right for s in mine)
-        rows.append(f"{group:<14} {len(mine):>5} {t.expected:>9} {t.found:>6} {t.wrong:>6}"
-                    f"  {t.recall:6.3f}  {t.precision:9.3f}  {right:>6}/{len(mine)}")
+        rows.append(
+            f"{group:<14} {len(mine):>5} {t.expected:>9} {t.found:>6} {t.wrong:>6}"
+            f"  {t.recall:6.3f}  {t.precision:9.3f}  {right:>6}/{len(mine)}"
+        )
     right = sum(s.interruptions_right for s in scores)
     rows.append(f"interruptions right in {right} of {len(scores)} files")
     for s in scores:
         notes = [f"missed {m}" for m in s.misses] + [f"wrong {x}" for x in s.extras]
         notes += s.mismatches
         if not s.interruptions_right:
-            notes.append(f"interruptions {s.interruptions}, want "
-                         f"{(s.labels.interruptions, s.labels.planned_interruptions)}")
+            notes.append(
+                f"interruptions {s.interruptions}, want "
+                f"{(s.labels.interruptions, s.labels.planned_interruptions)}"
+            )
         if notes:
             rows.append(f"{s.labels.name}:")
             rows.extend(f"    {n}" for n in notes)

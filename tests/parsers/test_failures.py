@@ -74,6 +74,8 @@ TORCH = {
     ],
     "torchrun_restart.log": [
         (FAILURE, 69, None, None, None, "exit_code", False),
+        # "Worker group FAILED. 1/1 attempts left; will restart": the death and its restart
+        (FAILURE, 70, None, None, None, "child_failed", False),
         (RESTART, 70, None, None, None, None, False),
         (FAILURE, 49, None, None, None, "python_exception", False),
     ],
@@ -98,6 +100,7 @@ QUOTED = {
     "launcher_old.log": [
         (FAILURE, 2, None, None, None, "abort", False),
         (FAILURE, 4, _t("2024-05-08 08:47:31.400"), None, None, "killed", False),
+        (FAILURE, 5, _t("2024-05-08 08:49:00"), None, None, "child_failed", False),
         (RESTART, 5, _t("2024-05-08 08:49:00"), None, None, None, False),
         (FAILURE, 7, _t("2024-05-10 13:23:17"), None, None, "exit_code", False),
     ],
@@ -218,11 +221,15 @@ def test_three_generations_of_cuda_oom_are_cuda_oom(line: str) -> None:
     assert found is not None and found.name == "cuda_oom"
 
 
-def test_a_worker_group_restart_is_a_restart_event() -> None:
-    """``Worker group FAILED. N/M attempts left`` is a restart, not a failure."""
+def test_a_worker_group_restart_is_a_failure_and_its_restart() -> None:
+    """``Worker group FAILED. N/M attempts left; will restart`` says a worker died (an
+    interruption, even with the worker's own output elsewhere) and the group restarts."""
     rule = next(r for r in LAUNCHER_RULES if r.name == "worker_group_restart")
     events, _ = _parse_lines([rule.sample])
-    assert [(e.kind, e.failure_class) for e in events] == [(RESTART, None)]
+    assert [(e.kind, e.failure_class) for e in events] == [
+        (FAILURE, "child_failed"),
+        (RESTART, None),
+    ]
 
 
 def _parse_lines(lines: list[str]) -> tuple[list[Event], None]:
