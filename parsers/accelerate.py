@@ -1,4 +1,4 @@
-"""HuggingFace Accelerate ``save_state``/``load_state`` (FORMATS.md §2).
+"""HuggingFace Accelerate ``save_state``/``load_state`` (docs/FORMATS.md §2).
 
 Read from huggingface/accelerate 16cb6eb80 (``src/accelerate/accelerator.py``,
 ``checkpointing.py``) and the capture in ``tests/parsers/fixtures/accelerate/`` (accelerate

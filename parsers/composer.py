@@ -1,4 +1,4 @@
-"""MosaicML Composer / llm-foundry logs (FORMATS.md §9).
+"""MosaicML Composer / llm-foundry logs (docs/FORMATS.md §9).
 
 Read from mosaicml/composer 6405188805 (v0.24.1+199: ``composer/trainer/trainer.py``,
 ``callbacks/checkpoint_saver.py``, ``utils/checkpoint.py``, ``loggers/console_logger.py``) and

@@ -1,4 +1,4 @@
-"""DeepSpeed engine logs (FORMATS.md §4).
+"""DeepSpeed engine logs (docs/FORMATS.md §4).
 
 Read from microsoft/DeepSpeed 38327e07f (v0.16.4+6): ``deepspeed/utils/logging.py`` (format),
 ``runtime/engine.py`` (save/load), ``runtime/checkpoint_engine/torch_checkpoint_engine.py``

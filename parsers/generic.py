@@ -95,7 +95,7 @@ PATTERNS: tuple[Pattern, ...] = (
         name="mmcv_saving",
         kind=EventKind.CHECKPOINT_START,
         keyword="Saving checkpoint at ",
-        regex=re.compile(r"^Saving checkpoint at (?:(?P<step>\d+) iterations|\d+ epochs)$"),
+        regex=re.compile(r"Saving checkpoint at (?:(?P<step>\d+) iterations|\d+ epochs)$"),
         sample="2022-08-29 13:22:24,750 - mmdet - INFO - Saving checkpoint at 12 epochs",
         source="mmcv 1.x mmcv/runner/hooks/checkpoint.py CheckpointHook._save_checkpoint: "
         "f'Saving checkpoint at {runner.epoch + 1} epochs' / '… iterations'",

@@ -1,4 +1,4 @@
-"""HuggingFace Transformers ``Trainer`` logs (FORMATS.md §1).
+"""HuggingFace Transformers ``Trainer`` logs (docs/FORMATS.md §1).
 
 Read from transformers 4.46.3 and 5.24.0 (``trainer.py``, ``utils/logging.py``) and the real
 logs in ``agent/fixtures/real/hf_trainer_*.log`` (5.24.0, explicit format).
@@ -11,7 +11,7 @@ What is recognised:
   ``Model weights saved in``): the LAST one before any other timestamped record, or before the
   training bar moves past the saved step, or before ``finish()``, ends the save →
   ``checkpoint_end`` at that line with ``duration_s = end − start``. HF prints no line when the
-  optimizer state is written (FORMATS.md §0.2), so this under-counts the save by that part. A
+  optimizer state is written (docs/FORMATS.md §0.2), so this under-counts the save by that part. A
   save whose start or sub-steps carry no time gets no ``checkpoint_end``.
 * ``***** Running training *****`` → ``run_start``; ``Training completed.`` → ``run_end``.
 * ``Resuming training from checkpoint with epoch E and global step S`` (5.x) and

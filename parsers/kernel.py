@@ -1,6 +1,6 @@
 """Kernel log lines: NVIDIA Xid errors, GPUs fallen off the bus, the Linux OOM killer.
 
-These come from ``dmesg`` / ``journalctl -k`` (FORMATS.md §14), often collected next to the
+These come from ``dmesg`` / ``journalctl -k`` (docs/FORMATS.md §14), often collected next to the
 training log. Xid format from NVIDIA/open-gpu-kernel-modules ``kernel_rc.c`` (595.45.04):
 ``NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s`` (MIG: ``(PCI:… GPU-I:%02u)``).
 The line prefix gives the time (``parsers/failures.py``): ``dmesg`` seconds since boot (no
@@ -36,7 +36,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("gpu_xid_45"),
         "NVRM: Xid (PCI:0000:3b:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
         "previous Xid 149",
-        "open-gpu-kernel-modules kernel_rc.c; open-gpu-kernel-modules#1150 (FORMATS.md §14)",
+        "open-gpu-kernel-modules kernel_rc.c; open-gpu-kernel-modules#1150 (docs/FORMATS.md §14)",
         kind=None,
     ),
     FailureRule(
@@ -46,7 +46,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("gpu_xid_63"),
         "NVRM: Xid (PCI:0000:3b:00): 63, pid=1818990, name=python3, Row Remapper: New row marked "
         "for remapping, reset gpu to activate.",
-        "open-gpu-kernel-modules kernel_rc.c (FORMATS.md §14): informational, no event",
+        "open-gpu-kernel-modules kernel_rc.c (docs/FORMATS.md §14): informational, no event",
         kind=None,
     ),
     FailureRule(
@@ -65,7 +65,7 @@ RULES: tuple[FailureRule, ...] = (
         re.compile(r"fallen off the bus and is not responding"),
         fixed("gpu_fallen_off_bus"),
         "NVRM: fallen off the bus and is not responding to commands.",
-        "open-gpu-kernel-modules arch/nvalloc/unix/src/osinit.c (FORMATS.md §14)",
+        "open-gpu-kernel-modules arch/nvalloc/unix/src/osinit.c (docs/FORMATS.md §14)",
     ),
     FailureRule(
         "oom_killer",

@@ -1,7 +1,7 @@
 """torchrun / torch.distributed.elastic: restarts, worker deaths and the ChildFailedError banner.
 
 Messages from ``torch/distributed/elastic/agent/server/api.py`` and
-``multiprocessing/api.py`` (FORMATS.md §10), in every prefix generation: torch ≤2.1
+``multiprocessing/api.py`` (docs/FORMATS.md §10), in every prefix generation: torch ≤2.1
 ``WARNING:torch.distributed.elastic.multiprocessing.api:``, 2.2–2.3
 ``[2024-05-08 08:47:31,261] torch.distributed.elastic…: [WARNING]``, ≥2.4
 ``W1129 23:02:56.390000 15009 torch/distributed/elastic/multiprocessing/api.py:1028]`` (real,
@@ -65,7 +65,7 @@ RULES: tuple[FailureRule, ...] = (
         re.compile(r"Detected \d+ new nodes from group_rank=\d+; will restart worker group"),
         fixed("restart"),
         "[default] Detected 1 new nodes from group_rank=0; will restart worker group",
-        "torch/distributed/elastic/agent/server/api.py (FORMATS.md §10)",
+        "torch/distributed/elastic/agent/server/api.py (docs/FORMATS.md §10)",
         kind=EventKind.RESTART,
     ),
     FailureRule(
@@ -84,7 +84,7 @@ RULES: tuple[FailureRule, ...] = (
         lambda m: signal_class(int(m["sig"]) if m["sig"].isdigit() else m["sig"]),
         "W0801 13:23:17.366000 32974 torch/distributed/elastic/agent/server/api.py:704] "
         "Received 15 death signal, shutting down workers",
-        "torch/distributed/elastic/agent/server/api.py (FORMATS.md §10); ``%s`` of a"
+        "torch/distributed/elastic/agent/server/api.py (docs/FORMATS.md §10); ``%s`` of a"
         " signal.Signals prints ``Signals.SIGTERM`` before Python 3.11, ``15`` since",
     ),
     FailureRule(
@@ -105,7 +105,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("killed"),
         "Unable to shutdown process 5938 via Signals.SIGTERM, forcefully exiting via "
         "Signals.SIGKILL",
-        "torch/distributed/elastic/multiprocessing/api.py (FORMATS.md §10): a consequence",
+        "torch/distributed/elastic/multiprocessing/api.py (docs/FORMATS.md §10): a consequence",
         kind=None,
     ),
 )

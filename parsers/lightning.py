@@ -1,4 +1,4 @@
-"""PyTorch Lightning logs (FORMATS.md §3).
+"""PyTorch Lightning logs (docs/FORMATS.md §3).
 
 Read from Lightning-AI/pytorch-lightning 7f0c3436cd (2.6.0+169, ``src/lightning/pytorch/…``) and
 the real logs ``agent/fixtures/real/lightning_*.log`` (lightning 2.6.6). Lightning gives its
@@ -22,7 +22,8 @@ What is recognised:
 * ``GPU available: …``, ``[rank: N] …`` messages and warning paths under
   ``lightning/pytorch/`` only identify the stack.
 
-Lightning's own progress bars count batches within the epoch, not global steps (FORMATS.md §0.12),
+Lightning's own progress bars count batches within the epoch, not global steps
+(docs/FORMATS.md §0.12),
 so they give no ``step`` events.
 """
 
@@ -96,7 +97,8 @@ PATTERNS: tuple[Pattern, ...] = (
         sample="An KeyboardInterrupt was raised with message:                         , saved "
         "checkpoint to /ck/on_exception.ckpt",
         source="lightning 2.6 src/lightning/pytorch/callbacks/on_exception_checkpoint.py "
-        "(FORMATS.md §3; not printed by lightning 2.6.6's OnExceptionCheckpoint in the capture)",
+        "(docs/FORMATS.md §3; not printed by lightning 2.6.6's OnExceptionCheckpoint in the "
+        "capture)",
     ),
     Pattern(
         name="rank_prefix",

@@ -1,4 +1,4 @@
-"""NVIDIA Megatron-LM logs and its ``progress.txt`` (FORMATS.md §5).
+"""NVIDIA Megatron-LM logs and its ``progress.txt`` (docs/FORMATS.md §5).
 
 Read from NVIDIA/Megatron-LM d98e8a64dd (2026-08-22) and its history
 (``megatron/training/checkpointing.py``, ``training.py``, ``core/timers.py``,

@@ -1,7 +1,7 @@
 """c10d / NCCL failure lines outside Python tracebacks: watchdog, heartbeat monitor, C++ aborts.
 
 Format strings from ``torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp`` and NCCL
-``src/debug.cc`` (FORMATS.md §11). The c10 logger prefix (``[rank0]:[E1206 18:44:12.715298746
+``src/debug.cc`` (docs/FORMATS.md §11). The c10 logger prefix (``[rank0]:[E1206 18:44:12.715298746
 ProcessGroupNCCL.cpp:607] ``) is read by ``parsers/failures.py``.
 
 Decision on ``NCCL WARN`` lines: NCCL warns about things it recovers from (a retried socket, a
@@ -45,7 +45,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("nccl_timeout"),
         "[rank2]:[E ProcessGroupNCCL.cpp:563] [PG 0 Rank 2] Timeout at NCCL work: 7487, last "
         "enqueued NCCL work: 7487, last completed NCCL work: 7486.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch 2.2-2.3 (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch 2.2-2.3 (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "watchdog_exception",
@@ -55,7 +55,7 @@ RULES: tuple[FailureRule, ...] = (
         "[rank1]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:1632] [PG ID 0 PG GUID "
         "0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at "
         "work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch ≥2.4 (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch ≥2.4 (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "watchdog_terminated",
@@ -65,7 +65,7 @@ RULES: tuple[FailureRule, ...] = (
         "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:1376] [PG ID 0 PG GUID "
         "0(default_pg) Rank 0] Process group watchdog thread terminated with exception: CUDA "
         "error: an illegal memory access was encountered",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "watchdog_hang",
@@ -85,7 +85,7 @@ RULES: tuple[FailureRule, ...] = (
         "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:621] [Rank 0] Some NCCL "
         "operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
         "subsequent GPU operations might run on corrupted/incomplete data.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "taking_process_down",
@@ -94,7 +94,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("nccl_error"),
         "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:627] [Rank 0] To avoid data "
         "inconsistency, we are taking the entire process down.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "nccl_error_in",
@@ -104,7 +104,7 @@ RULES: tuple[FailureRule, ...] = (
         "[E ProcessGroupNCCL.cpp:737] NCCL error in: ../torch/csrc/distributed/c10d/"
         "ProcessGroupNCCL.cpp:1333, unhandled system error (run with NCCL_DEBUG=INFO for "
         "details), NCCL version 2.18.6",
-        "torch/csrc/distributed/c10d C10D_NCCL_CHECK (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d C10D_NCCL_CHECK (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "nccl_warn",
@@ -113,7 +113,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("nccl_error"),
         "node001:312247:326969 [0] transport/net_socket.cc:547 NCCL WARN NET/Socket : "
         "peer 10.0.0.2<53412> shutdown",
-        "NCCL src/debug.cc (FORMATS.md §11): no event, see the module docstring",
+        "NCCL src/debug.cc (docs/FORMATS.md §11): no event, see the module docstring",
         kind=None,
     ),
     FailureRule(
@@ -122,7 +122,7 @@ RULES: tuple[FailureRule, ...] = (
         re.compile(r"terminate called after throwing an instance of"),
         fixed("abort"),
         "terminate called after throwing an instance of 'c10::DistBackendError'",
-        "libstdc++ std::terminate (FORMATS.md §11): its ``what():`` line carries the cause",
+        "libstdc++ std::terminate (docs/FORMATS.md §11): its ``what():`` line carries the cause",
         kind=None,
     ),
     FailureRule(
@@ -134,7 +134,7 @@ RULES: tuple[FailureRule, ...] = (
         "terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=808, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600020 "
         "milliseconds before timing out.",
-        "libstdc++ std::terminate after c10::DistBackendError (FORMATS.md §11)",
+        "libstdc++ std::terminate after c10::DistBackendError (docs/FORMATS.md §11)",
     ),
     FailureRule(
         "fatal_python_error",

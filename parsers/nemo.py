@@ -1,4 +1,4 @@
-"""NVIDIA NeMo logs (FORMATS.md §6).
+"""NVIDIA NeMo logs (docs/FORMATS.md §6).
 
 Read from NVIDIA/NeMo 8cfedd7203 (v2.5.0rc0+113): ``nemo/utils/formatters/base.py`` (prefix),
 ``utils/callbacks/nemo_model_checkpoint.py`` (1.x-style saves),

@@ -3,7 +3,7 @@ user cancel, requeue), srun task deaths, OOM kills, and Lightning's requeue.
 
 Format strings from SchedMD/slurm ``src/slurmd/slurmstepd/req.c`` (``*** %s ON %s CANCELLED AT
 %s …``, entity ``JOB <id>`` or ``STEP <id>.<step>``), ``src/srun/launch.c``,
-``src/api/step_launch.c`` and ``task/cgroup`` (FORMATS.md §13), commits 284c3b95f0 and
+``src/api/step_launch.c`` and ``task/cgroup`` (docs/FORMATS.md §13), commits 284c3b95f0 and
 f7bc53fb04 (25.05: ``DUE to SIGNAL Terminated``). The ``CANCELLED AT`` time is ``%FT%T``, local
 time in the cluster's zone (``SLURM_TIME_FORMAT`` may change it: then the time is left out).
 Slurm prints ``*** JOB …`` and ``*** STEP …`` for the same kill: ``parsers/failures.py`` keeps
@@ -79,7 +79,7 @@ RULES: tuple[FailureRule, ...] = (
         fixed("slurm_task_failure"),
         "slurmstepd: error: *** STEP 1234567.0 ON gpu-node-017 FAILED (non-zero exit code or "
         "other failure mode) ***",
-        "slurm src/slurmd/slurmstepd/req.c (FORMATS.md §13)",
+        "slurm src/slurmd/slurmstepd/req.c (docs/FORMATS.md §13)",
     ),
     FailureRule(
         "srun_task_exit",
@@ -87,7 +87,7 @@ RULES: tuple[FailureRule, ...] = (
         re.compile(r"srun: error: \S+: tasks? [\d,\-\[\]]+: (?P<what>.+)"),
         _task_class,
         "srun: error: gpu-node-017: task 0: Exited with exit code 1",
-        "slurm src/api/step_launch.c / src/srun/launch.c (FORMATS.md §13)",
+        "slurm src/api/step_launch.c / src/srun/launch.c (docs/FORMATS.md §13)",
     ),
     FailureRule(
         "srun_node_failure",
@@ -95,7 +95,7 @@ RULES: tuple[FailureRule, ...] = (
         re.compile(r"srun: error: Node failure on \S+"),
         fixed("node_failure"),
         "srun: error: Node failure on gpu-node-017",
-        "slurm src/srun/srun_job.c (FORMATS.md §13)",
+        "slurm src/srun/srun_job.c (docs/FORMATS.md §13)",
     ),
     FailureRule(
         "oom_kill_event",
@@ -115,7 +115,7 @@ RULES: tuple[FailureRule, ...] = (
         ),
         fixed("terminated"),
         "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
-        "slurm src/srun (FORMATS.md §13): srun reacting to an earlier end, a consequence",
+        "slurm src/srun (docs/FORMATS.md §13): srun reacting to an earlier end, a consequence",
         kind=None,
     ),
     FailureRule(

@@ -5,9 +5,9 @@ A physical line (as the tailer hands it over, without its ``\\n``) is rarely one
 * tqdm redraws its bar with ``\\r`` and never ends it with ``\\n``, so a raw line holds many
   ``\\r``-separated redraws, and the next log record is glued onto the last bar:
   ``\\r 21%|██        | 25/120 [00:03<00:15,  6.24it/s][INFO|trainer.py:4149] 2026-11-29 ...``
-  (transformers 5.24.0 ``ProgressCallback`` + explicit logging format, FORMATS.md §0.7);
+  (transformers 5.24.0 ``ProgressCallback`` + explicit logging format, docs/FORMATS.md §0.7);
 * colour codes (``\\x1b[31m``, ``\\x1b[38;2;180;60;0m``) and cursor moves (``\\x1b[A``, written by
-  nested tqdm bars) sit inside the text (FORMATS.md §0.9).
+  nested tqdm bars) sit inside the text (docs/FORMATS.md §0.9).
 
 :func:`records` cuts a line into the pieces that can be log records; :func:`last_bar` reads the
 last tqdm bar state on a line without looking at the earlier redraws.
@@ -41,7 +41,7 @@ tqdm's default ``bar_format`` (tqdm 4.x ``tqdm/std.py`` ``format_meter``):
 e.g. ``  21%|██        | 25/120 [00:03<00:15,  6.24it/s]`` (fixtures/real/hf_trainer_crash.log
 line 28) or ``Writing model shards: 100%|██████████| 1/1 [00:00<00:00, 37.80it/s]`` (with a
 ``desc``). The postfix stops at ``[`` so that a record glued without the closing ``]`` is not
-swallowed (``…3.84s/it[INFO|trainer.py:3850] …``, FORMATS.md §0.7).
+swallowed (``…3.84s/it[INFO|trainer.py:3850] …``, docs/FORMATS.md §0.7).
 """
 
 RATE_MARKERS = ("it/s", "s/it")

@@ -1,9 +1,9 @@
 """Timestamp strings from logs and timing files to aware UTC datetimes.
 
-No framework prints a UTC offset (FORMATS.md §0.3): a naive wall-clock stamp is the node's local
-time, so it is read in the zone the caller gives (``tz``) and converted to UTC. Timing files are
-the exception: their schema (DESIGN.md) says naive means UTC. Every function raises
-``ValueError`` (never anything else) on text that is not a valid time.
+No framework prints a UTC offset (docs/FORMATS.md §0.3): a naive wall-clock stamp is the
+node's local time, so it is read in the zone the caller gives (``tz``) and converted to UTC.
+Timing files are the exception: their schema (DESIGN.md) says naive means UTC. Every function
+raises ``ValueError`` (never anything else) on text that is not a valid time.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def parse_ymd_hms(text: str, tz: tzinfo) -> datetime:
     """Parse ``YYYY-MM-DD HH:MM:SS[,mmm]`` (Python logging ``asctime``) read in ``tz``.
 
     The fraction may use ``,`` (logging's default ``%(asctime)s``) or ``.`` and have 1 to 6
-    digits. Example: ``2026-11-29 22:11:38,483`` (transformers explicit format, FORMATS.md §1).
+    digits. Example: ``2026-11-29 22:11:38,483`` (transformers explicit format, docs/FORMATS.md §1).
 
     Returns:
         aware UTC datetime.
@@ -108,7 +108,8 @@ def parse_ymd_hms(text: str, tz: tzinfo) -> datetime:
 def parse_mdy_hms(text: str, tz: tzinfo) -> datetime:
     """Parse ``%m/%d/%Y %H:%M:%S`` read in ``tz``, e.g. ``10/20/2023 15:41:03``.
 
-    The ``datefmt`` of the transformers example scripts' ``logging.basicConfig`` (FORMATS.md §1).
+    The ``datefmt`` of the transformers example scripts' ``logging.basicConfig``
+    (docs/FORMATS.md §1).
 
     Returns:
         aware UTC datetime.
@@ -201,7 +202,7 @@ def parse_mmdd_hms(
     """Parse a glog-style ``<MMDD> HH:MM:SS`` stamp (no year) read in ``tz``.
 
     ``mmdd`` is ``(tm_mon+1)*100+tm_mday`` printed with ``%d``, so the month is NOT zero-padded
-    in c10's logger (``321`` = Mar 21, ``1206`` = Dec 6; ``c10/util/Logging.cpp``, FORMATS.md
+    in c10's logger (``321`` = Mar 21, ``1206`` = Dec 6; ``c10/util/Logging.cpp``, docs/FORMATS.md
     §0.4) and is in torch ≥2.4's launcher (``0801``). The sub-second part that follows the
     stamp is not passed: c10 prints CLOCK_MONOTONIC nanoseconds there, not wall time.
 

@@ -1,4 +1,4 @@
-"""pytorch/torchtitan logs (FORMATS.md §7).
+"""pytorch/torchtitan logs (docs/FORMATS.md §7).
 
 Read from pytorch/torchtitan b5bcd76c6 (2026-08-21) and its history (2e998c0b1^, 0e0590c13,
 031f73f8a, eef8bb2b1): ``torchtitan/components/checkpoint.py``, ``train.py``,

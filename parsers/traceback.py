@@ -1,13 +1,13 @@
 """Python tracebacks and bare exception lines to classified failure events, whatever the stack.
 
-A traceback (FORMATS.md §16) is ``Traceback (most recent call last):``, indented frame lines,
+A traceback (docs/FORMATS.md §16) is ``Traceback (most recent call last):``, indented frame lines,
 then ``<ExcType>: <message>`` unindented. Under ``torch.distributed`` every line carries the
 excepthook prefix ``[rankN]: `` (``distributed_c10d.py``), and torchrun ``--tee`` adds
-``[default0]:`` (FORMATS.md §0.5); tracebacks are tracked per prefix, so ranks that print at the
-same time do not mix, and each traceback gives ONE event at the line of its ``Traceback`` header
-(the rules layer clusters a burst of them into one interruption). Chained exceptions
-(``During handling of the above exception…``, ``The above exception was the direct cause…``)
-belong to the same event.
+``[default0]:`` (docs/FORMATS.md §0.5); tracebacks are tracked per prefix, so ranks that print
+at the same time do not mix, and each traceback gives ONE event at the line of its
+``Traceback`` header (the rules layer clusters a burst of them into one interruption). Chained
+exceptions (``During handling of the above exception…``, ``The above exception was the direct
+cause…``) belong to the same event.
 
 An exception line with no traceback before it (``RuntimeError: CUDA error: …``) is a failure too,
 but only when its message names a known failure class; a bare ``ValueError: …`` is not.
@@ -52,7 +52,7 @@ class FailureClass:
         name: ``Event.failure_class``.
         pattern: searched in ``"<ExcType>: <message>"``.
         sample: a real exception line of this class.
-        source: where the text comes from (file and version, FORMATS.md section).
+        source: where the text comes from (file and version, docs/FORMATS.md section).
         planned: the interruption was asked for (censors exposure; not an MTBF failure).
     """
 
@@ -69,14 +69,15 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         re.compile(r"CUDA out of memory|OutOfMemoryError"),
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 58.00 MiB. GPU 0 has "
         "a total capacty of 23.69 GiB of which 38.75 MiB is free.",
-        "c10/cuda/CUDACachingAllocator.cpp, torch 1.x-2.x (FORMATS.md §12)",
+        "c10/cuda/CUDACachingAllocator.cpp, torch 1.x-2.x (docs/FORMATS.md §12)",
     ),
     FailureClass(
         "cuda_illegal_memory_access",
-        # a terminal copy can hard-wrap it: "an illegal me" / "mory access" (FORMATS.md §0.8)
+        # a terminal copy can hard-wrap it: "an illegal me" / "mory access" (docs/FORMATS.md §0.8)
         re.compile(r"illegal memory access|illegal m(?:e(?:m(?:o(?:ry?)?)?)?)?$"),
         "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "c10/cuda/CUDAException.cpp (FORMATS.md §12); fixtures/real/hf_trainer_crash.log line 65",
+        "c10/cuda/CUDAException.cpp (docs/FORMATS.md §12); fixtures/real/hf_trainer_crash.log "
+        "line 65",
     ),
     FailureClass(
         "cuda_ecc",
@@ -89,7 +90,7 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         re.compile(r"watchdog hang"),
         "[Rank 0] Terminating the process after attempting to dump debug info, due to "
         "ProcessGroupNCCL watchdog hang.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp heartbeat monitor (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp heartbeat monitor (docs/FORMATS.md §11)",
     ),
     FailureClass(
         "nccl_timeout",
@@ -97,14 +98,14 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "RuntimeError: [Rank 0] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=808, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600020 milliseconds "
         "before timing out.",
-        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (FORMATS.md §11)",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (docs/FORMATS.md §11)",
     ),
     FailureClass(
         "nccl_error",
         re.compile(r"NCCL error|nccl\w*Error|DistBackendError"),
         "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
         "(run with NCCL_DEBUG=INFO for details)",
-        "torch/csrc/distributed/c10d C10D_NCCL_CHECK (FORMATS.md §11); "
+        "torch/csrc/distributed/c10d C10D_NCCL_CHECK (docs/FORMATS.md §11); "
         "fixtures/real/lightning_crash.log line 98",
     ),
     FailureClass(
@@ -119,7 +120,7 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "cuda_error",
         re.compile(r"CUDA error"),
         "RuntimeError: CUDA error: device-side assert triggered",
-        "c10/cuda/CUDAException.cpp (FORMATS.md §12)",
+        "c10/cuda/CUDAException.cpp (docs/FORMATS.md §12)",
     ),
     FailureClass(
         "killed",
@@ -167,7 +168,7 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
 
 _RANK_PREFIX = re.compile(r"(?:\[[A-Za-z_]*\d+\]: ?| {0,4}\d{1,5}: )+")
 """``[rank0]: `` (torch.distributed excepthook), ``[default0]:`` (torchrun --tee), `` 3: ``
-(srun ``--label``, ``write_labelled_message.c``), stacked (FORMATS.md §0.5)."""
+(srun ``--label``, ``write_labelled_message.c``), stacked (docs/FORMATS.md §0.5)."""
 
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::(?: .*)?)?")
 """``<ExcType>: <message>`` or a bare ``<ExcType>``, as the last line of a traceback."""

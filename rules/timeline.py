@@ -245,7 +245,7 @@ class Timeline:
         kind not preceded by another start) with no failure and no clean ``run_end`` anywhere
         since its own start (a traceback dated by the bar clock may sort before the run's last
         save) was interrupted by something that printed nothing: a Kubernetes SIGKILL, a lost node,
-        an OOM kill (FORMATS.md §15, "the log simply stops"). Not counting it would overstate
+        an OOM kill (docs/FORMATS.md §15, "the log simply stops"). Not counting it would overstate
         M. The failure is placed at the time of the dead run's last observation, so its
         exposure ends there. ``unknown`` is a generic class (:data:`GENERIC_FAILURE_CLASSES`),
         so a failure line of another source clustered with it (one stamped after the new start,

@@ -8,9 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from ckpt_advisor.parsers import available_formats, make_parser
+from ckpt_advisor.parsers.deepspeed import DeepSpeed
 from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.generic import Generic
 from ckpt_advisor.parsers.hf_trainer import HfTrainer
 from ckpt_advisor.parsers.lightning import Lightning
+from ckpt_advisor.parsers.megatron import Megatron
+from ckpt_advisor.parsers.nemo import NeMo
 from ckpt_advisor.parsers.stack import Header, Pattern, Stack
 
 
@@ -46,7 +50,7 @@ def test_an_unknown_format_is_named_with_the_known_ones() -> None:
         make_parser("megatron-lm")
 
 
-STACK_CLASSES: list[type[Stack]] = [HfTrainer, Lightning]
+STACK_CLASSES: list[type[Stack]] = [HfTrainer, Lightning, NeMo, Megatron, DeepSpeed, Generic]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Interruptions in real torch captures and in real quoted lines: kind, line, time, class, planned.
 
 Fixtures: tests/parsers/fixtures/torch/ (torch 2.13 CPU runs, made by fixtures/capture/) and
-tests/parsers/fixtures/quoted/ (lines no CPU run can print, quoted from FORMATS.md; see its
+tests/parsers/fixtures/quoted/ (lines no CPU run can print, quoted from docs/FORMATS.md; see its
 README).
 """
 
@@ -216,7 +216,7 @@ def test_rules_layer_generic_classes_are_the_vocabularys() -> None:
     ],
 )
 def test_three_generations_of_cuda_oom_are_cuda_oom(line: str) -> None:
-    """≤2.0, ~2.1 and ≥2.2 OOM messages (FORMATS.md §12) all classify as ``cuda_oom``."""
+    """≤2.0, ~2.1 and ≥2.2 OOM messages (docs/FORMATS.md §12) all classify as ``cuda_oom``."""
     found = classify_failure(line)
     assert found is not None and found.name == "cuda_oom"
 

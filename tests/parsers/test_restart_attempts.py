@@ -1,0 +1,78 @@
+"""Failed restart attempts belong to the interruption they try to recover from (README "How it
+decides", docs/DESIGN.md "M from data"): a restarted worker that dies in init_process_group
+before training progresses again is part of the first failure's restart cost R (Daly's model
+counts failures during restart in R), not an interruption of its own.
+
+The attempt is a real paste (public/torchrun/mmdet_6779_restart_after_init_timeout.log: the
+second attempt dies in the store-based barrier, torchrun restarts again); what came before and
+after it is given as observations, dated as the daemon dates untimed lines (when read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.timeline import Timeline, cluster_interruptions
+from tests.parsers._helpers import parse, read_lines
+
+ATTEMPT = Path(__file__).parent / "fixtures" / "public" / "torchrun"
+T0 = 1_800_000_000.0
+
+
+def _attempt_at(time_s: float) -> list[Observation]:
+    events, _ = parse(read_lines(ATTEMPT / "mmdet_6779_restart_after_init_timeout.log"))
+    return [
+        Observation(e.kind.value, time_s, failure_class=e.failure_class, source="attempt.log")
+        for e in events
+    ]
+
+
+def _steps(start_s: float, n: int, first: int) -> list[Observation]:
+    return [Observation("step", start_s + 10 * i, step=first + i) for i in range(n)]
+
+
+def test_the_pasted_attempt_is_a_death_in_init_and_a_restart() -> None:
+    """The attempt's lines give its failure (dist_init_timeout, with the launcher's exit code and
+    'Worker group failed' echoes) and torchrun's restart."""
+    kinds = [(o.kind, o.failure_class) for o in _attempt_at(T0)]
+    assert ("failure", "dist_init_timeout") in kinds
+    assert kinds[-1] == ("restart", None)
+    assert {k for k, _ in kinds} == {EventKind.FAILURE.value, EventKind.RESTART.value}
+
+
+def test_an_attempt_dying_before_progress_joins_the_first_interruption() -> None:
+    """Training, an ECC failure, torchrun restarts; the restarted group dies in init 40 min
+    later (no step between) and restarts again; training goes on: one interruption, its root
+    cause the ECC error, its end the failed attempt (the attempt's time is restart cost)."""
+    timeline = Timeline.of(
+        [
+            *_steps(T0, 50, 0),
+            Observation("failure", T0 + 600, failure_class="cuda_ecc"),
+            Observation("restart", T0 + 610),
+            *_attempt_at(T0 + 3000),
+            *_steps(T0 + 3100, 50, 40),
+        ]
+    )
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.failure_class == "cuda_ecc"
+    assert (interruption.start_s, interruption.end_s) == (T0 + 600, T0 + 3000)
+
+
+def test_an_attempt_after_progress_is_an_interruption_of_its_own() -> None:
+    """The same death in init after the restarted job trained again is a second interruption."""
+    timeline = Timeline.of(
+        [
+            *_steps(T0, 50, 0),
+            Observation("failure", T0 + 600, failure_class="cuda_ecc"),
+            Observation("restart", T0 + 610),
+            *_steps(T0 + 700, 50, 40),
+            *_attempt_at(T0 + 5000),
+            *_steps(T0 + 5100, 50, 90),
+        ]
+    )
+    assert [i.failure_class for i in cluster_interruptions(timeline)] == [
+        "cuda_ecc",
+        "dist_init_timeout",
+    ]
