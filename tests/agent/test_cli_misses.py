@@ -20,3 +20,17 @@ def test_parse_misses_lists_unrecognised_error_lines_with_their_line_numbers() -
         f"{LOOKALIKES}:4: WARNING: oom-killer is disabled for this cgroup",
         f"{LOOKALIKES}:7: ValueError: could not parse config, using defaults",
     ]
+
+
+PUBLIC = Path(__file__).parents[1] / "parsers" / "fixtures" / "public"
+
+
+def test_parse_misses_lists_what_the_failure_lines_around_it_leave_unread() -> None:
+    """A real paste (NVSentinel#155): the three 'fallen off the bus' lines are read as one
+    failure; the probe-routine failure after them matches nothing and is listed."""
+    log = PUBLIC / "kernel" / "nvsentinel_155_fallen_off_bus.log"
+    result = CliRunner().invoke(main, ["parse", "--misses", str(log)])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        f"{log}:4: [ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."
+    ]
