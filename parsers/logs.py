@@ -17,8 +17,10 @@ Per physical line:
 
 With several candidate stacks (``auto``), the pieces of each keyword line are first offered to
 every stack until one :meth:`~parsers.stack.Stack.detects` its own line (before step 2, since a
-bar precedes the record glued to it); from then on that stack alone is used. Tracebacks are
-recognised before and after detection.
+bar precedes the record glued to it; a stack's own record prefix wins over another stack's
+wording); from then on that stack alone is used. Until then, pieces no stack reads go to the
+fallback stack (``parsers/generic.py``), if any. Tracebacks are recognised before and after
+detection.
 """
 
 from __future__ import annotations
@@ -95,9 +97,9 @@ class LogParser(StreamParser):
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
         self._fallback = fallback
-        self._fallback_keywords = fallback.keywords if fallback is not None else ()
+        fallback_keywords = fallback.keywords if fallback is not None else ()
         self._keywords = _keywords_of(
-            (*(stack.keywords for stack in self._candidates), self._fallback_keywords)
+            (*(stack.keywords for stack in self._candidates), fallback_keywords)
         )
         self._keyword_search = _keyword_search(self._keywords)
         self._filter = _line_filter(
@@ -184,7 +186,8 @@ class LogParser(StreamParser):
             if stack.detects(piece):
                 self._stack, self._candidates = stack, (stack,)
                 self._name = stack.name
-                self._keywords = _keywords_of((stack.keywords, self._fallback_keywords))
+                self._fallback = None  # the file's own stack reads it from here on
+                self._keywords = _keywords_of((stack.keywords,))
                 self._keyword_search = _keyword_search(self._keywords)
                 self._filter = _line_filter(self._keywords, stack.reads_bars)
                 return True
