@@ -113,6 +113,18 @@ PATTERNS: tuple[Pattern, ...] = (
         identifies_stack=False,
     ),
     Pattern(
+        name="dcp_async_request",
+        kind=EventKind.CHECKPOINT_START,
+        keyword="Received async checkpoint request with id=",
+        regex=re.compile(r"Received async checkpoint request with id=(?P<path>\S+)"),
+        sample="[rank0]:[0] 2026-06-01 13:34:02,318 - root - INFO - Received async checkpoint "
+        "request with id=./outputs/checkpoint/step-10",
+        source="torch/distributed/checkpoint/_async_process_executor.py (torch 2.7+): the "
+        "background save of DCP async_save begins (outside a torchtitan log, whose own lines "
+        "bracket the same save; public/torchtitan/torchtitan_3476_*)",
+        identifies_stack=False,
+    ),
+    Pattern(
         name="dlrover_memory_saved",
         kind=EventKind.CHECKPOINT_END,
         keyword="Function save_to_memory cost ",
@@ -132,6 +144,7 @@ class Generic(Stack):
     name = PARSER_NAME
     headers = (FAIRSEQ_FORMAT, MMCV_FORMAT, DEEPSPEED_FORMAT)
     patterns = PATTERNS
+    step_in_path = re.compile(r"(?:step|iter|checkpoint)[-_]?(\d+)")
 
     def on_record(self, record: Record) -> list[Event]:
         """Each start line is a save of its own: this vocabulary prints one start per save,

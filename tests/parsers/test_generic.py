@@ -59,3 +59,11 @@ def test_a_fixed_format_has_no_fallback() -> None:
     """With --format hf_trainer, fairseq's save lines are not read by the fallback."""
     events, _ = parse(read_lines(PUBLIC / "generic" / "fairseq_2493_save.log"), "hf_trainer")
     assert events == []
+
+
+def test_a_dcp_async_request_outside_torchtitan_starts_a_save() -> None:
+    """DCP's background process line alone (no torchtitan lines around it) starts the save of
+    the checkpoint it names (step from ``step-10``)."""
+    line = read_lines(PUBLIC / "torchtitan" / "torchtitan_3476_pinned_mem_staging.log")[11]
+    events, _ = parse([line])
+    assert [(e.kind, e.step, e.parser) for e in events] == [(START, 10, "generic")]
