@@ -278,7 +278,9 @@ class NeMo(Stack):
                 record.line,
                 self.name,
                 time=end,
-                step=save.start.step if save is not None else self._finalized_step(m),
+                step=self._finalized_step(m)
+                if save is None or save.start.step is None
+                else save.start.step,
                 duration_s=save.blocking_s if save is not None else None,
                 persist_s=persist_s,
                 detail=m["path"][:200],

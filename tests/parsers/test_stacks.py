@@ -276,3 +276,18 @@ def test_naive_stamps_are_read_in_the_configured_zone() -> None:
     line = "[2024-06-26 04:16:12,291] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0,"
     events, _ = parse([line + " lr=[0.1], mom=[0.9]"], "deepspeed", tz=ZoneInfo("Europe/Paris"))
     assert summary(events) == [(STEP, 1, utc("2024-06-26 02:16:12.291"), 10, None, None)]
+
+
+def test_nemo_scheduled_async_save_without_a_start_line_starts_the_save() -> None:
+    """NeMo 2 without the CheckpointIO timing line: 'Scheduled async checkpoint save for …' is
+    the start its '… finalized successfully' ends (real lines 5 and 15 of the Evo2 notebook)."""
+    lines = read_lines(
+        Path(__file__).parent / "fixtures" / "real_pasted" / "nemo_evo2_notebook_last_step.log"
+    )
+    rows, name = _events_of([lines[4], lines[14]])
+    assert name == "nemo"
+    assert [(kind, line, time) for kind, line, time, *_ in rows] == [
+        (START, 1, utc("2025-06-18 16:53:19")),
+        (END, 2, utc("2025-06-18 16:53:41")),
+    ]
+    assert rows[1][3] == 99  # the finalize's 'step 100' is one past the file's step
