@@ -137,6 +137,28 @@ RULES: tuple[FailureRule, ...] = (
         "libstdc++ std::terminate after c10::DistBackendError (docs/FORMATS.md §11)",
     ),
     FailureRule(
+        "cpp_exception_origin",
+        "Exception raised from ",
+        re.compile(r"^Exception raised from \S+ at \S+ \(most recent call first\):"),
+        fixed("abort"),
+        "Exception raised from c10_cuda_check_implementation at "
+        "/pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):",
+        "c10/util/Exception.cpp c10::Error backtrace header (public/nccl/protenix_217_*): part of "
+        "the failure whose message precedes it, no event",
+        kind=None,
+    ),
+    FailureRule(
+        "cpp_frame",
+        "frame #",
+        re.compile(r"^frame #\d+: "),
+        fixed("abort"),
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, "
+        "std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7fa9633785e8 in "
+        "/root/miniconda3/lib/python3.11/site-packages/torch/lib/libc10.so)",
+        "c10 backtrace frame lines (public/nccl/protenix_217_*): no event",
+        kind=None,
+    ),
+    FailureRule(
         "fatal_python_error",
         "Fatal Python error: ",
         re.compile(r"^Fatal Python error: (?P<reason>Aborted|Segmentation fault|Bus error)"),
