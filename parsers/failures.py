@@ -75,6 +75,7 @@ word: no leading ``\w*``, which made each search retry every word of a long piec
 
 MISS_KEYWORDS = (
     "rror",
+    "ERROR",
     "xception",
     "FATAL",
     "Fatal",

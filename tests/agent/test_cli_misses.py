@@ -34,3 +34,14 @@ def test_parse_misses_lists_what_the_failure_lines_around_it_leave_unread() -> N
     assert result.output.splitlines() == [
         f"{log}:4: [ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."
     ]
+
+
+def test_parse_misses_lists_an_error_record_that_names_no_failure() -> None:
+    """An upper-case [ERROR] record with no known failure text (DLRover#1585) is no event but
+    is listed, so the next gap is one command away."""
+    log = PUBLIC / "generic" / "dlrover_1585_error_record_negative.log"
+    result = CliRunner().invoke(main, ["parse", "--misses", str(log)])
+    assert result.output.splitlines() == [
+        f"{log}:1: [2025-07-08 11:24:07,066] [ERROR] [ckpt_saver.py:702:_save_shard] The step 100 "
+        "in event is no equal to step 101 in memory."
+    ]
