@@ -39,8 +39,11 @@ def _last_record(line: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Templates:
-    """Verbatim blocks cut from the captured HF Trainer runs (see fixtures/real/README.md)."""
+class Templates:
+    """Verbatim blocks cut from the captured HF Trainer runs (see fixtures/real/README.md):
+    the fresh and resume headers up to the first step, one save (start, "saved in" lines, the
+    shard bar), the crash's traceback, a metrics dict and the end of a finished run. Tests
+    re-time them (:func:`stamp`, :func:`save_lines`) to build logs of a given shape."""
 
     fresh_header: list[str]
     resume_header: list[str]
@@ -50,7 +53,7 @@ class _Templates:
     completed: list[str]
 
     @classmethod
-    def load(cls) -> _Templates:
+    def load(cls) -> Templates:
         crash = _fixture("hf_trainer_crash.log")
         resume = _fixture("hf_trainer_resume.log")
 
@@ -126,13 +129,17 @@ def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
 
 
-def _stamp(line: str, t: datetime) -> str:
+def stamp(line: str, t: datetime) -> str:
+    """``line`` with its first ``YYYY-MM-DD HH:MM:SS,mmm`` stamp replaced by ``t``."""
     return _TS.sub(_ts(t), line, count=1)
 
 
-def _bar(step: int, total: int, elapsed_s: float, step_time_s: float) -> str:
+def bar_redraw(
+    step: int, total: int, elapsed_s: float, step_time_s: float, remaining_s: float | None = None
+) -> str:
     """A tqdm redraw in tqdm's default ``{l_bar}{bar}| {n}/{total} [{elapsed}<{remaining},
-    {rate}]`` layout, as in the captured runs."""
+    {rate}]`` layout, as in the captured runs (``remaining_s``: what the bar shows as left,
+    by default what the steps left take)."""
     frac = step / total
     filled = int(frac * 10)
     bar = "█" * filled + " " * (10 - filled)
@@ -145,7 +152,7 @@ def _bar(step: int, total: int, elapsed_s: float, step_time_s: float) -> str:
             else f"{s // 60:02d}:{s % 60:02d}"
         )
 
-    remaining = (total - step) * step_time_s
+    remaining = (total - step) * step_time_s if remaining_s is None else remaining_s
     rate = f"{step_time_s:.2f}s/it" if step_time_s >= 1 else f"{1 / step_time_s:.2f}it/s"
     return f"\r{frac:4.0%}|{bar}| {step}/{total} [{hms(elapsed_s)}<{hms(remaining)}, {rate}]"
 
@@ -165,6 +172,7 @@ def simulate(
     logged_cost_fraction: float = 0.4,
     shape: float = 1.0,
     cost_sigma: float = 0.0,
+    frozen_bar_s: float | None = None,
 ) -> SynthJob:
     """Simulate a job for ``duration_s`` of wall time.
 
@@ -175,6 +183,10 @@ def simulate(
     start of each save and, ``logged_cost_fraction``·C later, its last "saved in" line (HF logs
     nothing when the optimizer state finishes), so the log alone underestimates C, as in life.
 
+    With ``frozen_bar_s`` the bar's clock does not advance: every redraw shows that elapsed
+    time and 99:00:00 remaining (``[12:00:00<99:00:00, 6.00s/it]``), as the bars of wrappers,
+    resumed bars and some custom loggers do; the steps still advance.
+
     Raises:
         ValueError: a non-positive duration, cost, MTBF, step time, interval or shape.
     """
@@ -183,7 +195,7 @@ def simulate(
             "mtbf_s, cost_s, step_time_s, duration_s, interval_steps and shape must be > 0"
         )
     scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
-    tpl = _Templates.load()
+    tpl = Templates.load()
     rng = np.random.default_rng(seed)
     job = SynthJob(mtbf_s, cost_s, restart_s, step_time_s, interval_steps)
     t = start or datetime(2026, 11, 1, tzinfo=UTC)
@@ -205,7 +217,7 @@ def simulate(
             text = re.sub(
                 r"Total optimization steps = [\d,]+", f"Total optimization steps = {total:,}", text
             )
-            job.log.append((t, _stamp(text, t) + "\n"))
+            job.log.append((t, stamp(text, t) + "\n"))
         step = restart_step = saved_step
         failed = False
         while t < end:
@@ -215,7 +227,9 @@ def simulate(
                 break
             t, step = nxt, step + 1
             if step % bar_every_steps == 0:
-                job.log.append((t, _bar(step, total, (t - run_start).total_seconds(), step_time_s)))
+                elapsed_s = (t - run_start).total_seconds()
+                shown = (elapsed_s, None) if frozen_bar_s is None else (frozen_bar_s, 99 * 3600.0)
+                job.log.append((t, bar_redraw(step, total, shown[0], step_time_s, shown[1])))
             if step % log_every_steps == 0:
                 job.log.append((t, "\r" + tpl.metrics + "\n"))
             if step % interval_steps == 0:
@@ -233,7 +247,7 @@ def simulate(
             if fail_at <= end:
                 job.n_failures += 1
                 job.n_interruptions += int(step - restart_step >= bar_every_steps or run == 0)
-                job.log.extend((t, text) for text in _traceback(tpl, run))
+                job.log.extend((t, text) for text in traceback_lines(tpl, run))
             job.exposure_s += (t - run_start).total_seconds()
             t += timedelta(seconds=restart_s)
             run += 1
@@ -242,16 +256,24 @@ def simulate(
     return job
 
 
-def _append_save(
-    job: SynthJob, tpl: _Templates, start: datetime, end: datetime, step: int, logged: float
-) -> None:
-    """Append one save: its log block and its timing record."""
-    weights_at = start + (end - start) * logged
+def save_lines(tpl: Templates, start: datetime, logged_end: datetime, step: int) -> list[str]:
+    """The captured save block for ``checkpoint-<step>``: its start line stamped ``start``,
+    its last "saved in" line ``logged_end`` (no newlines)."""
+    lines = []
     for line in tpl.save_block:
         text = re.sub(r"checkpoint-\d+", f"checkpoint-{step}", line)
         if "[INFO|" in text:
-            text = _stamp(text, weights_at if "Model weights" in text else start)
-        job.log.append((start, text + "\n"))
+            text = stamp(text, logged_end if "Model weights" in text else start)
+        lines.append(text)
+    return lines
+
+
+def _append_save(
+    job: SynthJob, tpl: Templates, start: datetime, end: datetime, step: int, logged: float
+) -> None:
+    """Append one save: its log block and its timing record."""
+    weights_at = start + (end - start) * logged
+    job.log.extend((start, text + "\n") for text in save_lines(tpl, start, weights_at, step))
     record = {
         "step": step,
         "start": start.isoformat(),
@@ -263,7 +285,9 @@ def _append_save(
     job.save_durations_s.append((end - start).total_seconds())
 
 
-def _traceback(tpl: _Templates, run: int) -> Iterator[str]:
+def traceback_lines(tpl: Templates, run: int) -> Iterator[str]:
+    """The captured traceback, raising run ``run``'s exception (CUDA, then NCCL, in turn),
+    one line (with its newline) at a time."""
     raise_line, exc_line = _EXCEPTIONS[run % len(_EXCEPTIONS)]
     for line in tpl.traceback:
         if line.startswith("RuntimeError:"):

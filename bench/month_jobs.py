@@ -44,6 +44,8 @@ class Scenario:
     restart_s: float = 600.0
     days: float = 30.0
     cost_sigma: float = 0.1
+    frozen_bar_s: float | None = None
+    """The bar's clock shows this elapsed time on every redraw (``agent.synth.simulate``)."""
 
 
 SCENARIOS = (
@@ -93,6 +95,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, seed: int = 0) -> Row:
         duration_s=scenario.days * DAY_S,
         shape=scenario.shape,
         cost_sigma=scenario.cost_sigma,
+        frozen_bar_s=scenario.frozen_bar_s,
         seed=seed,
     )
     workdir.mkdir(parents=True, exist_ok=True)

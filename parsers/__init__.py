@@ -28,6 +28,7 @@ from datetime import UTC, tzinfo
 
 from ckpt_advisor.parsers.accelerate import Accelerate
 from ckpt_advisor.parsers.auto import AutoParser, StackFactory
+from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.composer import Composer
 from ckpt_advisor.parsers.custom import CustomPattern, CustomPatterns, compile_pattern
 from ckpt_advisor.parsers.deepspeed import DeepSpeed
@@ -104,7 +105,9 @@ def make_parser(
     """
     diagnostics = Diagnostics()
     zone = tz if tz is UTC else LocalZone(tz)  # this file's own DST context
-    context = ParseContext(tz=zone, year_hint=year_hint, report=diagnostics.report)
+    context = ParseContext(
+        tz=zone, year_hint=year_hint, report=diagnostics.report, clock=FileClock()
+    )
     custom = CustomPatterns(patterns, zone, diagnostics.report) if patterns else None
     if fmt == AUTO:
         return AutoParser(context, tuple(STACKS.values()), diagnostics, custom)

@@ -32,6 +32,21 @@ class EventKind(StrEnum):
     """A training run ended cleanly (finished, ``max_steps`` reached)."""
     STEP = "step"
     """Training progress: ``step`` reached at ``time``."""
+    CLOCK_STEP = "clock_step"
+    """The file's clock stepped back at this line by ``duration_s`` seconds; the file's later
+    times are moved forward by it to keep the file's order (``parsers/clock.py``)."""
+    BAR_CLOCK_IGNORED = "bar_clock_ignored"
+    """From this line the progress bar's clock is not used to date untimed lines: it does not
+    advance with its steps, goes back or runs ahead of the file's stamps."""
+    NO_TIMESTAMPS = "no_timestamps"
+    """The file printed no time before this line, which holds an event: its events carry no
+    time of their own (the reader dates them)."""
+
+
+CLOCK_KINDS = frozenset(
+    (EventKind.CLOCK_STEP, EventKind.BAR_CLOCK_IGNORED, EventKind.NO_TIMESTAMPS)
+)
+"""Kinds that say something about a file's clock, not about training (``parsers/clock.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

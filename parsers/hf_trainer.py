@@ -202,11 +202,14 @@ class HfTrainer(Stack):
             events.append(self.event(pattern.kind, record, m))
         return events
 
+    def is_training_bar(self, bar: Bar) -> bool:
+        """The bar without a description whose total is ``Total optimization steps`` (the
+        evaluation bar has none either, but counts batches)."""
+        return bar.desc is None and (self._max_steps is None or bar.total == self._max_steps)
+
     def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
         """Turn the training bar's last state on a line into at most one ``step`` event."""
-        if bar.desc is not None or bar.n == 0:
-            return []
-        if self._max_steps is not None and bar.total != self._max_steps:
+        if bar.n == 0 or not self.is_training_bar(bar):
             return []
         events: list[Event] = []
         self._bar_step = bar.n
@@ -229,6 +232,10 @@ class HfTrainer(Stack):
 
     def finish(self) -> list[Event]:
         """Close an open save (its last "saved in" line is its end)."""
+        return self._close_save()
+
+    def interrupted(self) -> list[Event]:
+        """A failure ends the save in progress: its last "saved in" line so far is its end."""
         return self._close_save()
 
     def _close_save(self) -> list[Event]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 from typing import ClassVar, NamedTuple
 
+from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.text import Bar, KeywordTable
 from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
@@ -38,11 +39,13 @@ class ParseContext:
         tz: zone of naive wall-clock stamps in the log (the node's local zone).
         year_hint: year for stamps printed without one (none of the current stacks has them).
         report: counts a miss: ``report(lineno, reason)``.
+        clock: the file's clock (``parsers/clock.py``), told of every stamp a stack reads.
     """
 
     tz: tzinfo
     year_hint: int | None
     report: Callable[[int, str], None]
+    clock: FileClock | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +302,16 @@ class Stack:
         """Flush state at end of file or idle."""
         return []
 
+    def interrupted(self) -> list[Event]:
+        """Flush what a failure line ends (the log parser calls it before the failure's events,
+        so they follow in the output what they interrupted); by default nothing."""
+        return []
+
+    def is_training_bar(self, bar: Bar) -> bool:
+        """True for a redraw of the bar that counts training steps (its clock dates untimed
+        lines; only if :attr:`reads_bars`): by default one without a description."""
+        return bar.desc is None
+
     def header_time(self, text: str, lineno: int) -> datetime | None:
         """Time of the record whose header starts ``text``, or ``None``."""
         return self.time_of(self._record(text, lineno, continues=False))
@@ -307,7 +320,8 @@ class Stack:
         """Parse the record's time in ``context.tz``; a bad stamp is reported and gives None.
 
         The last stamp read is remembered, so records printed in the same millisecond (and a
-        bar's glued record, read twice) cost one parse and one report.
+        bar's glued record, read twice) cost one parse and one report. Each stamp read is
+        handed to ``context.clock`` (in line order: the order records are fed).
         """
         if record.header is None or record.time_text is None:
             return None
@@ -319,6 +333,8 @@ class Stack:
             time = record.header.parse_time(record.time_text, self.context.tz)
         except ValueError as exc:
             self.context.report(record.line, f"bad timestamp: {exc}")
+        if time is not None and self.context.clock is not None:
+            self.context.clock.printed(time, record.line)
         self._last_time = (key, time)
         return time
 

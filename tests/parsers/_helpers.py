@@ -7,7 +7,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 from ckpt_advisor.parsers import StreamParser, make_parser
-from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.parsers.events import CLOCK_KINDS, Event
 
 REAL_LOGS = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 
@@ -21,15 +21,22 @@ def read_lines(path: Path) -> list[str]:
 
 
 def parse(
-    lines: Iterable[str], fmt: str = "auto", tz: tzinfo = UTC
+    lines: Iterable[str], fmt: str = "auto", tz: tzinfo = UTC, *, clock: bool = False
 ) -> tuple[list[Event], StreamParser]:
-    """Feed ``lines`` (numbered from 1) to a new parser, then finish it."""
+    """Feed ``lines`` (numbered from 1) to a new parser, then finish it; the clock's findings
+    (``parsers/clock.py``: ``no_timestamps`` in most snippets) only with ``clock``."""
     parser = make_parser(fmt, tz=tz)
     events: list[Event] = []
     for lineno, line in enumerate(lines, start=1):
         events.extend(parser.feed(line, lineno))
     events.extend(parser.finish())
-    return events, parser
+    return (events if clock else without_clock(events)), parser
+
+
+def without_clock(events: Iterable[Event]) -> list[Event]:
+    """``events`` without the clock's findings (``parsers/clock.py``), which most snippets
+    give (``no_timestamps``) and ``tests/parsers/test_clock.py`` pins."""
+    return [e for e in events if e.kind not in CLOCK_KINDS]
 
 
 def utc(text: str) -> datetime:

@@ -19,7 +19,7 @@ from ckpt_advisor.parsers.launcher import RULES as LAUNCHER_RULES
 from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, classify_failure
 from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
 from ckpt_advisor.rules.timeline import GENERIC_FAILURE_CLASSES
-from tests.parsers._helpers import read_lines, utc
+from tests.parsers._helpers import read_lines, utc, without_clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAILURE, RESTART = EventKind.FAILURE, EventKind.RESTART
@@ -36,7 +36,7 @@ def _parse(path: Path, year_hint: int | None = None) -> tuple[list[Event], list[
         events.extend(parser.feed(line, lineno))
     events.extend(parser.finish())
     assert parser.misses == 0
-    return events, list(parser.unmatched)
+    return without_clock(events), list(parser.unmatched)
 
 
 def _rows(events: list[Event]) -> list[tuple[object, ...]]:
@@ -155,7 +155,7 @@ def test_a_month_day_stamp_takes_the_year_of_the_last_full_date() -> None:
         "E0102 00:00:05.000000 1 torch/distributed/elastic/multiprocessing/api.py:869] failed "
         "(exitcode: -9) local_rank: 0 (pid: 2) of binary: /usr/bin/python3",
     ]
-    events = [e for n, line in enumerate(lines, 1) for e in parser.feed(line, n)]
+    events = without_clock(e for n, line in enumerate(lines, 1) for e in parser.feed(line, n))
     assert [e.time for e in events] == [_t("2023-12-31 23:59:00"), _t("2024-01-02 00:00:05")]
 
 
@@ -235,4 +235,4 @@ def test_a_worker_group_restart_is_a_failure_and_its_restart() -> None:
 def _parse_lines(lines: list[str]) -> tuple[list[Event], None]:
     parser = make_parser("auto")
     events = [e for n, line in enumerate(lines, 1) for e in parser.feed(line, n)]
-    return [*events, *parser.finish()], None
+    return without_clock([*events, *parser.finish()]), None

@@ -8,7 +8,7 @@ import pytest
 
 from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
-from tests.parsers._helpers import REAL_LOGS, parse, read_lines, summary, utc
+from tests.parsers._helpers import REAL_LOGS, parse, read_lines, summary, utc, without_clock
 
 
 def _t(clock: str) -> datetime:
@@ -19,54 +19,56 @@ START, END = EventKind.CHECKPOINT_START, EventKind.CHECKPOINT_END
 STEP, FAIL = EventKind.STEP, EventKind.FAILURE
 
 # (kind, line, time, step, duration_s, failure_class); step durations are 1 / the bar's it/s.
-# Untimed lines (bars, tracebacks) are dated by the bar clock: the bar's start (a record glued
-# after it minus its elapsed seconds, or the run_start/resume record) plus its elapsed time.
+# Untimed lines (bars, tracebacks) are dated by the bar clock, never later than the line: the
+# bar's start (the run_start/resume record, or a record glued after it minus its elapsed seconds
+# and the second tqdm's whole seconds may hide, whichever is later) plus its elapsed time, once
+# the bar has shown its clock advancing; so every time keeps the file's order.
 HF_TRAINER_CRASH = [
     (EventKind.RUN_START, 13, _t("22:11:34.899"), None, None, None),
     (STEP, 23, _t("22:11:34.964"), 5, 1 / 9.12, None),
-    (STEP, 24, _t("22:11:35.964"), 10, 1 / 8.13, None),
-    (STEP, 25, _t("22:11:35.964"), 15, 1 / 6.09, None),
-    (STEP, 26, _t("22:11:36.964"), 20, 1 / 6.45, None),
-    (STEP, 27, _t("22:11:37.964"), 25, 1 / 6.24, None),
+    (STEP, 24, _t("22:11:35.899"), 10, 1 / 8.13, None),
+    (STEP, 25, _t("22:11:35.899"), 15, 1 / 6.09, None),
+    (STEP, 26, _t("22:11:36.899"), 20, 1 / 6.45, None),
+    (STEP, 27, _t("22:11:37.899"), 25, 1 / 6.24, None),
     (STEP, 28, _t("22:11:38.483"), 25, 1 / 6.24, None),
     (START, 28, _t("22:11:38.483"), 25, None, None),
     (END, 33, _t("22:11:38.555"), 25, 0.072, None),
-    (STEP, 34, _t("22:11:39.483"), 30, 1 / 7.00, None),
-    (STEP, 35, _t("22:11:40.483"), 35, 1 / 7.07, None),
-    (STEP, 36, _t("22:11:40.483"), 40, 1 / 6.57, None),
-    (STEP, 37, _t("22:11:41.483"), 45, 1 / 6.63, None),
-    (STEP, 38, _t("22:11:42.483"), 50, 1 / 4.84, None),
+    (STEP, 34, _t("22:11:38.899"), 30, 1 / 7.00, None),
+    (STEP, 35, _t("22:11:39.899"), 35, 1 / 7.07, None),
+    (STEP, 36, _t("22:11:39.899"), 40, 1 / 6.57, None),
+    (STEP, 37, _t("22:11:40.899"), 45, 1 / 6.63, None),
+    (STEP, 38, _t("22:11:41.899"), 50, 1 / 4.84, None),
     (STEP, 39, _t("22:11:42.640"), 50, 1 / 4.84, None),
     (START, 39, _t("22:11:42.640"), 50, None, None),
     (END, 44, _t("22:11:42.677"), 50, 0.037, None),
-    (STEP, 45, _t("22:11:43.640"), 55, 1 / 6.10, None),
-    (STEP, 46, _t("22:11:44.640"), 59, 1 / 5.95, None),
-    (FAIL, 46, _t("22:11:44.640"), 59, None, "cuda_illegal_memory_access"),
+    (STEP, 45, _t("22:11:42.899"), 55, 1 / 6.10, None),
+    (STEP, 46, _t("22:11:43.899"), 59, 1 / 5.95, None),
+    (FAIL, 46, _t("22:11:43.899"), 59, None, "cuda_illegal_memory_access"),
 ]
 
 HF_TRAINER_RESUME = [
     (EventKind.RUN_START, 15, _t("22:11:48.385"), None, None, None),
     (EventKind.RESUME, 24, _t("22:11:48.386"), 50, None, None),
-    (STEP, 27, _t("22:11:51.672"), 55, 1 / 23.50, None),
-    (STEP, 28, _t("22:11:51.672"), 59, 1 / 17.51, None),
-    (STEP, 29, _t("22:11:52.672"), 65, 1 / 12.79, None),
-    (STEP, 30, _t("22:11:53.672"), 70, 1 / 8.52, None),
-    (STEP, 31, _t("22:11:53.672"), 75, 1 / 7.79, None),
+    (STEP, 27, _t("22:11:50.672"), 55, 1 / 23.50, None),
+    (STEP, 28, _t("22:11:50.672"), 59, 1 / 17.51, None),
+    (STEP, 29, _t("22:11:51.672"), 65, 1 / 12.79, None),
+    (STEP, 30, _t("22:11:52.672"), 70, 1 / 8.52, None),
+    (STEP, 31, _t("22:11:52.672"), 75, 1 / 7.79, None),
     (STEP, 32, _t("22:11:53.117"), 75, 1 / 7.79, None),
     (START, 32, _t("22:11:53.117"), 75, None, None),
     (END, 37, _t("22:11:53.178"), 75, 0.061, None),
-    (STEP, 38, _t("22:11:54.117"), 80, 1 / 6.55, None),
-    (STEP, 39, _t("22:11:55.117"), 85, 1 / 7.37, None),
-    (STEP, 40, _t("22:11:56.117"), 90, 1 / 6.64, None),
-    (STEP, 41, _t("22:11:56.117"), 95, 1 / 6.34, None),
-    (STEP, 42, _t("22:11:57.117"), 100, 1 / 7.09, None),
+    (STEP, 38, _t("22:11:53.672"), 80, 1 / 6.55, None),
+    (STEP, 39, _t("22:11:54.672"), 85, 1 / 7.37, None),
+    (STEP, 40, _t("22:11:55.672"), 90, 1 / 6.64, None),
+    (STEP, 41, _t("22:11:55.672"), 95, 1 / 6.34, None),
+    (STEP, 42, _t("22:11:56.672"), 100, 1 / 7.09, None),
     (STEP, 43, _t("22:11:56.948"), 100, 1 / 7.09, None),
     (START, 43, _t("22:11:56.948"), 100, None, None),
     (END, 48, _t("22:11:56.956"), 100, 0.008, None),
-    (STEP, 49, _t("22:11:57.948"), 105, 1 / 7.56, None),
-    (STEP, 50, _t("22:11:58.948"), 110, 1 / 7.53, None),
-    (STEP, 51, _t("22:11:58.948"), 115, 1 / 7.22, None),
-    (STEP, 52, _t("22:11:59.948"), 120, 1 / 8.08, None),
+    (STEP, 49, _t("22:11:57.672"), 105, 1 / 7.56, None),
+    (STEP, 50, _t("22:11:58.672"), 110, 1 / 7.53, None),
+    (STEP, 51, _t("22:11:58.672"), 115, 1 / 7.22, None),
+    (STEP, 52, _t("22:11:59.672"), 120, 1 / 8.08, None),
     (STEP, 53, _t("22:11:59.760"), 120, 1 / 8.08, None),
     (START, 53, _t("22:11:59.760"), 120, None, None),
     (END, 58, _t("22:11:59.767"), 120, 0.007, None),
@@ -153,6 +155,8 @@ def test_a_traceback_at_end_of_file_waits_for_finish() -> None:
     """The exception line that ends the file is reported by ``finish()``, not before."""
     parser = make_parser("auto")
     lines = read_lines(REAL_LOGS / "lightning_crash.log")
-    fed = [e for lineno, line in enumerate(lines, 1) for e in parser.feed(line, lineno)]
+    fed = without_clock(
+        e for lineno, line in enumerate(lines, 1) for e in parser.feed(line, lineno)
+    )
     assert [e.kind for e in fed] == [START, START, START]
     assert [(e.kind, e.line) for e in parser.finish()] == [(FAIL, 23)]

@@ -7,7 +7,7 @@ import pytest
 from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
 from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, FailureClass, classify_failure
-from tests.parsers._helpers import parse
+from tests.parsers._helpers import parse, without_clock
 
 FRAMES = [
     '  File "/home/user/train.py", line 26, in <module>',
@@ -136,7 +136,7 @@ def test_a_traceback_silent_for_many_lines_is_closed() -> None:
     """After 500 lines without its own output an open traceback is taken as cut short."""
     parser = make_parser("auto")
     parser.feed("[rank3]: Traceback (most recent call last):", 1)
-    fed = [e for lineno in range(2, 503) for e in parser.feed("step done", lineno)]
+    fed = without_clock(e for lineno in range(2, 503) for e in parser.feed("step done", lineno))
     assert [(e.line, e.failure_class) for e in fed] == [(1, "python_exception")]
     assert parser.finish() == []
 

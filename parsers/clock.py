@@ -1,0 +1,266 @@
+"""One log file's own clock: its printed stamps in file order, and a progress bar's clock.
+
+File order is the order of events within a file. The times a log parser gives its events keep
+that order, whatever the clocks that printed them:
+
+* **A clock that steps back.** A stamp more than :data:`STEP_TOLERANCE_S` before the newest
+  stamp of the file (a node whose clock was set back, a restart on a node whose clock is
+  behind) is a step back. From that line on, the file's times are moved forward by the step, so
+  the file's timeline stays monotone and running time is summed per stretch of a steady clock
+  instead of folding the later stretch onto the earlier one. When a later stamp is in order
+  again by itself (the clock was set right), the shift is dropped. Each step is reported once,
+  as a ``clock_step`` event at its line (at most :data:`MAX_STEP_REPORTS` per file). Smaller
+  disorder (ranks flushing late, a little skew) is kept as printed; a jump back of more than
+  :data:`RESTART_S` is no clock's step but another log pasted after this one, and starts the
+  file's clock afresh.
+* **A bar clock is used only while it advances with its steps.** A tqdm bar shows the seconds
+  since it was created (tqdm 4.x ``format_meter`` ``{elapsed}``, whole seconds), so with its
+  start known, each redraw dates the line it is on. The start is taken from a stamped record
+  glued after a redraw (its time minus the elapsed seconds, minus one for the truncation, so a
+  reading is never later than the redraw) or from the run's ``run_start``/``resume`` record
+  (HF Trainer creates its bar right after them). A bar is trusted once its elapsed time has
+  grown between two steps, and from then on only while it keeps growing: a bar whose elapsed
+  time stays put while its steps take more than :data:`FROZEN_S` (``[12:00:00<99:00:00, …]``
+  on every redraw: wrappers, resumed bars, some custom loggers), goes back, or runs ahead of the
+  file's own stamps is ignored until the next bar starts, and reported once per file as a
+  ``bar_clock_ignored`` event.
+* **An untimed line** (a traceback, a bare bar) is dated by the latest moment the file has
+  shown before it: the newest stamp, or the trusted bar's last reading if later. Both are lower
+  bounds of the line's time, so the inferred time lies between the stamps before and after it.
+
+One instance per parser (per file); pure, no clock of its own.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from datetime import datetime, timedelta
+
+from ckpt_advisor.parsers.events import Event, EventKind
+
+STEP_TOLERANCE_S = 300.0
+"""How far a stamp may lie before the newest one without being a step of the clock, seconds
+(ranks that flush late, the repeated hour of a DST change resolved by ``LocalZone``)."""
+
+RESTART_S = 86400.0
+"""A stamp this far before the newest one starts the file's clock afresh (logs of two jobs in
+one file), seconds: clocks step by minutes or hours (a zone mistaken, NTP setting a clock)."""
+
+FROZEN_S = 3.0
+"""Seconds of steps (steps × tqdm's seconds per step) after which a bar whose elapsed time has
+not changed is frozen: tqdm prints whole seconds, so up to one second of steps may show none."""
+
+AHEAD_S = 2.0
+"""How far a bar's reading may lie after a later stamp before the bar is taken to run ahead of
+the file's clock, seconds (stamps in milliseconds against tqdm's whole seconds)."""
+
+MAX_STEP_REPORTS = 10
+"""Clock steps reported per file; a file whose lines come from clocks that disagree (nodes
+printing into one file) would otherwise give an event per line."""
+
+_RESOLUTION = timedelta(seconds=1)
+_CLOCK_PARSER = "clock"
+
+
+class FileClock:
+    """The clock of one log file; see the module docstring.
+
+    Feed it, in line order: :meth:`printed` for every stamp the parser reads, :meth:`bar` for
+    every redraw of the training bar, :meth:`anchor` for every dated ``run_start``/``resume``.
+    Ask :meth:`corrected` for the file-order time of a printed stamp and :meth:`inferred` for
+    the time of an untimed line (and call :meth:`untimed` for an event left without one);
+    :meth:`take_findings` returns the ``clock_step``, ``bar_clock_ignored`` and
+    ``no_timestamps`` events found since the last call.
+    """
+
+    def __init__(self) -> None:
+        self._newest: datetime | None = None
+        """Newest corrected stamp so far."""
+        self._newest_line = 0
+        self._shift = timedelta(0)
+        self._shifts: list[tuple[int, timedelta]] = []
+        """(line, shift from that line on), in line order."""
+        self._n_steps = 0
+        self._findings: list[Event] = []
+        # the training bar
+        self._origin: datetime | None = None
+        """Lower bound of the bar's creation time (corrected)."""
+        self._last: tuple[int, float] | None = None
+        """(step, elapsed seconds) of the last redraw."""
+        self._still_since: tuple[int, float] | None = None
+        """(step, elapsed) of the first redraw that showed the current elapsed value."""
+        self._trusted = False
+        self._ignored = False
+        self._reported_bar = False
+        self._reported_untimed = False
+
+    def has_stamp(self) -> None:
+        """An event read a printed time that :meth:`printed` does not take (a launcher's or
+        the kernel's stamp on a failure line: another process's clock, never a step of this
+        file's): the file is not without stamps."""
+        self._reported_untimed = True
+
+    def shift_at(self, lineno: int) -> timedelta:
+        """How far the stamps of line ``lineno`` are moved forward (zero before any step)."""
+        at = bisect_right(self._shifts, (lineno, timedelta.max)) - 1
+        return self._shifts[at][1] if at >= 0 else timedelta(0)
+
+    def corrected(self, time: datetime, lineno: int) -> datetime:
+        """The file-order time of a stamp printed on line ``lineno``."""
+        return time + self.shift_at(lineno)
+
+    def printed(self, time: datetime, lineno: int) -> None:
+        """Take a stamp printed on line ``lineno`` (a stamp of an earlier line than one already
+        taken is a late report of an event and changes nothing)."""
+        if lineno < self._newest_line:
+            return
+        if self._newest is not None:
+            here = time + self._shift
+            tolerance = timedelta(seconds=STEP_TOLERANCE_S)
+            if self._shift and time >= self._newest - tolerance:
+                self._set_shift(lineno, timedelta(0))  # the clock was set right again
+            elif here < self._newest - timedelta(seconds=RESTART_S):
+                if self._shift:
+                    self._set_shift(lineno, timedelta(0))
+                self._newest = None  # another log pasted after this one: start afresh
+            elif here < self._newest - tolerance:
+                self._step_back(time, here, lineno)
+        here = time + self._shift
+        if self._origin is not None and self._trusted and self._last is not None:
+            reading = self._origin + timedelta(seconds=self._last[1])
+            if reading - here > timedelta(seconds=AHEAD_S):
+                self._ignore_bar(lineno, self._last[0], "runs ahead of the file's stamps")
+        if self._newest is None or here > self._newest:
+            self._newest = here
+        self._newest_line = lineno
+
+    def anchor(self, time: datetime) -> None:
+        """A new training bar starts at ``time`` (corrected): a dated ``run_start``/``resume``."""
+        self._origin = time
+        self._last = self._still_since = None
+        self._trusted = self._ignored = False
+
+    def bar(
+        self,
+        step: int,
+        elapsed_s: float,
+        seconds_per_step: float | None,
+        glued: datetime | None,
+        lineno: int,
+    ) -> None:
+        """Take a redraw of the training bar on line ``lineno``: its step, elapsed seconds,
+        tqdm's seconds per step (None while unknown) and the corrected time of a record glued
+        after it, if any."""
+        last = self._last
+        if last is not None and step < last[0]:  # another bar: its start is not known yet
+            self._origin = None
+            self._trusted = self._ignored = False
+            last = self._still_since = None
+        if last is not None and not self._ignored:
+            if elapsed_s < last[1]:
+                self._ignore_bar(lineno, step, "goes back")
+            elif elapsed_s > last[1]:
+                self._trusted = True
+                self._still_since = (step, elapsed_s)
+            elif self._still_since is not None and seconds_per_step is not None:
+                still_s = (step - self._still_since[0]) * seconds_per_step
+                if still_s >= FROZEN_S:
+                    self._ignore_bar(lineno, step, "does not advance with its steps")
+        if self._still_since is None:
+            self._still_since = (step, elapsed_s)
+        self._last = (step, elapsed_s)
+        if glued is not None:
+            start = glued - timedelta(seconds=elapsed_s) - _RESOLUTION
+            self._origin = start if self._origin is None else max(self._origin, start)
+
+    def inferred(self) -> datetime | None:
+        """The time of an untimed line read now: the latest of the newest stamp and the
+        trusted bar's last reading; None when the file has shown neither."""
+        reading = self._reading()
+        if reading is None:
+            return self._newest
+        return reading if self._newest is None else max(reading, self._newest)
+
+    def untimed(self, lineno: int) -> None:
+        """An event of line ``lineno`` has no time: report once, as a ``no_timestamps`` event,
+        when the file has shown no stamp before it (Lightning prints none; its events are then
+        dated by whoever reads the file)."""
+        if self._newest is not None or self._reported_untimed:
+            return  # stamped, or said already
+        self._reported_untimed = True
+        self._findings.append(
+            Event(
+                EventKind.NO_TIMESTAMPS,
+                lineno,
+                _CLOCK_PARSER,
+                detail="the file printed no time before this line: its events carry no time "
+                "of their own",
+            )
+        )
+
+    def take_findings(self) -> list[Event]:
+        """The events found since the last call, in line order of discovery."""
+        found, self._findings = self._findings, []
+        return found
+
+    def _reading(self) -> datetime | None:
+        if self._origin is None or self._last is None or not self._trusted or self._ignored:
+            return None
+        return self._origin + timedelta(seconds=self._last[1])
+
+    def _set_shift(self, lineno: int, shift: timedelta) -> None:
+        self._shift = shift
+        self._shifts.append((lineno, shift))
+
+    def _step_back(self, time: datetime, here: datetime, lineno: int) -> None:
+        """A step back at ``lineno``: its stamp is put at the latest moment the file has shown
+        (the trusted bar measures the time since the last stamp, if it still runs)."""
+        assert self._newest is not None
+        reading = self._reading()
+        target = self._newest if reading is None else max(self._newest, reading)
+        back = target - here
+        self._set_shift(lineno, self._shift + back)
+        self._n_steps += 1
+        if self._n_steps > MAX_STEP_REPORTS:
+            return
+        self._findings.append(
+            Event(
+                EventKind.CLOCK_STEP,
+                lineno,
+                _CLOCK_PARSER,
+                time=target,
+                duration_s=back.total_seconds(),
+                time_estimated=True,
+                detail=(
+                    f"stamp {time.isoformat(sep=' ')} lies {_hms(back)} before the file's "
+                    f"latest time: its times from here on are moved forward by "
+                    f"{_hms(self._shift)} to keep the file's order"
+                ),
+            )
+        )
+
+    def _ignore_bar(self, lineno: int, step: int, why: str) -> None:
+        self._ignored = True
+        self._trusted = False
+        if self._reported_bar:
+            return
+        self._reported_bar = True
+        self._findings.append(
+            Event(
+                EventKind.BAR_CLOCK_IGNORED,
+                lineno,
+                _CLOCK_PARSER,
+                time=self._newest,
+                step=step,
+                time_estimated=True,
+                detail=(
+                    f"the progress bar's clock {why}: untimed lines are dated by the file's "
+                    "own stamps instead"
+                ),
+            )
+        )
+
+
+def _hms(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

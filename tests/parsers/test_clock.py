@@ -1,0 +1,164 @@
+"""A log file's own clock: untimed lines dated in file order, bar clocks checked, steps found."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+from ckpt_advisor.parsers.events import Event, EventKind
+from tests.parsers._helpers import REAL_LOGS, parse, read_lines
+from tests.parsers._hf_logs import HfLog, at
+
+FAIL = EventKind.FAILURE
+
+
+def _events(log: HfLog) -> list[Event]:
+    events, parser = parse(log.lines, clock=True)
+    assert parser.name == "hf_trainer"
+    assert parser.misses == 0
+    return events
+
+
+def _one(events: list[Event], kind: EventKind) -> Event:
+    [event] = [e for e in events if e.kind is kind]
+    return event
+
+
+def _in_file_order(events: list[Event]) -> bool:
+    """Every time is at or after the times of the lines before it."""
+    times = [e.time for e in sorted(events, key=lambda e: e.line) if e.time is not None]
+    return all(a <= b for a, b in itertools.pairwise(times))
+
+
+def test_an_untimed_traceback_after_two_saves_is_dated_after_them() -> None:
+    """Run start 08:00, saves at 09:00 and 10:00 with their "saved in" lines, loss dicts, then
+    a traceback with no stamp and no bar: the failure is dated at the last stamp before it
+    (10:00:40), never before the saves that precede it in the file (it was dated 08:00)."""
+    log = (
+        HfLog()
+        .header(at(8))
+        .metrics()
+        .save(at(9), 600)
+        .metrics()
+        .save(at(10), 1200)
+        .metrics()
+        .traceback()
+    )
+    events = _events(log)
+    failure = _one(events, FAIL)
+    assert (failure.time, failure.time_estimated, failure.step) == (at(10, 0, 40), True, 1200)
+    assert _in_file_order(events)
+
+
+def test_a_frozen_bar_clock_is_ignored_and_reported() -> None:
+    """A training bar that shows 12:00:00 on every redraw while its steps advance dates nothing:
+    the traceback after it gets the last stamp (the run's start), not the start plus 12 h, and
+    a ``bar_clock_ignored`` event at the line where the bar was seen not to move says why."""
+    log = HfLog().header(at(8))
+    for first in range(10, 200, 50):
+        log.bars(range(first, first + 50, 10), lambda _: 12 * 3600.0, remaining_s=99 * 3600.0)
+    log.traceback()
+    events = _events(log)
+    failure = _one(events, FAIL)
+    start = _one(events, EventKind.RUN_START)
+    assert failure.time == start.time
+    ignored = _one(events, EventKind.BAR_CLOCK_IGNORED)
+    bars = [i for i, line in enumerate(log.lines, 1) if "s/it]" in line]
+    assert (ignored.line, ignored.step) == (bars[1], 100)
+    assert "does not advance" in (ignored.detail or "")
+    assert _in_file_order(events)
+
+
+def test_a_ticking_bar_dates_the_traceback_to_its_last_redraw() -> None:
+    """The same run with a bar whose clock advances 6 s a step: the traceback is dated by the
+    bar's last redraw (step 200, 20 min after the run's start, where the bar began)."""
+    log = HfLog().header(at(8))
+    for first in range(10, 200, 50):
+        log.bars(range(first, first + 50, 10), lambda step: 6.0 * step)
+    log.traceback()
+    events = _events(log)
+    assert _one(events, FAIL).time == at(8, 20)
+    assert not [e for e in events if e.kind is EventKind.BAR_CLOCK_IGNORED]
+
+
+def test_a_bar_clock_that_goes_back_is_ignored() -> None:
+    """A bar whose elapsed time falls while its steps grow (a resumed bar redrawn from an older
+    start) is ignored from that redraw on: the traceback keeps the last stamp."""
+    log = HfLog().header(at(8))
+    log.bars(range(10, 60, 10), lambda step: 6.0 * step)
+    log.bars(range(60, 110, 10), lambda step: 6.0 * step)
+    log.bars(range(110, 160, 10), lambda step: 6.0 * (step - 100))
+    log.save(at(8, 20), 200).bars(range(210, 260, 10), lambda step: 6.0 * (step - 200))
+    log.traceback()
+    events = _events(log)
+    ignored = _one(events, EventKind.BAR_CLOCK_IGNORED)
+    assert "goes back" in (ignored.detail or "")
+    assert _one(events, FAIL).time == at(8, 20, 40)
+
+
+def _stepped_log() -> HfLog:
+    """08:00 start, saves every 30 min to 12:00; the node's clock then steps back 3 h: the saves
+    at 12:30 … 16:00 print 09:30 … 13:00; a traceback after the last."""
+    log = HfLog().header(at(8))
+    for k in range(1, 17):
+        printed = at(8) + timedelta(minutes=30 * k) - timedelta(hours=3 if k > 8 else 0)
+        log.metrics().save(printed, 300 * k)
+    return log.traceback()
+
+
+def test_a_clock_that_steps_back_is_reported_and_the_file_keeps_its_order() -> None:
+    """A stamp 2.5 h before the newest (a clock set back 3 h between two saves 30 min apart)
+    is a step: a ``clock_step`` event at its line says how far, and that line's times and all
+    later ones are moved forward by it, so the file's times never go back."""
+    log = _stepped_log()
+    events = _events(log)
+    step = _one(events, EventKind.CLOCK_STEP)
+    assert step.line == log.line_of("Saving model checkpoint to /data/hf/run/checkpoint-2700")
+    assert step.duration_s == timedelta(hours=2, minutes=30, seconds=40).total_seconds()
+    assert _in_file_order(events)
+    saves = [e for e in events if e.kind is EventKind.CHECKPOINT_START]
+    assert saves[8].time == at(12, 0, 40)  # the line of the step: at the latest time before it
+    assert saves[-1].time == at(15, 30, 40)
+
+
+def test_a_clock_set_right_again_drops_the_shift() -> None:
+    """After a step back, a stamp in order by itself (the clock was set right) is read as
+    printed again, and so are the stamps after it."""
+    log = HfLog().header(at(8))
+    log.save(at(9), 600).save(at(6), 1200).save(at(10), 1800).save(at(11), 2400)
+    events = _events(log)
+    saves = [e.time for e in events if e.kind is EventKind.CHECKPOINT_START]
+    assert saves == [at(9), at(9, 0, 40), at(10), at(11)]
+    assert len([e for e in events if e.kind is EventKind.CLOCK_STEP]) == 1
+
+
+def test_small_disorder_and_a_pasted_older_log_are_kept_as_printed() -> None:
+    """A stamp 2 min before the newest (ranks flushing late) is no step; one a week before it is
+    another log pasted after this one: the clock starts afresh, no step is reported."""
+    log = HfLog().header(at(8)).save(at(9), 600).save(at(8, 58), 1200)
+    log.header(at(8, day=1)).save(at(9, day=1), 600)
+    events = _events(log)
+    saves = [e.time for e in events if e.kind is EventKind.CHECKPOINT_START]
+    assert saves == [at(9), at(8, 58), at(9, day=1)]
+    assert not [e for e in events if e.kind is EventKind.CLOCK_STEP]
+
+
+def test_the_real_hf_captures_keep_file_order() -> None:
+    """Every event of the captured HF runs is dated at or after the lines before it: a bar's
+    reading is a lower bound (its start taken a second early for tqdm's whole seconds), so no
+    untimed redraw is dated after the stamped record that follows it."""
+    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
+        events, _ = parse(read_lines(REAL_LOGS / name), clock=True)
+        assert _in_file_order(events), name
+        assert not [e for e in events if e.parser == "clock"], name
+
+
+def test_the_lightning_capture_says_it_has_no_timestamps() -> None:
+    """Lightning prints no stamp: one ``no_timestamps`` event, at the first event's line (the
+    first save), says so; its events stay untimed."""
+    events, _ = parse(read_lines(REAL_LOGS / "lightning_crash.log"), clock=True)
+    finding = _one(events, EventKind.NO_TIMESTAMPS)
+    first_save = next(e for e in events if e.kind is EventKind.CHECKPOINT_START)
+    assert (finding.line, finding.time) == (first_save.line, None)
+    assert events.index(finding) < events.index(first_save)
+    assert all(e.time is None for e in events)
