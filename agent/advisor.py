@@ -22,7 +22,8 @@ from ckpt_advisor.agent.store_read import EventColumns, StoreReader
 from ckpt_advisor.rules.advice import setting_for
 from ckpt_advisor.rules.drift import DriftRule
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Action, FleetRate, JobEstimate
+from ckpt_advisor.rules.model import Action, ClockFinding, FleetRate, JobEstimate
+from ckpt_advisor.rules.sources import FINDING_KINDS
 from ckpt_advisor.rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
@@ -118,7 +119,15 @@ def estimate_to_json(est: JobEstimate, *, setting: str | None = None) -> dict[st
         "gpus": est.gpus,
         "excess_gpu_hours_per_day": est.excess_gpu_hours_per_day,
         "excess_cost_per_day": est.excess_cost_per_day,
+        "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
+        "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
+        "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
+        "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
     }
+
+
+def _pair(values: tuple[float, float | None] | None) -> list[float | None] | None:
+    return None if values is None else list(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +162,16 @@ def fleet_rate(rows: Sequence[dict[str, Any]], units: dict[str, int], job: str) 
     return FleetRate(exposure_s, failures) if exposure_s > 0 else None
 
 
+def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
+    """What the parsers found about the job's log files' clocks (``clock_step``,
+    ``bar_clock_ignored``, ``no_timestamps`` events: a few per file), for the estimate's
+    notes."""
+    return [
+        ClockFinding(str(e.event.kind), e.source, e.event.line, e.event.duration_s)
+        for e in store.events(job=job, kinds=FINDING_KINDS)
+    ]
+
+
 def compute_estimate(
     store: StoreReader,
     job: str,
@@ -185,6 +204,7 @@ def compute_estimate(
         gpus=gpus,
         units=units,
         fleet=fleet,
+        clock_findings=clock_findings(store, job),
     )
     stack = next(iter(columns.parser_counts), None)
     setting = (

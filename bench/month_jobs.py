@@ -1,6 +1,7 @@
 """Truth against estimate on simulated month-long jobs: ``python -m bench.month_jobs``.
 
-Each scenario simulates 30 days of an HF Trainer job with known M (exponential or Weibull
+Each scenario simulates 30 days of an HF Trainer job (some with a progress bar whose clock does
+not advance, :data:`FROZEN_SCENARIOS`) with known M (exponential or Weibull
 failures) and C (small or large C/M) from real captured log lines (:mod:`agent.synth`), writes
 its log and checkpoint timing file, ingests both through the real tailer into a real SQLite
 store, and estimates the job as the daemon would. It prints the truth in the data (the realised
@@ -18,7 +19,7 @@ import argparse
 import json
 import statistics
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -54,6 +55,16 @@ SCENARIOS = (
     Scenario("Weibull 0.7, small C/M", mtbf_s=1 * DAY_S, cost_s=60.0, shape=0.7),
     Scenario("Weibull 0.7, large C/M", mtbf_s=4 * 3600.0, cost_s=1200.0, shape=0.7),
 )
+
+FROZEN_SCENARIOS = (
+    Scenario("frozen bar, exp. small", mtbf_s=DAY_S / 2, cost_s=60.0, shape=1.0),
+    Scenario("frozen bar, exp. large", mtbf_s=4 * 3600.0, cost_s=1200.0, shape=1.0),
+    Scenario("frozen bar, Weib. large", mtbf_s=4 * 3600.0, cost_s=1200.0, shape=0.7),
+    Scenario("frozen bar, M 1 h", mtbf_s=3600.0, cost_s=120.0, shape=1.0, interval_steps=200),
+)
+"""The same kind of jobs with a training bar whose clock does not advance
+(``[12:00:00<99:00:00, …]`` on every redraw): interruptions must count within 2%."""
+FROZEN_SCENARIOS = tuple(replace(s, frozen_bar_s=12 * 3600.0) for s in FROZEN_SCENARIOS)
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [
-            run_scenario(s, Path(tmp) / str(i), seed=args.seed) for i, s in enumerate(SCENARIOS)
+            run_scenario(s, Path(tmp) / str(i), seed=args.seed)
+            for i, s in enumerate(SCENARIOS + FROZEN_SCENARIOS)
         ]
     if args.json:
         for row in rows:

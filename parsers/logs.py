@@ -161,13 +161,15 @@ class LogParser(StreamParser):
                 else:
                     events[i] = event.estimated_at(when)
                 continue
+            time = event.time
             if not event.time_estimated:
                 clock.has_stamp()
                 shift = clock.shift_at(event.line)
                 if shift:
-                    event = events[i] = replace(event, time=event.time + shift)
+                    time += shift
+                    events[i] = replace(event, time=time)
             if event.kind in (EventKind.RUN_START, EventKind.RESUME):
-                clock.anchor(event.time)
+                clock.anchor(time)
         found = clock.take_findings()
         return found + events if found else events
 

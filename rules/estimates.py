@@ -44,6 +44,11 @@ class CheckpointCost:
         previous_cost_s: when the most recent saves shifted to a new level (storage got slower
             or faster), the median of the window's saves before the shift; else None. ``cost_s``
             is then the median of the saves since the shift only.
+        upper_s: for C from log lines (a lower bound), an upper bound: the median, over the
+            same saves, of the time from each save's start to the first step shown after it
+            minus the compute time of the steps in between
+            (:func:`checkpoint_upper_bounds_s`); None when too few saves have one (a bar that
+            does not keep time, no bar at all) or C comes from a timing file.
     """
 
     cost_s: float
@@ -51,6 +56,21 @@ class CheckpointCost:
     n: int
     source: str
     previous_cost_s: float | None = None
+    upper_s: float | None = None
+
+    @property
+    def is_lower_bound(self) -> bool:
+        """True for C from log lines: logs may not mark the end of every part of a save."""
+        return self.source == "log"
+
+    @property
+    def range_s(self) -> tuple[float, float | None]:
+        """The plausible C: the confidence interval of an exact C (the point when too few saves
+        give one); ``(cost_s, upper_s)`` for C from log lines, the upper end None (open) when
+        unknown."""
+        if self.is_lower_bound:
+            return self.cost_s, self.upper_s
+        return self.ci_s or (self.cost_s, self.cost_s)
 
 
 def estimate_checkpoint_cost(
@@ -62,6 +82,7 @@ def estimate_checkpoint_cost(
     change_saves: int = 3,
     change_p: float = 0.01,
     change_ratio: float = 1.25,
+    logged_upper_s: Sequence[float] | FloatArray | None = None,
 ) -> CheckpointCost | None:
     """Estimate C as the median of the most recent checkpoint durations.
 
@@ -93,6 +114,10 @@ def estimate_checkpoint_cost(
         change_saves: recent saves compared with the rest of the window, >= 1.
         change_p: significance level of the change test, in (0, 1).
         change_ratio: smallest factor between the two medians that counts as a change, > 1.
+        logged_upper_s: shape (b,), aligned with ``logged_s``: an upper bound of each logged
+            save's cost, NaN where none is known (:func:`checkpoint_upper_bounds_s`). C from
+            log lines gets ``upper_s``, the median of the bounds of the saves it is taken
+            over, when at least half of them have one (and never below C).
 
     Returns:
         The estimate, or None when neither source has a usable duration.
@@ -107,7 +132,11 @@ def estimate_checkpoint_cost(
     if require_positive("change_ratio", change_ratio) <= 1.0:
         raise ValueError(f"change_ratio must be > 1, got {change_ratio!r}")
     timed = _usable(timed_s)
-    durations, source = (timed, "timing_file") if timed.size else (_usable(logged_s), "log")
+    logged = np.asarray(logged_s, np.float64)
+    uppers = np.full(logged.size, np.nan) if logged_upper_s is None else logged_upper_s
+    usable = np.isfinite(logged) & (logged > 0.0)
+    uppers = np.asarray(uppers, np.float64)[usable][-window:]
+    durations, source = (timed, "timing_file") if timed.size else (logged[usable], "log")
     if durations.size == 0:
         return None
     recent = durations[-window:]
@@ -115,14 +144,20 @@ def estimate_checkpoint_cost(
     previous_s = None
     if shift is not None:
         previous_s = float(np.median(recent[:shift]))
-        recent = recent[shift:]
+        recent, uppers = recent[shift:], uppers[shift:]
     ordered = np.sort(recent)
+    cost_s = float(np.median(ordered))
+    upper_s = None
+    bounded = uppers[np.isfinite(uppers)]
+    if source == "log" and bounded.size and 2 * bounded.size >= recent.size:
+        upper_s = max(cost_s, float(np.median(bounded)))
     return CheckpointCost(
-        cost_s=float(np.median(ordered)),
+        cost_s=cost_s,
         ci_s=_median_ci_s(ordered, level),
         n=int(ordered.size),
         source=source,
         previous_cost_s=previous_s,
+        upper_s=upper_s,
     )
 
 
@@ -241,7 +276,14 @@ def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatA
     """
     ends = timeline.kind == Kind.CHECKPOINT_END
     timed = timeline.duration_s[ends & timeline.from_timing_file]
-    log_ends = ends & ~timeline.from_timing_file
+    _, logged = _log_save_durations_s(timeline, run_id)
+    return timed, logged[np.isfinite(logged)]
+
+
+def _log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray, FloatArray]:
+    """Indices of the log ``checkpoint_end`` observations and their durations (NaN unknown),
+    as :func:`checkpoint_durations_s` reads them."""
+    log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
     durations_s = np.where(log_ends, timeline.duration_s, np.nan)
     saves = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END))
     saves = saves[~timeline.from_timing_file[saves]]
@@ -253,8 +295,56 @@ def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatA
         & (run_id[before] == run_id[after])
     )
     durations_s[after[paired]] = timeline.time_s[after[paired]] - timeline.time_s[before[paired]]
-    logged = durations_s[log_ends]
-    return timed, logged[np.isfinite(logged)]
+    index = np.flatnonzero(log_ends)
+    return index, durations_s[index]
+
+
+def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArray:
+    """An upper bound of each log save's blocking cost, from the first step shown after it.
+
+    A save stalls training from its start ``t_s`` (its end's time minus its logged duration)
+    until the training computes again; the first ``step`` observation after its end, at time
+    ``t_k`` and step ``s_k > s`` (the save's step), bounds that from above by
+    ``t_k + 1 − t_s − (s_k − s)·τ`` (the second: a bar's reading may lie up to tqdm's
+    resolution before the redraw), with τ the framework's own seconds per step (the median
+    ``duration_s`` of the ``step`` observations: tqdm's rate for the HF Trainer; without it no
+    bound is given, since a step time derived from the saves would hide the very cost it
+    bounds). Logs that miss the end of part of a save (HF Trainer logs no end of the
+    optimizer-state write) give only a lower bound of C; this closes it where a bar keeps time.
+    A step dated less than a second after the save's logged end carries that line's time (a
+    bar that does not keep time, no bar) and gives no bound (NaN), nor does a bound below the
+    logged duration.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+
+    Returns:
+        Shape (b,) seconds, aligned with the log durations of :func:`checkpoint_durations_s`;
+        NaN where no bound is known.
+    """
+    ends, logged = _log_save_durations_s(timeline, run_id)
+    ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
+    uppers = np.full(ends.size, np.nan)
+    stepped = np.flatnonzero(
+        (timeline.kind == Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
+    )
+    rates = timeline.duration_s[stepped]
+    rates = rates[np.isfinite(rates) & (rates > 0.0)]
+    if not rates.size or not ends.size:
+        return uppers
+    step_s = float(np.median(rates))
+    times, steps = timeline.time_s, timeline.step
+    for i, (end, logged_s) in enumerate(zip(ends.tolist(), logged.tolist(), strict=True)):
+        saved = steps[end]
+        after = stepped[np.searchsorted(stepped, end, "right") :]
+        after = after[run_id[after] == run_id[end]]
+        after = after[steps[after] > saved] if np.isfinite(saved) else after[:0]
+        if after.size and times[after[0]] - times[end] >= 1.0:
+            k = int(after[0])
+            upper_s = times[k] + 1.0 - (times[end] - logged_s) - (steps[k] - saved) * step_s
+            uppers[i] = upper_s if upper_s >= logged_s else np.nan
+    return uppers
 
 
 def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:

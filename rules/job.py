@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ckpt_advisor.rules._checks import require_count, require_positive, require_probability
 from ckpt_advisor.rules.advice import interval_steps
+from ckpt_advisor.rules.bounds import excess_range, interval_range_s
 from ckpt_advisor.rules.drift import off_optimum
 from ckpt_advisor.rules.estimates import (
     CheckpointCost,
     MtbfEstimate,
     WeibullFit,
     checkpoint_durations_s,
+    checkpoint_upper_bounds_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
@@ -38,7 +40,8 @@ from ckpt_advisor.rules.interval import (
     high_cost_warning,
     young_interval_s,
 )
-from ckpt_advisor.rules.model import FleetRate, JobEstimate, Observation, Status
+from ckpt_advisor.rules.model import ClockFinding, FleetRate, JobEstimate, Observation, Status
+from ckpt_advisor.rules.sources import clock_notes, untimed_sources
 from ckpt_advisor.rules.timeline import (
     IntArray,
     Interruption,
@@ -75,6 +78,7 @@ def estimate_job(
     price_per_gpu_hour: float | None = None,
     min_excess_gpu_hours_per_day: float = 1.0,
     high_cost_ratio: float = HIGH_COST_RATIO,
+    clock_findings: Sequence[ClockFinding] = (),
 ) -> JobEstimate:
     """Estimate everything about one job's checkpointing from its observations.
 
@@ -123,6 +127,11 @@ def estimate_job(
     The excess waste is ``(W(current) − W(recommended)) × gpus × 24`` GPU-hours per day, times
     ``price_per_gpu_hour`` for money, when those are given.
 
+    ``clock_findings`` (what the parsers found about the files' clocks: steps back, bar clocks
+    ignored, files without stamps) become notes naming file and line
+    (:func:`rules.sources.clock_notes`); a missing current interval or C is then put down to
+    the files without stamps, its real cause.
+
     Args:
         job: the job's name.
         observations: the job's observations, any order, any kinds (see :class:`Observation`),
@@ -144,6 +153,7 @@ def estimate_job(
         price_per_gpu_hour: money per GPU-hour, >= 0, or None.
         min_excess_gpu_hours_per_day: see :func:`rules.drift.off_optimum`, >= 0.
         high_cost_ratio: C/M above which the estimate notes that checkpointing barely helps, > 0.
+        clock_findings: the parsers' findings about the job's log files, any order.
 
     Returns:
         The estimate; unknown numbers are None.
@@ -171,7 +181,10 @@ def estimate_job(
     since_s = -float("inf") if newest_s is None else newest_s - mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
     cost = estimate_checkpoint_cost(
-        *checkpoint_durations_s(timeline, run_id), window=cost_window_saves, confidence=confidence
+        *checkpoint_durations_s(timeline, run_id),
+        logged_upper_s=checkpoint_upper_bounds_s(timeline, run_id),
+        window=cost_window_saves,
+        confidence=confidence,
     )
     cost_s = None if cost is None else cost.cost_s
     step_s = step_time_s(timeline, run_id, saves, cost_s=cost_s, since_s=since_s)
@@ -205,11 +218,15 @@ def estimate_job(
     restart_s = restart_cost_s(timeline, counted)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
-    excess_gpu_h = excess_money = None
+    excess_gpu_h = excess_money = excess_gpu_h_range = None
+    range_s = interval_range_s(mtbf, cost)
+    band_s = ci_s
     if cost_s is not None and mtbf.mtbf_s is not None:
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
-        ci_s = _daly_ci_s(mtbf, cost)
+        ci_s = band_s = _daly_ci_s(mtbf, cost)
+        if cost is not None and cost.is_lower_bound and range_s is not None:
+            band_s = (range_s[0], float("inf") if range_s[1] is None else range_s[1])
         waste_recommended = exponential_waste_fraction(
             daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
         )
@@ -222,6 +239,11 @@ def estimate_job(
                 excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
                 if price_per_gpu_hour is not None:
                     excess_money = excess_gpu_h * price_per_gpu_hour
+                spacing_s = current_interval_s(timeline, run_id, saves, window=cost_window_saves)
+                if cost is not None and spacing_s is not None:
+                    excess_gpu_h_range = excess_range(
+                        mtbf.mtbf_s, cost, spacing_s, restart_s or 0.0, gpus
+                    )
     n_checkpoints = int(saves.size)
     if ratio is None or n_checkpoints < min_saves or mtbf.n_failures < min_failures:
         status = Status.INSUFFICIENT_DATA
@@ -229,7 +251,7 @@ def estimate_job(
         ratio,
         ratio_limit=drift_ratio_limit,
         current_s=current_s,
-        band_s=ci_s,
+        band_s=band_s,
         excess_gpu_hours_per_day=excess_gpu_h,
         min_excess_gpu_hours_per_day=min_excess_gpu_hours_per_day,
     ):
@@ -271,7 +293,18 @@ def estimate_job(
         status=status,
         newest_event_s=newest_s,
         failure_classes=dict(Counter(i.failure_class for i in counted)),
-        notes=_notes(cost, own, recent, current_s, step_s, n_moved, mtbf_window_s, min_failures)
+        notes=_notes(
+            cost,
+            own,
+            recent,
+            current_s,
+            step_s,
+            n_moved,
+            mtbf_window_s,
+            min_failures,
+            untimed_sources(clock_findings),
+        )
+        + clock_notes(clock_findings)
         + _unseen_notes(n_unseen)
         + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
         + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
@@ -290,6 +323,11 @@ def estimate_job(
         excess_cost_per_day=excess_money,
         lives_s=tuple(float(g) for g in gaps_s),
         lives_tail_s=tail_s,
+        checkpoint_cost_is_lower_bound=cost is not None and cost.is_lower_bound,
+        checkpoint_cost_range_s=None if cost is None else cost.range_s,
+        recommended_interval_range_s=range_s if daly_s is not None else None,
+        excess_gpu_hours_per_day_range=excess_gpu_h_range,
+        interruptions=tuple(interruptions),
     )
 
 
@@ -373,12 +411,18 @@ def _notes(
     n_moved: int,
     mtbf_window_s: float,
     min_failures: int,
+    untimed: Sequence[str] = (),
 ) -> tuple[str, ...]:
-    """Human-readable caveats about the estimate, most important first."""
+    """Human-readable caveats about the estimate, most important first; ``untimed``: the log
+    files that print no timestamps (the cause of a C or an interval that cannot be measured)."""
     notes: list[str] = []
     window = _duration(mtbf_window_s)
+    cause = f"{len(untimed)} log file(s) print no timestamps" if untimed else ""
     if cost is None:
-        notes.append("no checkpoint duration seen: C is unknown (a timing file gives it exactly)")
+        notes.append(
+            f"no checkpoint duration seen{': ' + cause if cause else ''}; C is unknown (a "
+            "timing file gives it exactly)"
+        )
     elif cost.source == "log":
         notes.append(
             "C from log lines is a lower bound: logs may not mark the end of every part of a "
@@ -408,7 +452,9 @@ def _notes(
             f"{n_moved} failure line(s) carried an earlier line's time; their time was inferred "
             "from the steps the run had reached"
         )
-    if current_s is None:
+    if current_s is None and untimed:
+        notes.append(f"no two saves at different times: {cause}; the current interval is unknown")
+    elif current_s is None:
         notes.append("no run with two saves: the current interval is unknown")
     if step_s is None:
         notes.append("no step timing: the interval cannot be given in steps")

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the timeline's module imports this one
+    from ckpt_advisor.rules.timeline import Interruption
 
 
 class Status(StrEnum):
@@ -49,6 +53,24 @@ class Observation:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockFinding:
+    """What a parser found about one log file's clock: a stored ``clock_step``,
+    ``bar_clock_ignored`` or ``no_timestamps`` event (``parsers/clock.py``).
+
+    Attributes:
+        kind: the event's kind string.
+        source: the file it was found in.
+        line: 1-based line where it was found.
+        seconds: for ``clock_step``, how far the clock stepped back; else None.
+    """
+
+    kind: str
+    source: str
+    line: int
+    seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobEstimate:
     """Everything known about one job's checkpointing at one moment.
 
@@ -70,7 +92,13 @@ class JobEstimate:
     (nodes, else GPUs) and M per unit; the excess waste of the current interval over the
     recommended one in GPU-hours and money per day; the recorded running time before each
     counted interruption and since the last (``lives_s``, ``lives_tail_s``: what a backtest
-    replays; not part of the JSON).
+    replays; not part of the JSON); a bound shown as a bound: whether C is only a lower bound
+    (log lines that miss part of a save), the plausible C (``[low, high]``, ``high`` null when
+    C has no upper bound), Daly's interval over M's interval and the plausible C, and the
+    excess GPU-hours a day over the plausible C (null when C has no upper bound); every
+    interruption of the timeline the estimate was made from, numbered, with the rows of the
+    failure observations merged into each (``interruptions``: what ``parse`` and ``events``
+    show per failure line; not part of the JSON).
     """
 
     job: str
@@ -114,6 +142,11 @@ class JobEstimate:
     excess_cost_per_day: float | None = None
     lives_s: tuple[float, ...] = ()
     lives_tail_s: float = 0.0
+    checkpoint_cost_is_lower_bound: bool = False
+    checkpoint_cost_range_s: tuple[float, float | None] | None = None
+    recommended_interval_range_s: tuple[float, float | None] | None = None
+    excess_gpu_hours_per_day_range: tuple[float, float] | None = None
+    interruptions: tuple[Interruption, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

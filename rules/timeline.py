@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
@@ -100,6 +100,9 @@ class Timeline:
         failure_index: shape (f,), indices of the ``failure`` observations, ascending.
         failure_class: length f, the failure class of each, aligned with ``failure_index``.
         failure_planned: shape (f,), the ``planned`` flag of each.
+        row: shape (n,), where each observation came from: its index in the observations
+            given to :meth:`of` (or the columns' row for :meth:`from_columns`); -1 for one the
+            rules added (:meth:`with_unseen_interruptions`).
     """
 
     time_s: FloatArray
@@ -112,6 +115,7 @@ class Timeline:
     failure_index: IntArray
     failure_class: tuple[str | None, ...]
     failure_planned: BoolArray
+    row: IntArray
 
     @classmethod
     def of(cls, observations: Iterable[Observation]) -> Timeline:
@@ -140,7 +144,7 @@ class Timeline:
         first_of_source[log_index[first]] = True
         kind = np.fromiter((_KIND_CODES.get(o.kind, Kind.OTHER) for o in items), np.int8, count)
         failures = [items[i] for i in order[np.flatnonzero(kind[order] == Kind.FAILURE)]]
-        return cls.from_columns(
+        timeline = cls.from_columns(
             time_s=time_s[order],
             kind=kind[order],
             step=np.fromiter((nan if o.step is None else o.step for o in items), np.float64, count)[
@@ -157,6 +161,7 @@ class Timeline:
             failure_class=tuple(o.failure_class for o in failures),
             failure_planned=np.fromiter((o.planned for o in failures), np.bool_, len(failures)),
         )
+        return replace(timeline, row=order.astype(np.intp))
 
     @classmethod
     def from_columns(
@@ -215,6 +220,7 @@ class Timeline:
             failure_index=failure_index,
             failure_class=tuple(failure_class),
             failure_planned=failure_planned,
+            row=np.arange(count, dtype=np.intp),
         )
 
     def with_failure_times(self, failure_time_s: FloatArray) -> Timeline:
@@ -236,6 +242,7 @@ class Timeline:
             failure_index=np.flatnonzero(kind == Kind.FAILURE),
             failure_class=tuple(self.failure_class[i] for i in failure_order),
             failure_planned=self.failure_planned[failure_order],
+            row=self.row[order],
         )
 
     def with_unseen_interruptions(self) -> tuple[Timeline, int]:
@@ -291,6 +298,7 @@ class Timeline:
                 failure_planned=np.array(
                     [False if new else next(old_planned) for new in is_new], np.bool_
                 ),
+                row=grown(self.row, -1),
             ),
             n_new,
         )
@@ -321,6 +329,9 @@ class Interruption:
         planned: True when any observation of the burst is a planned end (time limit,
             cancel): the other ranks' dying messages are then consequences, not causes.
         n_observations: how many failure observations it groups.
+        id: its number, 1 for the first in the timeline, in time order.
+        rows: the :attr:`Timeline.row` of each failure observation it groups (-1 for a failure
+            the rules inferred), in time order: which lines were counted as this one.
     """
 
     start_s: float
@@ -328,6 +339,8 @@ class Interruption:
     failure_class: str
     planned: bool
     n_observations: int
+    id: int = 0
+    rows: tuple[int, ...] = ()
 
 
 def cluster_interruptions(
@@ -357,7 +370,8 @@ def cluster_interruptions(
         generic_classes: classes that name no root cause (see ``GENERIC_FAILURE_CLASSES``).
 
     Returns:
-        Interruptions in time order.
+        Interruptions in time order, numbered from 1 (``id``), each with the rows of the
+        failure observations merged into it (``rows``).
 
     Raises:
         ValueError: ``gap_s`` or ``silent_gap_s`` is negative or not finite.
@@ -374,14 +388,19 @@ def cluster_interruptions(
     elapsed = np.diff(times)
     joins = (elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap)))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
+    rows = timeline.row[failures]
     return [
-        _interruption(
-            times[first:last],
-            timeline.failure_class[first:last],
-            timeline.failure_planned[first:last],
-            generic_classes,
+        replace(
+            _interruption(
+                times[first:last],
+                timeline.failure_class[first:last],
+                timeline.failure_planned[first:last],
+                generic_classes,
+            ),
+            id=number,
+            rows=tuple(rows[first:last].tolist()),
         )
-        for first, last in itertools.pairwise(bounds)
+        for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
     ]
 
 

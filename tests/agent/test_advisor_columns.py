@@ -14,6 +14,7 @@ import pytest
 from ckpt_advisor.agent.advisor import (
     _ESTIMATE_KINDS,
     EstimateSettings,
+    clock_findings,
     compute_estimate,
     timeline_from,
 )
@@ -77,6 +78,7 @@ def _assert_same_paths(store: Store, job: str) -> None:
         drift_ratio_limit=settings.drift_ratio,
         min_weibull_failures=settings.min_weibull_failures,
         min_excess_gpu_hours_per_day=settings.min_excess_gpu_hours_per_day,
+        clock_findings=clock_findings(store, job),
     )
     assert est == expected
     parsers = Counter(e.event.parser for e in events if not e.from_timing_file)

@@ -41,6 +41,24 @@ def hf_like_crash() -> list[Observation]:
     ]
 
 
+def parsed_observations(lines: list[str], source: str = "train.log") -> list[Observation]:
+    """The timed events of a log's lines, as the agent hands them to the rules."""
+    events, _ = parse(lines)
+    return [
+        Observation(
+            str(e.kind),
+            e.time.timestamp(),
+            e.step,
+            e.duration_s,
+            e.failure_class,
+            e.planned,
+            source=source,
+        )
+        for e in events
+        if e.time is not None
+    ]
+
+
 def real_hf_observations(*, drop_failures: bool = False) -> list[Observation]:
     """The captured HF Trainer crash and resume runs (agent/fixtures/real), parsed as the agent
     does; ``drop_failures`` leaves the crash's failure lines out (a run killed silently)."""

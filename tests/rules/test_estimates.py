@@ -11,6 +11,7 @@ import pytest
 from ckpt_advisor.rules.estimates import (
     MtbfEstimate,
     checkpoint_durations_s,
+    checkpoint_upper_bounds_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
@@ -441,3 +442,55 @@ def test_real_hf_trainer_logs_give_a_step_time_without_warnings() -> None:
         step_s = step_time_s(timeline, run_id, saves, cost_s=0.06, since_s=-np.inf)
     assert step_s is not None
     assert 0.1 < step_s < 0.2
+
+
+def _saves_then_steps(step_after_s: float) -> list[Observation]:
+    """6 s steps; saves at steps 100, 200, 300 whose log shows 48 s of each; the first step
+    after each save (s + 1) is shown ``step_after_s`` after the save's start."""
+    observations = [obs("run_start", 0)]
+    t = 0.0
+    for save_step in (100, 200, 300):
+        observations += [obs("step", t + 6.0 * k, step=save_step - 100 + k, duration_s=6.0)
+                         for k in range(1, 100, 9)]  # fmt: skip
+        t += 600.0
+        observations += [
+            obs("checkpoint_start", t, step=save_step),
+            obs("checkpoint_end", t + 48.0, step=save_step, duration_s=48.0),
+            obs("step", t + step_after_s, step=save_step + 1, duration_s=6.0),
+        ]
+        t += step_after_s - 6.0
+    return observations
+
+
+def test_a_bar_that_keeps_time_after_a_save_bounds_a_log_cost_from_above() -> None:
+    """A save logged as 48 s whose next step is shown 126 s after its start, at 6 s a step,
+    blocked training at most 126 + 1 − 6 = 121 s: C from the log is a lower bound (48 s) with an
+    upper bound (121 s), and its range holds the true 120 s."""
+    timeline, run_id = prepared(_saves_then_steps(126.0))
+    uppers = checkpoint_upper_bounds_s(timeline, run_id)
+    np.testing.assert_allclose(uppers, [121.0, 121.0, 121.0])
+    cost = estimate_checkpoint_cost(
+        *checkpoint_durations_s(timeline, run_id), logged_upper_s=uppers
+    )
+    assert cost is not None
+    assert (cost.cost_s, cost.upper_s, cost.is_lower_bound) == (48.0, 121.0, True)
+    assert cost.range_s == (48.0, 121.0)
+
+
+def test_a_step_that_carries_the_saves_time_gives_no_upper_bound() -> None:
+    """A step dated at the save's last line (a bar that does not keep time) says nothing of
+    when training resumed: C from the log stays a one-sided bound, ``(48, None)``."""
+    timeline, run_id = prepared(_saves_then_steps(48.0))
+    uppers = checkpoint_upper_bounds_s(timeline, run_id)
+    assert np.isnan(uppers).all()
+    cost = estimate_checkpoint_cost(
+        *checkpoint_durations_s(timeline, run_id), logged_upper_s=uppers
+    )
+    assert cost is not None and cost.range_s == (48.0, None)
+
+
+def test_a_timing_file_cost_is_exact_and_its_range_is_its_interval() -> None:
+    """C from a timing file is no bound: its range is its confidence interval."""
+    cost = estimate_checkpoint_cost([float(x) for x in range(100, 120)], [48.0] * 20)
+    assert cost is not None and not cost.is_lower_bound
+    assert cost.ci_s is not None and cost.range_s == cost.ci_s

@@ -8,10 +8,19 @@ import time
 import numpy as np
 import pytest
 
+from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.rules.interval import daly_interval_s, exponential_waste_fraction
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import FleetRate, Observation, Status
-from tests.rules.simulate import T0, Trace, hf_like_crash, obs, real_hf_observations, simulate_trace
+from tests.rules.simulate import (
+    T0,
+    Trace,
+    hf_like_crash,
+    obs,
+    parsed_observations,
+    real_hf_observations,
+    simulate_trace,
+)
 
 DAY_S = 86400.0
 
@@ -400,3 +409,71 @@ def test_only_a_material_redating_of_a_failure_is_noted(failure_step: int, noted
     est = estimate_job("j", obs, now_s=6000.0)
     assert est.n_failures == 1
     assert any("carried an earlier line's time" in note for note in est.notes) is noted
+
+
+@pytest.mark.parametrize("frozen_bar_s", [None, 12 * 3600.0])
+def test_a_cost_from_log_lines_is_a_lower_bound_and_the_advice_a_range(
+    frozen_bar_s: float | None,
+) -> None:
+    """Ten days of real HF lines, saves of 120 s of which the log shows 48 s (no end of the
+    optimizer-state write), no timing file: C is 48 s and flagged a lower bound; with a bar that
+    keeps time the first step after each save bounds it from above, so the plausible C, the
+    recommended range and the excess GPU-hours hold the truth (the old interval band,
+    Daly at the corners of the CIs of M and of the 48 s, did not); with a frozen bar the range
+    stays open above."""
+    job = simulate(
+        mtbf_s=6 * 3600.0, cost_s=120.0, interval_steps=200, duration_s=10 * DAY_S, seed=1,
+        frozen_bar_s=frozen_bar_s,
+    )  # fmt: skip
+    lines = "".join(text for _, text in job.log).split("\n")
+    est = estimate_job("hf", parsed_observations(lines), now_s=0.0, gpus=64)
+    assert est.checkpoint_cost_s == pytest.approx(48.0)
+    assert est.checkpoint_cost_is_lower_bound
+    assert est.checkpoint_cost_range_s is not None and est.recommended_interval_range_s is not None
+    truth_s = daly_interval_s(job.exposure_s / job.n_interruptions, 120.0)
+    low_s, high_s = est.recommended_interval_range_s
+    assert low_s < truth_s
+    if frozen_bar_s is not None:
+        assert est.checkpoint_cost_range_s == (48.0, None)
+        assert high_s is None and est.excess_gpu_hours_per_day_range is None
+        return
+    assert est.checkpoint_cost_range_s[1] == pytest.approx(121.0, abs=2.0)
+    assert high_s is not None and truth_s < high_s
+    assert est.recommended_interval_ci_s is not None
+    assert est.recommended_interval_ci_s[1] < truth_s  # what the old band said
+    assert est.excess_gpu_hours_per_day_range is not None
+    low_h, high_h = est.excess_gpu_hours_per_day_range
+    assert low_h <= est.excess_gpu_hours_per_day <= high_h  # type: ignore[operator]
+    assert high_h > 2 * low_h
+
+
+def test_each_interruption_has_an_id_and_the_failure_lines_merged_into_it() -> None:
+    """The HF-like crash's traceback, its exception and srun's line are one interruption,
+    numbered 1, listing the three observations (their rows in the input) it merged."""
+    observations = hf_like_crash()
+    est = estimate_job("hf", observations, now_s=0.0)
+    [interruption] = est.interruptions
+    failures = [i for i, o in enumerate(observations) if o.kind == "failure"]
+    assert (interruption.id, interruption.rows) == (1, tuple(failures))
+    assert interruption.failure_class == "cuda_illegal_memory_access"
+
+
+def test_a_killed_run_is_numbered_with_no_line_of_its_own() -> None:
+    """A run that stopped without a word is an interruption whose only row is -1 (inferred)."""
+    est = estimate_job("hf", real_hf_observations(drop_failures=True), now_s=0.0)
+    assert [(i.id, i.rows, i.failure_class) for i in est.interruptions] == [(1, (-1,), "unknown")]
+
+
+def test_a_week_with_a_frozen_bar_clock_counts_every_interruption_once() -> None:
+    """A week of real HF lines whose bar shows 12:00:00 on every redraw: each traceback is
+    dated by the file's stamps and the steps its run reached, never 12 h after its run's start
+    (after the next run's start), so no run is taken for one that "stopped with no failure
+    line" and each interruption counts once (main counted 52 for 47, 4 of them such runs)."""
+    job = simulate(
+        mtbf_s=4 * 3600.0, cost_s=1200.0, interval_steps=1200, duration_s=7 * DAY_S, seed=5,
+        frozen_bar_s=12 * 3600.0,
+    )  # fmt: skip
+    lines = "".join(text for _, text in job.log).split("\n")
+    est = estimate_job("hf", parsed_observations(lines), now_s=0.0)
+    assert est.n_failures == job.n_interruptions
+    assert not any("no failure line" in note for note in est.notes)
