@@ -428,12 +428,15 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
                 click.echo(f"{path}:{lineno}: {text}")
     if misses:
         return
+    from ckpt_advisor.agent.interruptions import interruption_cell, number_interruptions
+
+    number_interruptions(rows, datetime.now(UTC).timestamp())
     if as_json:
         _print_json_lines(rows)
         return
     _table(
-        f"{len(rows)} event(s); times UTC",
-        ["source:line", "kind", "time", "step", "duration", "class", "parser"],
+        f"{len(rows)} event(s); times UTC; interruption: #id +lines merged into it",
+        ["source:line", "kind", "time", "step", "duration", "class", "interruption", "parser"],
         [
             [
                 f"{Path(r['source']).name}:{r['line']}",
@@ -442,6 +445,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
                 _num(r["step"], "{}"),
                 format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",
                 r["failure_class"] or "-",
+                interruption_cell(r),
                 r["parser"],
             ]
             for r in rows

@@ -30,6 +30,10 @@ from ckpt_advisor.rules.timeline import (
     Timeline,
 )
 
+CLAMP_NOTE_S = 60.0
+"""A failure time clamped to the next line by more than this is counted (less is a bar
+clock's rounding or a step time's noise)."""
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointCost:
@@ -500,7 +504,16 @@ def _per_step(elapsed_s: FloatArray, steps: FloatArray) -> FloatArray:
 def failure_times_s(
     timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
 ) -> FloatArray:
-    """Failure times moved forward to where the failed run's steps say it had got.
+    """Failure times moved forward to where the failed run's steps say it had got: the times
+    of :func:`redated_failures`."""
+    return redated_failures(timeline, interruptions, step_time_s=step_time_s)[0]
+
+
+def redated_failures(
+    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
+) -> tuple[FloatArray, int]:
+    """Failure times moved forward to where the failed run's steps say it had got, and how
+    many were clamped to the next line.
 
     Tracebacks and progress bars carry no wall-clock time, so a failure is often stamped with
     the time of the last stamped line, up to a whole checkpoint interval too early, which
@@ -518,7 +531,10 @@ def failure_times_s(
         step_time_s: seconds per training step, > 0.
 
     Returns:
-        Shape (f,) epoch seconds, aligned with ``timeline.failure_index``.
+        ``(times, clamped)``: shape (f,) epoch seconds, aligned with
+        ``timeline.failure_index``; how many interruptions the steps would have put more than
+        :data:`CLAMP_NOTE_S` after the next line, and were clamped to it (the step time, or
+        the step a failure reports, is off).
     """
     times, steps = timeline.time_s, timeline.step
     failures = timeline.failure_index
@@ -526,7 +542,7 @@ def failure_times_s(
     anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE)
     next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
     member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
-    since = 0
+    since = clamped = 0
     for k in range(len(interruptions)):
         members = np.flatnonzero(member == k)
         first = failures[members[0]]
@@ -540,11 +556,12 @@ def failure_times_s(
             window = window[anchors[window] & (steps[window] <= step)]
             if window.size:
                 bound_s = float(np.max(times[window] + (step - steps[window]) * step_time_s))
+                clamped += bound_s - until_s > CLAMP_NOTE_S
                 shift_s = max(0.0, min(bound_s, until_s) - times[first])
                 early = members[moved_s[members] < until_s]
                 moved_s[early] = np.minimum(moved_s[early] + shift_s, until_s)
         since = int(failures[members[-1]]) + 1
-    return moved_s
+    return moved_s, clamped
 
 
 def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) -> float | None:

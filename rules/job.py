@@ -22,10 +22,10 @@ from ckpt_advisor.rules.estimates import (
     current_interval_steps,
     estimate_checkpoint_cost,
     estimate_mtbf,
-    failure_times_s,
     fit_weibull,
     mtbf_by_class,
     persist_latency_s,
+    redated_failures,
     restart_cost_s,
     save_index,
     scale_mtbf,
@@ -96,7 +96,7 @@ def estimate_job(
 
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
-    the run had got (:func:`rules.estimates.failure_times_s`), so exposure and R are not cut
+    the run had got (:func:`rules.estimates.redated_failures`), so exposure and R are not cut
     short. A run that stopped with no failure line and no clean end before a new run started
     counts as an interruption of class ``unknown``
     (:meth:`rules.timeline.Timeline.with_unseen_interruptions`). ``n_checkpoints`` counts the
@@ -188,9 +188,9 @@ def estimate_job(
     )
     cost_s = None if cost is None else cost.cost_s
     step_s = step_time_s(timeline, run_id, saves, cost_s=cost_s, since_s=since_s)
-    n_moved = 0
+    n_moved = n_clamped = 0
     if step_s is not None and interruptions:
-        moved_s = failure_times_s(timeline, interruptions, step_time_s=step_s)
+        moved_s, n_clamped = redated_failures(timeline, interruptions, step_time_s=step_s)
         shifted_s = moved_s - timeline.time_s[timeline.failure_index]
         n_moved = int(np.count_nonzero(shifted_s > MATERIAL_SHIFT_S))
         timeline = timeline.with_failure_times(moved_s)
@@ -305,6 +305,7 @@ def estimate_job(
             untimed_sources(clock_findings),
         )
         + clock_notes(clock_findings)
+        + _clamped_notes(n_clamped)
         + _unseen_notes(n_unseen)
         + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
         + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
@@ -371,6 +372,16 @@ def _more_notes(
             f"for {units} units"
         )
     return tuple(notes)
+
+
+def _clamped_notes(n_clamped: int) -> tuple[str, ...]:
+    if not n_clamped:
+        return ()
+    return (
+        f"{n_clamped} failure time(s) that the run's steps would put after the next line of "
+        "the log were clamped to that line: the step time, or the step a failure line reports, "
+        "is off for them",
+    )
 
 
 def _unseen_notes(n_unseen: int) -> tuple[str, ...]:

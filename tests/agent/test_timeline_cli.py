@@ -90,3 +90,26 @@ def test_a_cost_read_from_log_lines_is_shown_as_a_bound(tmp_path: Path) -> None:
     assert low_c == 48.0 and 120.0 <= high_c <= 122.0
     low_t, high_t = est["recommended_interval_range_s"]
     assert low_t <= est["recommended_interval_s"] < high_t
+
+
+def test_parse_shows_each_failure_line_s_interruption(tmp_path: Path) -> None:
+    """A crash, then a restart that dies before any progress: ``parse --json`` gives both
+    failure lines interruption 1 and lists both as merged into it (the estimate counts one);
+    a failure without a time (Lightning) has none."""
+    log = HfLog().header(at(8)).metrics().save(at(9), 600).metrics().traceback()
+    log.header(at(9, 30)).traceback(run=1)
+    path = _write(tmp_path, log)
+    lightning = FIXTURES / "lightning_crash.log"
+    result = CliRunner().invoke(main, ["parse", str(path), str(lightning), "--json"])
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    failures = [r for r in rows if r["kind"] == "failure"]
+    merged = [f"{path}:{r['line']}" for r in failures if r["source"] == str(path)]
+    assert len(merged) == 2
+    assert [(r["interruption"], r["interruption_lines"]) for r in failures] == [
+        (1, merged),
+        (1, merged),
+        (None, []),
+    ]
+    table = CliRunner().invoke(main, ["parse", str(path)]).stdout
+    assert table.count("#1 +1") == 2

@@ -64,9 +64,10 @@ class HfLog:
         self.lines.append(redraws + "\r" + TEMPLATES.metrics)
         return self
 
-    def traceback(self) -> HfLog:
-        """The captured ``RuntimeError: CUDA error: an illegal memory access`` traceback."""
-        self.lines += [line.rstrip("\n") for line in traceback_lines(TEMPLATES, 0)]
+    def traceback(self, run: int = 0) -> HfLog:
+        """The captured traceback, raising ``RuntimeError: CUDA error: an illegal memory
+        access`` (even ``run``) or the Lightning capture's NCCL error (odd ``run``)."""
+        self.lines += [line.rstrip("\n") for line in traceback_lines(TEMPLATES, run)]
         return self
 
     def text(self) -> str:

@@ -477,3 +477,18 @@ def test_a_week_with_a_frozen_bar_clock_counts_every_interruption_once() -> None
     est = estimate_job("hf", parsed_observations(lines), now_s=0.0)
     assert est.n_failures == job.n_interruptions
     assert not any("no failure line" in note for note in est.notes)
+
+
+def test_a_failure_time_clamped_to_the_next_line_is_counted_in_a_note() -> None:
+    """A traceback reporting step 2000 of a run seen at step 800 would be moved, at 2 s a step,
+    to 1040 + 1500·2 s, past the next run's start (2500 s): it is clamped there, and a note
+    counts it rather than letting the exposure grow silently."""
+    observations = [
+        dataclasses.replace(o, step=2000) if o.kind == "failure" and o.step == 800 else o
+        for o in hf_like_crash()
+    ]
+    est = estimate_job("hf", observations, now_s=0.0)
+    assert est.exposure_s == pytest.approx(2500.0)
+    assert any(n.startswith("1 failure time(s) that the run's steps would put") for n in est.notes)
+    plain = estimate_job("hf", hf_like_crash(), now_s=0.0)
+    assert not any("clamped" in note for note in plain.notes)

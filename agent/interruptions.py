@@ -1,0 +1,60 @@
+"""Which interruption each failure line was counted in, for ``parse`` (table and ``--json``).
+
+A user who reads N interruptions in an estimate wants to see which lines made each one: every
+failure row gets the id of its interruption and the ``source:line`` of every failure line
+merged into it, from the estimate's own clustering (:func:`rules.job.estimate_job`, its
+``interruptions``), so the numbers agree with what ``estimates`` counts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.advisor import _ESTIMATE_KINDS
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import Observation
+
+
+def number_interruptions(rows: list[dict[str, Any]], now_s: float) -> None:
+    """Add ``interruption`` (its id, or None for a failure the timeline cannot place: no time)
+    and ``interruption_lines`` (``source:line`` of each failure line merged into it, in time
+    order) to every ``failure`` row, in place; ``rows`` are ``parse --json`` objects of one
+    job, any order."""
+    placed = [
+        i for i, r in enumerate(rows) if r["time"] is not None and r["kind"] in _ESTIMATE_KINDS
+    ]
+    observations = [
+        Observation(
+            rows[i]["kind"],
+            datetime.fromisoformat(rows[i]["time"]).timestamp(),
+            rows[i]["step"],
+            rows[i]["duration_s"],
+            rows[i]["failure_class"],
+            rows[i]["planned"],
+            from_timing_file=rows[i]["parser"] in parsers.TIMING_FORMATS,
+            source=rows[i]["source"],
+        )
+        for i in placed
+    ]
+    for row in rows:
+        if row["kind"] == "failure":
+            row["interruption"], row["interruption_lines"] = None, []
+    if not any(o.kind == "failure" for o in observations):
+        return
+    for interruption in estimate_job("parse", observations, now_s=now_s).interruptions:
+        members = [rows[placed[r]] for r in interruption.rows if r >= 0]
+        lines = [f"{m['source']}:{m['line']}" for m in members]
+        for member in members:
+            member["interruption"], member["interruption_lines"] = interruption.id, lines
+
+
+def interruption_cell(row: dict[str, Any]) -> str:
+    """The table cell of a row: ``#3`` for the third interruption, with ``+2`` when two other
+    lines were merged into it; ``-`` for rows that are no failure or have no time."""
+    number = row.get("interruption")
+    if number is None:
+        return "-"
+    others = len(row["interruption_lines"]) - 1
+    return f"#{number}" + (f" +{others}" if others > 0 else "")
