@@ -3,7 +3,7 @@
 C from a timing file is exact up to its confidence interval. C from log lines is a lower bound
 (HF Trainer logs no end of the optimizer-state write: 43 s seen where a save took 120 s), with
 an upper bound only where a progress bar keeps time after the save
-(:func:`rules.estimates.checkpoint_upper_bounds_s`). Daly's interval grows with C (within its
+(:func:`checkpoint_upper_bounds_s`). Daly's interval grows with C (within its
 branch, FGCS 22(3), 2006, eq. 37), so the plausible C gives a range of recommended intervals,
 open above when C is; the excess GPU-hours of the current interval are given over the same C.
 """
@@ -14,16 +14,65 @@ import itertools
 
 import numpy as np
 
-from ckpt_advisor.rules.estimates import CheckpointCost, MtbfEstimate
+from ckpt_advisor.rules.estimates import CheckpointCost, MtbfEstimate, log_save_durations_s
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
     exponential_waste_fraction,
 )
+from ckpt_advisor.rules.timeline import FloatArray, IntArray, Kind, Timeline
 
 GRID_POINTS = 9
 """Costs, log-spaced over the plausible C, at which the excess is evaluated (it need not be
 monotone in C: the current interval and the optimum both move with it)."""
+
+
+def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArray:
+    """An upper bound of each log save's blocking cost, from the first step shown after it.
+
+    A save stalls training from its start ``t_s`` (its end's time minus its logged duration)
+    until the training computes again; the first ``step`` observation after its end, at time
+    ``t_k`` and step ``s_k > s`` (the save's step), bounds that from above by
+    ``t_k + 1 − t_s − (s_k − s)·τ`` (the second: a bar's reading may lie up to tqdm's
+    resolution before the redraw), with τ the framework's own seconds per step (the median
+    ``duration_s`` of the ``step`` observations: tqdm's rate for the HF Trainer; without it no
+    bound is given, since a step time derived from the saves would hide the very cost it
+    bounds). Logs that miss the end of part of a save (HF Trainer logs no end of the
+    optimizer-state write) give only a lower bound of C; this closes it where a bar keeps time.
+    A step dated less than a second after the save's logged end carries that line's time (a
+    bar that does not keep time, no bar) and gives no bound (NaN), nor does a bound below the
+    logged duration.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+
+    Returns:
+        Shape (b,) seconds, aligned with the log durations of
+        :func:`rules.estimates.checkpoint_durations_s`; NaN where no bound is known.
+    """
+    ends, logged = log_save_durations_s(timeline, run_id)
+    ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
+    uppers = np.full(ends.size, np.nan)
+    stepped = np.flatnonzero(
+        (timeline.kind == Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
+    )
+    rates = timeline.duration_s[stepped]
+    rates = rates[np.isfinite(rates) & (rates > 0.0)]
+    if not rates.size or not ends.size:
+        return uppers
+    step_s = float(np.median(rates))
+    times, steps = timeline.time_s, timeline.step
+    for i, (end, logged_s) in enumerate(zip(ends.tolist(), logged.tolist(), strict=True)):
+        saved = steps[end]
+        after = stepped[np.searchsorted(stepped, end, "right") :]
+        after = after[run_id[after] == run_id[end]]
+        after = after[steps[after] > saved] if np.isfinite(saved) else after[:0]
+        if after.size and times[after[0]] - times[end] >= 1.0:
+            k = int(after[0])
+            upper_s = times[k] + 1.0 - (times[end] - logged_s) - (steps[k] - saved) * step_s
+            uppers[i] = upper_s if upper_s >= logged_s else np.nan
+    return uppers
 
 
 def interval_range_s(

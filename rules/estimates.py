@@ -51,8 +51,8 @@ class CheckpointCost:
         upper_s: for C from log lines (a lower bound), an upper bound: the median, over the
             same saves, of the time from each save's start to the first step shown after it
             minus the compute time of the steps in between
-            (:func:`checkpoint_upper_bounds_s`); None when too few saves have one (a bar that
-            does not keep time, no bar at all) or C comes from a timing file.
+            (:func:`rules.bounds.checkpoint_upper_bounds_s`); None when too few saves have
+            one (a bar that does not keep time, no bar at all) or C comes from a timing file.
     """
 
     cost_s: float
@@ -119,9 +119,10 @@ def estimate_checkpoint_cost(
         change_p: significance level of the change test, in (0, 1).
         change_ratio: smallest factor between the two medians that counts as a change, > 1.
         logged_upper_s: shape (b,), aligned with ``logged_s``: an upper bound of each logged
-            save's cost, NaN where none is known (:func:`checkpoint_upper_bounds_s`). C from
-            log lines gets ``upper_s``, the median of the bounds of the saves it is taken
-            over, when at least half of them have one (and never below C).
+            save's cost, NaN where none is known
+            (:func:`rules.bounds.checkpoint_upper_bounds_s`). C from log lines gets
+            ``upper_s``, the median of the bounds of the saves it is taken over, when at least
+            half of them have one (and never below C).
 
     Returns:
         The estimate, or None when neither source has a usable duration.
@@ -280,13 +281,13 @@ def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatA
     """
     ends = timeline.kind == Kind.CHECKPOINT_END
     timed = timeline.duration_s[ends & timeline.from_timing_file]
-    _, logged = _log_save_durations_s(timeline, run_id)
+    _, logged = log_save_durations_s(timeline, run_id)
     return timed, logged[np.isfinite(logged)]
 
 
-def _log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray, FloatArray]:
+def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray, FloatArray]:
     """Indices of the log ``checkpoint_end`` observations and their durations (NaN unknown),
-    as :func:`checkpoint_durations_s` reads them."""
+    as :func:`checkpoint_durations_s` reads them: shapes (b,) and (b,)."""
     log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
     durations_s = np.where(log_ends, timeline.duration_s, np.nan)
     saves = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END))
@@ -301,54 +302,6 @@ def _log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArra
     durations_s[after[paired]] = timeline.time_s[after[paired]] - timeline.time_s[before[paired]]
     index = np.flatnonzero(log_ends)
     return index, durations_s[index]
-
-
-def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArray:
-    """An upper bound of each log save's blocking cost, from the first step shown after it.
-
-    A save stalls training from its start ``t_s`` (its end's time minus its logged duration)
-    until the training computes again; the first ``step`` observation after its end, at time
-    ``t_k`` and step ``s_k > s`` (the save's step), bounds that from above by
-    ``t_k + 1 − t_s − (s_k − s)·τ`` (the second: a bar's reading may lie up to tqdm's
-    resolution before the redraw), with τ the framework's own seconds per step (the median
-    ``duration_s`` of the ``step`` observations: tqdm's rate for the HF Trainer; without it no
-    bound is given, since a step time derived from the saves would hide the very cost it
-    bounds). Logs that miss the end of part of a save (HF Trainer logs no end of the
-    optimizer-state write) give only a lower bound of C; this closes it where a bar keeps time.
-    A step dated less than a second after the save's logged end carries that line's time (a
-    bar that does not keep time, no bar) and gives no bound (NaN), nor does a bound below the
-    logged duration.
-
-    Args:
-        timeline: the job's observations.
-        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
-
-    Returns:
-        Shape (b,) seconds, aligned with the log durations of :func:`checkpoint_durations_s`;
-        NaN where no bound is known.
-    """
-    ends, logged = _log_save_durations_s(timeline, run_id)
-    ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
-    uppers = np.full(ends.size, np.nan)
-    stepped = np.flatnonzero(
-        (timeline.kind == Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
-    )
-    rates = timeline.duration_s[stepped]
-    rates = rates[np.isfinite(rates) & (rates > 0.0)]
-    if not rates.size or not ends.size:
-        return uppers
-    step_s = float(np.median(rates))
-    times, steps = timeline.time_s, timeline.step
-    for i, (end, logged_s) in enumerate(zip(ends.tolist(), logged.tolist(), strict=True)):
-        saved = steps[end]
-        after = stepped[np.searchsorted(stepped, end, "right") :]
-        after = after[run_id[after] == run_id[end]]
-        after = after[steps[after] > saved] if np.isfinite(saved) else after[:0]
-        if after.size and times[after[0]] - times[end] >= 1.0:
-            k = int(after[0])
-            upper_s = times[k] + 1.0 - (times[end] - logged_s) - (steps[k] - saved) * step_s
-            uppers[i] = upper_s if upper_s >= logged_s else np.nan
-    return uppers
 
 
 def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:

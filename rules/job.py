@@ -10,14 +10,13 @@ import numpy as np
 
 from ckpt_advisor.rules._checks import require_count, require_positive, require_probability
 from ckpt_advisor.rules.advice import interval_steps
-from ckpt_advisor.rules.bounds import excess_range, interval_range_s
+from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s, excess_range, interval_range_s
 from ckpt_advisor.rules.drift import off_optimum
 from ckpt_advisor.rules.estimates import (
     CheckpointCost,
     MtbfEstimate,
     WeibullFit,
     checkpoint_durations_s,
-    checkpoint_upper_bounds_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
@@ -305,8 +304,7 @@ def estimate_job(
             untimed_sources(clock_findings),
         )
         + clock_notes(clock_findings)
-        + _clamped_notes(n_clamped)
-        + _unseen_notes(n_unseen)
+        + _inferred_notes(n_clamped, n_unseen)
         + _more_notes(cost, persist_s, current_s, weibull, mtbf_source, fleet, units)
         + _cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, high_cost_ratio),
         checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
@@ -374,24 +372,22 @@ def _more_notes(
     return tuple(notes)
 
 
-def _clamped_notes(n_clamped: int) -> tuple[str, ...]:
-    if not n_clamped:
-        return ()
-    return (
-        f"{n_clamped} failure time(s) that the run's steps would put after the next line of "
-        "the log were clamped to that line: the step time, or the step a failure line reports, "
-        "is off for them",
-    )
-
-
-def _unseen_notes(n_unseen: int) -> tuple[str, ...]:
-    if not n_unseen:
-        return ()
-    return (
-        f"{n_unseen} run(s) stopped with no failure line and no clean end before a new run "
-        "started (a kill or a lost node prints nothing): counted as interruptions of unknown "
-        "cause",
-    )
+def _inferred_notes(n_clamped: int, n_unseen: int) -> tuple[str, ...]:
+    """Caveats about failures the timeline had to infer: times clamped, runs killed silently."""
+    notes: list[str] = []
+    if n_clamped:
+        notes.append(
+            f"{n_clamped} failure time(s) that the run's steps would put after the next line "
+            "of the log were clamped to that line: the step time, or the step a failure line "
+            "reports, is off for them"
+        )
+    if n_unseen:
+        notes.append(
+            f"{n_unseen} run(s) stopped with no failure line and no clean end before a new run "
+            "started (a kill or a lost node prints nothing): counted as interruptions of "
+            "unknown cause"
+        )
+    return tuple(notes)
 
 
 def _cost_notes(

@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
+from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
 from ckpt_advisor.rules.estimates import (
     MtbfEstimate,
     checkpoint_durations_s,
-    checkpoint_upper_bounds_s,
     current_interval_s,
     current_interval_steps,
     estimate_checkpoint_cost,
