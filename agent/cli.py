@@ -467,6 +467,7 @@ def _event_json(event: Any, source: str) -> dict[str, Any]:
     stored = StoredEvent(job="", source=source, event=event)
     row = stored.to_json()
     del row["job"]
+    row["tier"] = event.tier  # not stored yet: parse shows it, events does not
     return row
 
 

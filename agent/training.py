@@ -58,8 +58,12 @@ def timing_record(
     *,
     path: str | os.PathLike[str] | None = None,
     bytes_written: int | None = None,
+    tier: str | None = None,
 ) -> dict[str, Any]:
     """The timing-file record of one save (DESIGN.md schema); times must be aware.
+
+    ``tier`` (``memory``, ``local``, ``persistent``: the timing parser refuses other values)
+    says where the save went, for a job that saves to two tiers.
 
     Raises:
         ValueError: a naive time, a negative step, or ``end`` before ``start``.
@@ -75,6 +79,8 @@ def timing_record(
         record["path"] = os.fspath(path)
     if bytes_written is not None:
         record["bytes"] = bytes_written
+    if tier is not None:
+        record["tier"] = tier
     return record
 
 
@@ -113,11 +119,13 @@ def checkpoint_timer(
     step: int,
     path: str | os.PathLike[str] | None = None,
     schedule: AdvisedInterval | None = None,
+    tier: str | None = None,
 ) -> Iterator[None]:
     """Time the ``with`` body as one save of ``step`` and append its record to ``timing_file``.
 
     ``bytes`` is the size of ``path`` after the save, when ``path`` is given and exists. A save
-    that raises writes no record (the exception propagates). With ``schedule`` (an
+    that raises writes no record (the exception propagates). ``tier`` goes into the record
+    (:func:`timing_record`). With ``schedule`` (an
     :class:`AdvisedInterval`), a completed save is noted in it (:meth:`AdvisedInterval.save_done`).
 
     Raises:
@@ -128,7 +136,8 @@ def checkpoint_timer(
     end = _now()
     bytes_written = size_bytes(path) if path is not None else None
     append_record(
-        timing_file, timing_record(step, start, end, path=path, bytes_written=bytes_written)
+        timing_file,
+        timing_record(step, start, end, path=path, bytes_written=bytes_written, tier=tier),
     )
     if schedule is not None:
         schedule.save_done(step)
