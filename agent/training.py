@@ -144,32 +144,36 @@ def checkpoint_timer(
 
 
 def _policy(
-    advice_file: str | os.PathLike[str] | None, bounds: dict[str, Any]
+    timing_file: str | os.PathLike[str] | None,
+    advice_file: str | os.PathLike[str] | None,
+    bounds: dict[str, float],
+    caller: str,
 ) -> AdoptionPolicy | None:
     """The adoption policy of a callback's keyword arguments; None without ``advice_file``.
 
     Raises:
-        ValueError: ``advice_file`` without ``min_interval_s`` and ``max_interval_s``, or a
-            bound out of range.
+        ValueError: neither file, ``advice_file`` without ``min_interval_s`` and
+            ``max_interval_s``, bounds without ``advice_file``, or a bound out of range.
+        TypeError: a keyword :class:`AdoptionPolicy` does not take.
     """
+    if timing_file is None and advice_file is None:
+        raise ValueError(f"{caller} needs timing_file or advice_file")
     if advice_file is None:
+        if bounds:
+            raise ValueError(f"{', '.join(bounds)}: only with advice_file")
         return None
-    if bounds.get("min_interval_s") is None or bounds.get("max_interval_s") is None:
+    if "min_interval_s" not in bounds or "max_interval_s" not in bounds:
         raise ValueError("advice_file needs min_interval_s and max_interval_s (seconds)")
-    return AdoptionPolicy(**{k: v for k, v in bounds.items() if v is not None})
+    return AdoptionPolicy(**bounds)
 
 
 def hf_trainer_callback(
     timing_file: str | os.PathLike[str] | None = None,
     *,
     advice_file: str | os.PathLike[str] | None = None,
-    min_interval_s: float | None = None,
-    max_interval_s: float | None = None,
-    max_change_factor: float | None = None,
-    min_change_gap_s: float | None = None,
-    max_advice_age_s: float | None = None,
     tier: str | None = None,
     poll_every_steps: int | None = None,
+    **bounds: float,
 ) -> Any:
     """A ``transformers.TrainerCallback`` that times each save, and may follow advice.
 
@@ -180,7 +184,9 @@ def hf_trainer_callback(
     ``on_save`` the end; evaluation is left out. ``path`` is
     ``<output_dir>/checkpoint-<global_step>``. Only the main process writes.
 
-    Advice (with ``advice_file``, ``min_interval_s`` and ``max_interval_s``): an
+    Advice (with ``advice_file`` and the keywords of :class:`AdoptionPolicy` as ``bounds``:
+    ``min_interval_s`` and ``max_interval_s`` required, ``max_change_factor``,
+    ``min_change_gap_s``, ``max_advice_age_s``, ``min_relative_change`` optional): an
     :class:`AdvisedInterval` starting from the Trainer's save interval (``state.save_steps``,
     resolved from ``save_steps`` at ``on_train_begin``) is stepped at each ``on_step_end``;
     a change sets ``args.save_steps`` and ``state.save_steps``. ``DefaultFlowCallback`` (which
@@ -188,8 +194,8 @@ def hf_trainer_callback(
     ``trainer_callback.py``); once the interval has moved, this callback sets
     ``control.should_save`` itself so that saves come every ``save_steps`` from the last save
     (not at multiples, which would leave one short gap after each change), keeping the
-    Trainer's final save. The other keywords are :class:`AdoptionPolicy`'s
-    (``max_advice_age_s`` is its ``max_age_s``). Only ``save_strategy="steps"`` is moved.
+    Trainer's final save. ``tier`` and ``poll_every_steps`` go to :class:`AdvisedInterval`.
+    Only ``save_strategy="steps"`` is moved.
     With several processes rank 0 decides and ``accelerate.utils.broadcast_object_list``
     hands its decision to every rank.
 
@@ -197,23 +203,12 @@ def hf_trainer_callback(
 
     Raises:
         ImportError: transformers is not installed.
-        ValueError: neither ``timing_file`` nor ``advice_file``, or ``advice_file`` without
-            both bounds.
+        ValueError: neither ``timing_file`` nor ``advice_file``, ``advice_file`` without both
+            bounds, or a bound out of range.
+        TypeError: an unknown keyword.
     """
+    policy = _policy(timing_file, advice_file, bounds, "hf_trainer_callback")
     from transformers import TrainerCallback  # type: ignore[import-not-found]
-
-    policy = _policy(
-        advice_file,
-        {
-            "min_interval_s": min_interval_s,
-            "max_interval_s": max_interval_s,
-            "max_change_factor": max_change_factor,
-            "min_change_gap_s": min_change_gap_s,
-            "max_age_s": max_advice_age_s,
-        },
-    )
-    if timing_file is None and policy is None:
-        raise ValueError("hf_trainer_callback needs timing_file or advice_file")
 
     class CheckpointTimingCallback(TrainerCallback):  # type: ignore[misc]
         """Appends ``{"step", "start", "end", "path", "bytes"}`` per save; may follow advice."""
@@ -298,13 +293,9 @@ def lightning_callback(
     timing_file: str | os.PathLike[str] | None = None,
     *,
     advice_file: str | os.PathLike[str] | None = None,
-    min_interval_s: float | None = None,
-    max_interval_s: float | None = None,
-    max_change_factor: float | None = None,
-    min_change_gap_s: float | None = None,
-    max_advice_age_s: float | None = None,
     tier: str | None = None,
     poll_every_steps: int | None = None,
+    **bounds: float,
 ) -> Any:
     """A ``lightning.pytorch.Callback`` that times each checkpoint written, and may follow advice.
 
@@ -327,23 +318,12 @@ def lightning_callback(
 
     Raises:
         ImportError: lightning is not installed.
-        ValueError: neither ``timing_file`` nor ``advice_file``, or ``advice_file`` without
-            both bounds.
+        ValueError: neither ``timing_file`` nor ``advice_file``, ``advice_file`` without both
+            bounds, or a bound out of range.
+        TypeError: an unknown keyword.
     """
+    policy = _policy(timing_file, advice_file, bounds, "lightning_callback")
     from lightning.pytorch import Callback  # type: ignore[import-not-found]
-
-    policy = _policy(
-        advice_file,
-        {
-            "min_interval_s": min_interval_s,
-            "max_interval_s": max_interval_s,
-            "max_change_factor": max_change_factor,
-            "min_change_gap_s": min_change_gap_s,
-            "max_age_s": max_advice_age_s,
-        },
-    )
-    if timing_file is None and policy is None:
-        raise ValueError("lightning_callback needs timing_file or advice_file")
 
     class CheckpointTimingCallback(Callback):  # type: ignore[misc]
         """Appends ``{"step", "start", "end", "path", "bytes"}`` per checkpoint file."""

@@ -8,8 +8,8 @@ standard library, so the training side stays light.
 
 The rule (:meth:`AdoptionPolicy.__call__`), in order:
 
-1. advice older than ``max_age_s`` (or dated that far in the future) changes nothing: a daemon
-   that stopped must not steer a job with an old view of it;
+1. advice older than ``max_advice_age_s`` (or dated that far in the future) changes nothing:
+   a daemon that stopped must not steer a job with an old view of it;
 2. only ``status == "drift"`` moves the interval: ``ok`` means the data cannot tell the interval
    is wrong, ``insufficient_data`` that there is no advice yet;
 3. no change within ``min_change_gap_s`` of the last one, so the estimate can see the new
@@ -194,7 +194,7 @@ class AdoptionPolicy:
         max_change_factor: largest change per adoption, as a factor > 1 (2: at most halve or
             double).
         min_change_gap_s: least time between two changes, seconds, >= 0.
-        max_age_s: advice older than this is stale, seconds, > 0.
+        max_advice_age_s: advice older than this is stale, seconds, > 0.
         min_relative_change: smaller relative changes are ignored, in [0, 1).
 
     Raises:
@@ -205,11 +205,11 @@ class AdoptionPolicy:
     max_interval_s: float
     max_change_factor: float = 2.0
     min_change_gap_s: float = 3600.0
-    max_age_s: float = 3600.0
+    max_advice_age_s: float = 3600.0
     min_relative_change: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("min_interval_s", "max_interval_s", "max_age_s"):
+        for name in ("min_interval_s", "max_interval_s", "max_advice_age_s"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
@@ -244,9 +244,9 @@ class AdoptionPolicy:
             The decision.
         """
         age_s = now_s - advice.computed_at_s
-        if abs(age_s) > self.max_age_s:
+        if abs(age_s) > self.max_advice_age_s:
             when = "ago" if age_s > 0 else "in the future"
-            reason = f"computed {abs(age_s):.0f} s {when} (max age {self.max_age_s:.0f} s)"
+            reason = f"computed {abs(age_s):.0f} s {when} (max age {self.max_advice_age_s:.0f} s)"
             return Adoption(None, reason, True)
         if advice.status != "drift":
             return Adoption(None, f"status {advice.status}")

@@ -162,3 +162,28 @@ def test_step_time_leaves_out_steps_with_a_save(tmp_path: Path) -> None:
             clock.now += 60.0
         schedule.step_done(step)
     assert schedule.step_time_s == 2.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({}, ValueError, "needs timing_file or advice_file"),
+        ({"advice_file": "a.json", "min_interval_s": 60.0}, ValueError, "max_interval_s"),
+        ({"timing_file": "t.jsonl", "min_interval_s": 60.0}, ValueError, "only with advice_file"),
+        (
+            {"advice_file": "a.json", "min_interval_s": 1.0, "max_interval_s": 2.0, "often": 1.0},
+            TypeError,
+            "often",
+        ),
+    ],
+)
+def test_callbacks_refuse_incomplete_advice_settings_before_importing_their_library(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """Both callback factories check their settings first (no transformers or lightning is
+    installed here): no file, a missing bound, a bound without advice, an unknown keyword."""
+    from ckpt_advisor.agent.training import hf_trainer_callback, lightning_callback
+
+    for factory in (hf_trainer_callback, lightning_callback):
+        with pytest.raises(error, match=message):
+            factory(**kwargs)
