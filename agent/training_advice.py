@@ -20,8 +20,8 @@ directly::
 Each change is logged on the ``ckpt_advisor.training`` logger at WARNING (so it shows under
 Python's default logging too) in the line that ``parsers/adoption.py`` recognises::
 
-    ckpt-advisor: checkpoint interval changed at step 120: 50 -> 20 steps (1500.0 s -> 600.0 s);
-    advice for job demo computed 2026-11-29T23:07:10+00:00; now 2026-11-29T23:08:00.123+00:00
+    ckpt-advisor: checkpoint interval changed at step 61: 50 -> 25 steps (7.3 s -> 3.6 s);
+    advice for job demo computed 2026-12-01T10:16:36.586+00:00; now 2026-12-01T10:16:37.041+00:00
 
 (one line). A missing, unreadable, malformed or stale file changes nothing and is warned about
 once (again only after a good reading, or for another problem).

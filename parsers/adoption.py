@@ -25,10 +25,12 @@ REGEX = re.compile(
     r"advice for job (?P<job>.*?) computed (?P<computed>\S+); now (?P<now>\S+)"
 )
 SAMPLE = (
-    "WARNING:ckpt_advisor.training:ckpt-advisor: checkpoint interval changed at step 120: "
-    "50 -> 20 steps (1500 s -> 600 s); advice for job demo computed "
-    "2026-11-29T23:07:10.000+00:00; now 2026-11-29T23:08:00.123+00:00"
+    "12/01/2026 10:16:37 - WARNING - ckpt_advisor.training - ckpt-advisor: checkpoint interval "
+    "changed at step 61: 50 -> 25 steps (7.3 s -> 3.6 s); advice for job demo computed "
+    "2026-12-01T10:16:36.586+00:00; now 2026-12-01T10:16:37.041+00:00"
 )
+"""From ``tests/parsers/fixtures/adoption/hf_adoption.log`` (a real HF Trainer run, line 37,
+logged through transformers' examples ``basicConfig`` format)."""
 SOURCE = "ckpt_advisor/agent/training_advice.py AdvisedInterval._decide (this project)"
 
 

@@ -19,25 +19,26 @@ CHANGE = re.compile(r"\((?P<old_s>[\d.]+) s -> (?P<new_s>[\d.]+) s\)")
 
 
 def test_sample_line_gives_its_event() -> None:
-    """The module's sample (a bare-logging line) gives interval_change at step 120, 600 s, dated
-    by the line's own ``now``."""
+    """The module's sample (a real line, examples logging format) gives interval_change at
+    step 61, 3.6 s, dated by the line's own ``now``, not by the prefix's seconds."""
     event = adoption.interval_change(adoption.SAMPLE, 7)
     assert event is not None
     assert (event.kind, event.step, event.duration_s, event.line) == (
         EventKind.INTERVAL_CHANGE,
-        120,
-        600.0,
+        61,
+        3.6,
         7,
     )
-    assert event.time == utc("2026-11-29 23:08:00.123")
-    assert event.detail == "50 -> 20 steps"
+    assert event.time == utc("2026-12-01 10:16:37.041")
+    assert event.detail == "50 -> 25 steps"
     assert adoption.interval_change("checkpoint interval changed at step 5", 1) is None
 
 
 def test_the_change_line_is_found_in_any_log() -> None:
-    """A change line amid other text (no stack detected, a logging prefix) is recognised by the
-    auto parser, and a broken ``now`` leaves the event undated rather than dropped."""
-    events, _ = parse(["hello", adoption.SAMPLE, adoption.SAMPLE.replace("2026-11-29T23:08", "x")])
+    """A change line amid other text (no stack detected; bare, or with a logging prefix) is
+    recognised by the auto parser, and a broken ``now`` leaves the event undated, not dropped."""
+    bare = adoption.SAMPLE[adoption.SAMPLE.index("ckpt-advisor: ") :]
+    events, _ = parse(["hello", bare, adoption.SAMPLE.replace("now 2026-12-01T10:16", "now x")])
     changes = [e for e in events if e.kind is EventKind.INTERVAL_CHANGE]
     assert [e.line for e in changes] == [2, 3]
     assert changes[1].time is None
