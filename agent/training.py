@@ -299,28 +299,29 @@ def lightning_callback(
 ) -> Any:
     """A ``lightning.pytorch.Callback`` that times each checkpoint written, and may follow advice.
 
-    Timing (with ``timing_file``): Lightning calls ``on_save_checkpoint`` while it builds the
-    checkpoint dict, then writes it with ``strategy.checkpoint_io.save_checkpoint`` (lightning
-    2.6 ``trainer/connectors/checkpoint_connector.py``, ``strategies/strategy.py``); no
-    callback hook runs after the write. So ``setup`` wraps the strategy's ``checkpoint_io`` to
-    see the write end: start = ``on_save_checkpoint``, end = the write's return, ``path`` and
-    ``bytes`` = the written file. Only global rank 0 writes.
+        Timing (with ``timing_file``): Lightning calls ``on_save_checkpoint`` while it builds the
+        checkpoint dict, then writes it with ``strategy.checkpoint_io.save_checkpoint`` (lightning
+        2.6 ``trainer/connectors/checkpoint_connector.py``, ``strategies/strategy.py``); no
+        callback hook runs after the write. So ``setup`` wraps the strategy's ``checkpoint_io`` to
+        see the write end: start = ``on_save_checkpoint``, end = the write's return, ``path`` and
+        ``bytes`` = the written file. Only global rank 0 writes.
 
-    Advice (with ``advice_file`` and both bounds; the other keywords as in
-    :func:`hf_trainer_callback`): the interval of the ``ModelCheckpoint`` callbacks that save
-    every N training steps (``every_n_train_steps``) is moved between batches
-    (``on_train_batch_end``, which runs before ``ModelCheckpoint``'s: Lightning puts checkpoint
-    callbacks last), by setting their ``_every_n_train_steps`` (lightning 2.6
-    ``callbacks/model_checkpoint.py`` checks ``global_step % _every_n_train_steps``). Rank 0
-    decides; ``trainer.strategy.broadcast`` hands the decision to every rank.
+        Advice (with ``advice_file`` and both bounds; the other keywords as in
+        :func:`hf_trainer_callback`): the interval of the ``ModelCheckpoint`` callbacks that save
+        every N training steps (``every_n_train_steps``) is moved between batches
+        (``on_train_batch_end``, which runs before ``ModelCheckpoint``'s: Lightning puts checkpoint
+        callbacks last), by setting their ``_every_n_train_steps`` (lightning 2.6
+        ``callbacks/model_checkpoint.py`` checks ``global_step % _every_n_train_steps``, so saves
+    fall on multiples of the new interval). Rank 0
+        decides; ``trainer.strategy.broadcast`` hands the decision to every rank.
 
-    Usage: ``Trainer(..., callbacks=[lightning_callback("ckpt_timings.jsonl")])``.
+        Usage: ``Trainer(..., callbacks=[lightning_callback("ckpt_timings.jsonl")])``.
 
-    Raises:
-        ImportError: lightning is not installed.
-        ValueError: neither ``timing_file`` nor ``advice_file``, ``advice_file`` without both
-            bounds, or a bound out of range.
-        TypeError: an unknown keyword.
+        Raises:
+            ImportError: lightning is not installed.
+            ValueError: neither ``timing_file`` nor ``advice_file``, ``advice_file`` without both
+                bounds, or a bound out of range.
+            TypeError: an unknown keyword.
     """
     policy = _policy(timing_file, advice_file, bounds, "lightning_callback")
     from lightning.pytorch import Callback  # type: ignore[import-not-found]

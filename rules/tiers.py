@@ -23,15 +23,16 @@ cuda_oom                        memory     a Python exception in the worker; the
 cuda_illegal_memory_access      memory     a CUDA context error in one process; the host is alive
 cuda_error                      memory     a CUDA API error in one process; the host is alive
 cuda_ecc                        persistent an uncorrectable ECC error: the GPU needs a reset and the
-                                           node is drained (NVIDIA: RESET_GPU)
+                                           node is drained
 nccl_timeout                    memory     a collective timed out (network jitter, a straggler); the
                                            hosts are alive (DLRover: "NCCL anomalies")
 nccl_hang                       memory     the watchdog itself hung; processes die, hosts live
 nccl_error                      memory     a communicator error; the workers restart in place
 host_oom                        local      the kernel OOM killer kills processes and can kill the
                                            one holding the shared-memory copy; the disk is intact
-gpu_xid_13/31/43/45             memory     Xids NVIDIA files under RESTART_APP (graphics engine
-                                           exception, MMU fault, GPU stopped processing, cleanup)
+gpu_xid_13/31/43                memory     Xids whose causes NVIDIA's Xid table lists a user
+                                           application error among (graphics engine exception,
+                                           GPU memory page fault, GPU stopped processing)
 gpu_xid_<other N>               persistent other Xids call for a GPU reset or node service (Xid 48
                                            double-bit ECC, 74 NVLink, 79 fallen off the bus, ...)
 gpu_fallen_off_bus              persistent the node must reboot and is usually replaced
@@ -117,10 +118,9 @@ DEFAULT_SURVIVAL: Mapping[str, Survival] = {
     "nccl_hang": Survival(_M, "the NCCL watchdog hung; processes are killed, hosts live"),
     "nccl_error": Survival(_M, "a communicator error; the workers restart in place"),
     "host_oom": Survival(_L, "the OOM killer can kill the holder of the shared memory"),
-    "gpu_xid_13": Survival(_M, "Xid 13 graphics engine exception: NVIDIA RESTART_APP"),
-    "gpu_xid_31": Survival(_M, "Xid 31 GPU memory page fault: NVIDIA RESTART_APP"),
-    "gpu_xid_43": Survival(_M, "Xid 43 GPU stopped processing: NVIDIA RESTART_APP"),
-    "gpu_xid_45": Survival(_M, "Xid 45 preemptive cleanup after another error"),
+    "gpu_xid_13": Survival(_M, "Xid 13 graphics engine exception: often the application"),
+    "gpu_xid_31": Survival(_M, "Xid 31 GPU memory page fault: often the application"),
+    "gpu_xid_43": Survival(_M, "Xid 43 GPU stopped processing: often the application"),
     XID_DEFAULT: Survival(_P, "the Xid calls for a GPU reset or node service"),
     "gpu_fallen_off_bus": Survival(_P, "the node must reboot and is usually replaced"),
     "node_failure": Survival(_P, "the host and its memory and disks are gone"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ckpt_advisor.rules.simulate_tiers import (
     Interruptions,
@@ -51,6 +53,31 @@ def test_replay_keeps_the_tails_compute() -> None:
     )
     goodput = replay_plans([(100.0, 2)], drawn, fast_cost_s=10.0, persistent_cost_s=50.0)
     assert goodput[0, 0] == pytest.approx(400.0 / 500.0)
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.0, 1e5), st.booleans()), min_size=1, max_size=20),
+    st.floats(0.0, 1e5),
+    st.floats(1.0, 1e4),
+    st.integers(1, 50),
+    st.floats(0.1, 100.0),
+    st.floats(0.1, 1000.0),
+)
+def test_replay_keeps_between_nothing_and_the_running_time(
+    lives: list[tuple[float, bool]], tail: float, t1: float, k: int, c1: float, c2: float
+) -> None:
+    """Whatever the interruptions and the plan, useful work is between 0 and the running time
+    (lives plus tail; restarts only add wall time)."""
+    running = sum(x for x, _ in lives) + tail
+    drawn = Interruptions(
+        np.array([[x for x, _ in lives]]),
+        np.array([[r for _, r in lives]], bool),
+        np.ones((1, len(lives)), bool),
+        np.array([tail]),
+        np.array([max(running, 1.0)]),
+    )
+    goodput = replay_plans([(t1, k)], drawn, fast_cost_s=c1, persistent_cost_s=c2)[0, 0]
+    assert 0.0 <= goodput * max(running, 1.0) <= running + 1e-6
 
 
 def test_drawn_classes_arrive_at_their_rates() -> None:
