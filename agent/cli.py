@@ -9,6 +9,7 @@ that need them, so ``--help`` stays fast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -470,6 +471,7 @@ def _event_json(event: Any, source: str) -> dict[str, Any]:
     stored = StoredEvent(job="", source=source, event=event)
     row = stored.to_json()
     del row["job"]
+    row["tier"] = event.tier  # not stored yet: parse shows it, events does not
     return row
 
 
@@ -666,18 +668,63 @@ def events(
 
 
 @main.command()
-@click.option("--mtbf", required=True, callback=_duration, help="Mean time between failures.")
-@click.option("--cost", required=True, callback=_duration, help="Checkpoint cost (blocking).")
+@click.option("--mtbf", callback=_duration, help="Mean time between failures (all of them).")
+@click.option("--cost", callback=_duration, help="Checkpoint cost (blocking).")
 @click.option("--restart", default="0", callback=_duration, help="Restart cost after a failure.")
 @click.option("--current", callback=_duration, help="Current interval, to compare.")
+@click.option("--memory-cost", callback=_duration, help="Two tiers: cost of a fast save.")
+@click.option("--persistent-cost", callback=_duration, help="Two tiers: cost of a persistent save.")
+@click.option(
+    "--recoverable-fraction",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    help="Two tiers: share of the interruptions a fast copy survives (with --mtbf).",
+)
+@click.option(
+    "--memory-mtbf", callback=_duration, help="Two tiers: MTBF of the interruptions it survives."
+)
+@click.option(
+    "--persistent-mtbf", callback=_duration, help="Two tiers: MTBF of those it does not survive."
+)
+@click.option(
+    "--memory-restart", callback=_duration, help="Two tiers: restart from a fast copy [--restart]."
+)
 @click.option("--json", "as_json", is_flag=True)
 def interval(
-    mtbf: float, cost: float, restart: float, current: float | None, as_json: bool
+    mtbf: float | None,
+    cost: float | None,
+    restart: float,
+    current: float | None,
+    memory_cost: float | None,
+    persistent_cost: float | None,
+    recoverable_fraction: float | None,
+    memory_mtbf: float | None,
+    persistent_mtbf: float | None,
+    memory_restart: float | None,
+    as_json: bool,
 ) -> None:
     """Young and Daly checkpoint intervals and the waste at each (a calculator).
 
     Waste fractions use Daly's exponential model (rules.interval.exponential_waste_fraction);
-    a C/M above 0.5 adds a line to ``warnings`` (checkpointing is then nearly pointless)."""
+    a C/M above 0.5 adds a line to ``warnings`` (checkpointing is then nearly pointless).
+
+    Two tiers (--memory-cost and --persistent-cost; the fast tier may be host memory or local
+    disk): the pair of intervals of rules.two_level, with the interruptions split by
+    --recoverable-fraction of --mtbf, or given as --memory-mtbf and --persistent-mtbf (or
+    --memory-mtbf and --mtbf)."""
+    if memory_cost is not None or persistent_cost is not None:
+        _interval_two_tier(
+            memory_cost,
+            persistent_cost,
+            mtbf=mtbf,
+            fraction=recoverable_fraction,
+            memory_mtbf=memory_mtbf,
+            persistent_mtbf=persistent_mtbf,
+            restarts=(restart if memory_restart is None else memory_restart, restart),
+            as_json=as_json,
+        )
+        return
+    if mtbf is None or cost is None:
+        _fail("give --mtbf and --cost (or --memory-cost and --persistent-cost)", EXIT_CONFIG)
     from ckpt_advisor.rules.interval import (
         daly_interval_s,
         exponential_waste_fraction,
@@ -721,6 +768,97 @@ def interval(
         )
     for line in out["warnings"]:
         click.echo(f"Warning: {line}")
+
+
+def _interval_two_tier(
+    memory_cost: float | None,
+    persistent_cost: float | None,
+    *,
+    mtbf: float | None,
+    fraction: float | None,
+    memory_mtbf: float | None,
+    persistent_mtbf: float | None,
+    restarts: tuple[float, float],
+    as_json: bool,
+) -> None:
+    """``interval`` for two tiers: the exact optimum pair, the first-order pair and the
+    persistent-only baseline (rules/two_level.py), as a table or JSON."""
+    from ckpt_advisor.rules.two_level import (
+        TwoTierJob,
+        first_order_plan,
+        optimal_plan,
+        single_tier_plan,
+    )
+
+    if memory_cost is None or persistent_cost is None:
+        _fail("two tiers need both --memory-cost and --persistent-cost", EXIT_CONFIG)
+    try:
+        if fraction is not None:
+            if mtbf is None:
+                _fail("--recoverable-fraction needs --mtbf (the MTBF of all of them)", EXIT_CONFIG)
+            job = TwoTierJob.from_fraction(
+                fast_cost_s=memory_cost,
+                persistent_cost_s=persistent_cost,
+                mtbf_s=mtbf,
+                recoverable_fraction=fraction,
+                fast_restart_s=restarts[0],
+                persistent_restart_s=restarts[1],
+            )
+        elif memory_mtbf is not None and (persistent_mtbf is not None or mtbf is not None):
+            if persistent_mtbf is None:
+                assert mtbf is not None
+                if memory_mtbf <= mtbf:
+                    _fail("--memory-mtbf must exceed --mtbf (it counts fewer)", EXIT_CONFIG)
+                persistent_mtbf = 1.0 / (1.0 / mtbf - 1.0 / memory_mtbf)
+            job = TwoTierJob(memory_cost, persistent_cost, memory_mtbf, persistent_mtbf, *restarts)
+        else:
+            _fail(
+                "two tiers need --recoverable-fraction with --mtbf, or --memory-mtbf with "
+                "--persistent-mtbf or --mtbf",
+                EXIT_CONFIG,
+            )
+    except ValueError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    m1, m2 = job.mtbf_recoverable_s, job.mtbf_persistent_s
+    best, first, single = optimal_plan(job), first_order_plan(job), single_tier_plan(job)
+
+    def plan_json(plan: Any) -> dict[str, Any]:
+        return {
+            "memory_interval_s": plan.fast_interval_s,
+            "persistent_interval_s": plan.persistent_interval_s,
+            "saves_per_persistent": plan.saves_per_persistent,
+            "waste_fraction": plan.waste_fraction,
+        }
+
+    out: dict[str, Any] = {
+        "memory_cost_s": memory_cost,
+        "persistent_cost_s": persistent_cost,
+        "mtbf_memory_s": None if math.isinf(m1) else m1,
+        "mtbf_persistent_s": m2,
+        "recoverable_fraction": m2 / (m1 + m2) if not math.isinf(m1) else 0.0,
+        "memory_restart_s": restarts[0],
+        "persistent_restart_s": restarts[1],
+        **plan_json(best),
+        "first_order": plan_json(first),
+        "persistent_only": {
+            "interval_s": single.fast_interval_s,
+            "waste_fraction": single.waste_fraction,
+        },
+    }
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    t1, t2 = best.fast_interval_s, best.persistent_interval_s
+    click.echo(
+        f"Memory tier:     every {format_duration(t1)} ({t1:.0f} s) of compute, "
+        f"{best.saves_per_persistent} saves per persistent save"
+    )
+    click.echo(f"Persistent tier: every {format_duration(t2)} ({t2:.0f} s) of compute")
+    click.echo(
+        f"Waste {best.waste_fraction:.2%} (first order: {format_duration(first.fast_interval_s)}"
+        f" x {first.saves_per_persistent}, {first.waste_fraction:.2%}); persistent saves only: "
+        f"every {format_duration(single.fast_interval_s)}, waste {single.waste_fraction:.2%}"
+    )
 
 
 @main.command()

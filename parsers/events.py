@@ -41,6 +41,9 @@ class EventKind(StrEnum):
     NO_TIMESTAMPS = "no_timestamps"
     """The file printed no time before this line, which holds an event: its events carry no
     time of their own (the reader dates them)."""
+    INTERVAL_CHANGE = "interval_change"
+    """The job moved its checkpoint interval (an adopted advice, ``parsers/adoption.py``):
+    ``step`` where the new interval starts, ``duration_s`` the new interval in seconds."""
 
 
 CLOCK_KINDS = frozenset(
@@ -62,12 +65,15 @@ class Event:
             (e.g. from a tqdm bar's elapsed time and the bar's start).
         step: training step (global step / iteration) the event refers to, if known.
         duration_s: seconds; for ``checkpoint_end`` the blocking checkpoint cost; for ``step``
-            the smoothed seconds per step the progress bar showed.
+            the smoothed seconds per step the progress bar showed; for ``interval_change`` the
+            new interval (compute time between saves).
         failure_class: short snake_case class for failures, e.g. ``cuda_illegal_memory_access``.
         planned: for failures, True when the end was planned (time limit, cancel): it censors
             exposure but is not counted as a failure in MTBF.
         persist_s: for asynchronous saves, seconds the background persist took (not blocking).
         detail: short free text from the line (checkpoint path, exception message), for humans.
+        tier: for saves, where the checkpoint went when the source says (``memory``,
+            ``local``, ``persistent``: a timing record's ``tier``); None when not said.
     """
 
     kind: EventKind
@@ -81,6 +87,7 @@ class Event:
     persist_s: float | None = None
     detail: str | None = None
     time_estimated: bool = False
+    tier: str | None = None
 
     def estimated_at(self, time: datetime) -> Event:
         """This event dated ``time``, marked ``time_estimated`` (a time inferred, not printed).
@@ -99,4 +106,5 @@ class Event:
             self.persist_s,
             self.detail,
             True,
+            self.tier,
         )

@@ -10,9 +10,10 @@ Per physical line:
    of a big log is bar redraws, and they cost a few substring scans.
 0. Custom patterns from the config (``parsers/custom.py``), if any, are searched first in
    every line; a line one of them finds gives their events and nothing else.
-4. Otherwise the line is cut into record pieces (``\\r``, bars dropped) and each piece goes to
-   the failure recogniser first (``parsers/failures.py``: launcher banners, tracebacks, the
-   torchrun/NCCL/Slurm/kernel rules), then, if it did not take it, to the stack; an
+4. Otherwise the line is cut into record pieces (``\\r``, bars dropped); a piece holding
+   ckpt-advisor's own interval-change line gives its event (``parsers/adoption.py``); any
+   other goes to the failure recogniser first (``parsers/failures.py``: launcher banners,
+   tracebacks, the torchrun/NCCL/Slurm/kernel rules), then, if it did not take it, to the stack; an
    error-looking piece nobody took is reported as unmatched (``StreamParser.unmatched``).
 
 With several candidate stacks (``auto``), the pieces of each keyword line are first offered to
@@ -31,6 +32,7 @@ from dataclasses import replace
 
 from ahocorasick_rs import AhoCorasick
 
+from ckpt_advisor.parsers import adoption
 from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -47,7 +49,7 @@ AUTO = "auto"
 def _keywords_of(stack_keywords: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
     """The prefilter literals of some stacks and of the failure rules, one tuple per set."""
     keywords = [keyword for keywords in stack_keywords for keyword in keywords]
-    return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS]))
+    return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS, adoption.KEYWORD]))
 
 
 @functools.lru_cache(maxsize=64)
@@ -182,6 +184,11 @@ class LogParser(StreamParser):
         return self._dated(events + self._failures.finish())
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:
+        if adoption.KEYWORD in piece:
+            change = adoption.interval_change(piece, lineno)
+            if change is not None:
+                self._note(events, [change])
+                return
         consumed, failures = self._failures.feed(piece, lineno, self._last_step)
         if failures and self._stack is not None:
             self._note(events, self._stack.interrupted())

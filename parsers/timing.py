@@ -2,15 +2,16 @@
 
 Fields: ``step`` (int, required); ``end`` (required) and either ``start`` or ``duration_s``;
 optional ``blocking_s`` (the part that stalls training, for asynchronous checkpointing),
-``path`` and ``bytes``. Times are ISO 8601 (offset optional; naive means UTC) or Unix epoch
-seconds, as numbers or strings. Field names are case-sensitive in JSON; CSV header names are
-compared after stripping and lower-casing.
+``path``, ``bytes`` and ``tier`` (where the save went: ``memory``, ``local`` or
+``persistent``, for jobs that save to two tiers; :data:`TIERS`). Times are ISO 8601 (offset
+optional; naive means UTC) or Unix epoch seconds, as numbers or strings. Field names are
+case-sensitive in JSON; CSV header names are compared after stripping and lower-casing.
 
 Each record gives one ``checkpoint_end`` event: ``time`` = end, ``step``, ``duration_s`` = the
 blocking cost (``blocking_s`` if given, else ``end − start`` or ``duration_s``), ``persist_s`` =
 the whole save (``end − start`` or ``duration_s``) when ``blocking_s`` is given, ``detail`` =
-``path``. ``bytes`` is checked but has no event field yet. A bad record is skipped and reported
-(``StreamParser.misses``/``errors``); blank lines are not records.
+``path``, ``tier`` = ``tier``. ``bytes`` is checked but has no event field yet. A bad record
+is skipped and reported (``StreamParser.misses``/``errors``); blank lines are not records.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from ckpt_advisor.parsers.timestamps import parse_iso_or_epoch
 JSONL = "timing_jsonl"
 CSV = "timing_csv"
 REQUIRED_COLUMNS = frozenset(("step", "end"))
+TIERS = ("memory", "local", "persistent")
+"""Values of the ``tier`` field, least durable first (``rules/tiers.py`` ``Tier``: a test checks
+they agree)."""
 
 
 def timing_event(fields: Mapping[str, object], lineno: int, parser: str) -> Event:
@@ -58,6 +62,9 @@ def timing_event(fields: Mapping[str, object], lineno: int, parser: str) -> Even
     if fields.get("bytes") is not None:
         _as_number(fields["bytes"], "bytes")
     path = fields.get("path")
+    tier = fields.get("tier")
+    if tier is not None and tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {str(tier)[:40]!r}")
     return Event(
         EventKind.CHECKPOINT_END,
         lineno,
@@ -67,6 +74,7 @@ def timing_event(fields: Mapping[str, object], lineno: int, parser: str) -> Even
         duration_s=total_s if blocking_s is None else blocking_s,
         persist_s=None if blocking_s is None else total_s,
         detail=None if path is None else str(path),
+        tier=None if tier is None else str(tier),
     )
 
 

@@ -93,6 +93,7 @@ def test_estimated_at_is_replace_for_every_field() -> None:
         "persist_s": 31.5,
         "detail": "/data/run/checkpoint-1200",
         "time_estimated": False,
+        "tier": "persistent",
     }
     assert set(sample) == {f.name for f in dataclasses.fields(Event)}
     event = Event(**sample)  # type: ignore[arg-type]
