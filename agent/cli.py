@@ -505,7 +505,7 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
 
     from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
     from ckpt_advisor.agent.store_read import StoreError
-    from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+    from ckpt_advisor.agent.tail import Tailer, WatchSpec
 
     def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
         return datetime.now(UTC)

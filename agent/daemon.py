@@ -56,7 +56,7 @@ from ckpt_advisor.agent.notifier import LogNotifier, Notifier, SlackNotifier
 from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from ckpt_advisor.agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
 from ckpt_advisor.agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
-from ckpt_advisor.agent.tailer import ScanStats, Tailer, WatchSpec
+from ckpt_advisor.agent.tail import ScanStats, Tailer, WatchSpec
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.drift import DriftRule
 

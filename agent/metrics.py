@@ -28,7 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ckpt_advisor.agent.notifier import Notifier, NotifyError
-from ckpt_advisor.agent.tailer import FilePosition, ScanStats
+from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.interval import excess_gpu_hours_per_day
 from ckpt_advisor.rules.model import JobEstimate, Status
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.synth import simulate
-from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.interval import daly_interval_s
 
 DAY_S = 86400.0

@@ -63,6 +63,7 @@ class LineFilter:
     the parser returns the same events as when fed every line, except that ``step`` events come
     only from the progress lines fed (a sample of the bar), and a save that the bar closes (HF
     Trainer) is closed at the next progress line fed. Line numbers must be the real ones.
+    :func:`parsers.selection.select_lines` is such a reader's selection.
 
     Attributes:
         keywords: UTF-8 literals; a line holding any of them must be fed. ``b"\x1b"`` is among

@@ -21,7 +21,7 @@ from ckpt_advisor.agent.advisor import (
 from ckpt_advisor.agent.store import FileState, Store, StoredEvent, StoreError
 from ckpt_advisor.agent.store_read import StoreReader
 from ckpt_advisor.agent.synth import simulate
-from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Observation

@@ -26,8 +26,8 @@ from ckpt_advisor.agent.notifier import SlackNotifier
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
+from tests.agent.tail.helpers import record as _record
 from tests.agent.test_e2e import TOKEN_ENV, wait_started
-from tests.agent.test_tailer import _record
 
 
 def _config(tmp: Path, **schedule: str) -> dict[str, Any]:

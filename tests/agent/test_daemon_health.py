@@ -13,7 +13,7 @@ from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import START_EXTEND_S, build_daemon
 from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.notify_listener import NotifyListener
 from tests.agent.test_advisor_columns import downgrade_to_version_3

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ckpt_advisor.agent.metrics import CountingNotifier, Metrics, metric_names
 from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
-from ckpt_advisor.agent.tailer import FilePosition, ScanStats
+from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import Status
 from tests.agent.test_notifier import _estimate
 

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
-
-
-def _record(step: int) -> str:
-    start = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(hours=step)
-    end = start + timedelta(seconds=30)
-    return json.dumps({"step": step, "start": start.isoformat(), "end": end.isoformat()}) + "\n"
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
+from tests.agent.tail.helpers import FIXTURES, NOW, record
 
 
 def _tailer(store: Store, pattern: str, *, timing: bool = True, backfill: bool = False) -> Tailer:
@@ -38,11 +30,11 @@ def test_reads_new_file_from_start_then_only_appended_lines(tmp_path: Path) -> N
     """A file seen first is read from byte 0; the next scan reads only what was appended."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "ckpt_timings.jsonl"
-    path.write_text(_record(1) + _record(2))
+    path.write_text(record(1) + record(2))
     tailer = _tailer(store, str(tmp_path / "*.jsonl"))
     assert tailer.scan().events == 2
     with path.open("a") as fh:
-        fh.write(_record(3))
+        fh.write(record(3))
     stats = tailer.scan()
     assert (stats.events, stats.lines) == (1, 1)
     assert _steps(store) == [1, 2, 3]
@@ -53,8 +45,8 @@ def test_partial_last_line_waits_for_its_newline_across_restart(tmp_path: Path) 
     """A line without its newline is not parsed, and is parsed once after a restart completes it."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    rec = _record(2)
-    path.write_text(_record(1) + rec[:20])
+    rec = record(2)
+    path.write_text(record(1) + rec[:20])
     tailer = _tailer(store, str(path))
     tailer.scan()
     assert _steps(store) == [1]
@@ -72,13 +64,13 @@ def test_rename_rotation_drains_old_file_and_reads_new_from_zero(tmp_path: Path)
     under the old name is read from its start."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     with path.open("a") as fh:
-        fh.write(_record(2))
+        fh.write(record(2))
     os.rename(path, tmp_path / "t.jsonl.1")
-    path.write_text(_record(3))
+    path.write_text(record(3))
     tailer.scan()
     assert _steps(store) == [1, 2, 3]
 
@@ -87,13 +79,13 @@ def test_copytruncate_restarts_at_zero_and_is_counted(tmp_path: Path) -> None:
     """A file that became shorter than the offset is read again from 0 and counted."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1) + _record(2))
+    path.write_text(record(1) + record(2))
     tailer = _tailer(store, str(path))
     tailer.scan()
     with path.open("r+") as fh:
         fh.truncate(0)
     with path.open("a") as fh:
-        fh.write(_record(3))
+        fh.write(record(3))
     stats = tailer.scan()
     assert stats.truncations == 1
     assert _steps(store) == [1, 2, 3]
@@ -105,9 +97,9 @@ def test_overlong_line_is_skipped_and_later_lines_parsed(tmp_path: Path) -> None
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     with path.open("w") as fh:
-        fh.write(_record(1))
+        fh.write(record(1))
         fh.write("x" * (MAX_LINE_BYTES * 3) + "\n")
-        fh.write(_record(2))
+        fh.write(record(2))
     stats = _tailer(store, str(path)).scan()
     assert stats.skipped_lines == 1
     assert _steps(store) == [1, 2]

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent import tailer as tailer_module
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.synth import simulate
-from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec, reader
+from ckpt_advisor.parsers import selection
+from tests.agent.tail.helpers import FIXTURES
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
-FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 
 
 def _every_line(path: Path, fmt: str = "auto") -> list[parsers.Event]:
@@ -69,8 +69,8 @@ def test_synthetic_backfill_stores_every_event_and_a_sample_of_steps(
     resume and run event is stored exactly as a parser fed every line gives it, with the same
     line numbers and the failures' last confirmed steps; steps are a sample, at least one per
     STEP_SAMPLE_BYTES of bar."""
-    monkeypatch.setattr(tailer_module, "STEP_SAMPLE_BYTES", 64 << 10)
-    monkeypatch.setattr(tailer_module, "READ_CHUNK_BYTES", 3 << 19)
+    monkeypatch.setattr(selection, "STEP_SAMPLE_BYTES", 64 << 10)
+    monkeypatch.setattr(reader, "READ_CHUNK_BYTES", 3 << 19)
     job = simulate(
         mtbf_s=3 * 3600.0,
         cost_s=60.0,
@@ -84,7 +84,7 @@ def test_synthetic_backfill_stores_every_event_and_a_sample_of_steps(
     path = tmp_path / "train.log"
     path.write_text("".join(text for _, text in job.log))
     size = path.stat().st_size
-    assert size > tailer_module.READ_CHUNK_BYTES  # a buffer boundary is crossed
+    assert size > reader.READ_CHUNK_BYTES  # a buffer boundary is crossed
     every = _every_line(path)
     stored = _ingest(tmp_path, path)
     _assert_same_but_steps_sampled(stored, every)

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, SETTLED_S, Tailer, WatchSpec
-from tests.agent.test_tailer import _record
-from tests.agent.test_tailer_faults import FIXTURES, _Clock, _failures, _live, _records, _steps
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from ckpt_advisor.agent.tail.discovery import SETTLED_S
+from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
+from tests.agent.tail.helpers import FIXTURES, Clock, failures, live_tailer, record, records
+from tests.agent.tail.helpers import sorted_steps as _steps
 
 
 def _rchar() -> int:
@@ -35,7 +37,7 @@ def _age(*paths: Path) -> None:
 
 
 def _tailer(store: Store, pattern: str) -> Tailer:
-    return _live(store, pattern, _Clock())
+    return live_tailer(store, pattern, Clock())
 
 
 def test_idle_poll_reads_no_byte_of_unchanged_files(tmp_path: Path) -> None:
@@ -43,7 +45,7 @@ def test_idle_poll_reads_no_byte_of_unchanged_files(tmp_path: Path) -> None:
     byte is read from them, with or without a glob search."""
     paths = [tmp_path / f"rank{i}.jsonl" for i in range(8)]
     for i, path in enumerate(paths):
-        path.write_text(_records(range(10 * i + 1, 10 * i + 11)))  # > 1 KiB: a full head hash
+        path.write_text(records(range(10 * i + 1, 10 * i + 11)))  # > 1 KiB: a full head hash
     _age(*paths)
     store = Store(tmp_path / "s.db")
     tailer = _tailer(store, str(tmp_path / "*.jsonl"))
@@ -63,22 +65,22 @@ def test_poll_without_discovery_reads_appends_and_follows_rotation(tmp_path: Pat
     found by the next search."""
     store = Store(tmp_path / "s.db")
     log, empty = tmp_path / "t.jsonl", tmp_path / "u.jsonl"
-    log.write_text(_record(1))
+    log.write_text(record(1))
     empty.write_text("")
     tailer = _tailer(store, str(tmp_path / "*.jsonl"))
     tailer.scan()
     with log.open("a") as fh:
-        fh.write(_record(2))
-    empty.write_text(_record(3))
+        fh.write(record(2))
+    empty.write_text(record(3))
     tailer.scan(discover=False)
     assert _steps(store) == [1, 2, 3]
     with log.open("a") as fh:
-        fh.write(_record(4))
+        fh.write(record(4))
     os.rename(log, tmp_path / "t.jsonl.1")
-    log.write_text(_record(5))
+    log.write_text(record(5))
     assert tailer.scan(discover=False).discovered
     assert _steps(store) == [1, 2, 3, 4, 5]
-    (tmp_path / "v.jsonl").write_text(_record(6))
+    (tmp_path / "v.jsonl").write_text(record(6))
     assert not tailer.scan(discover=False).discovered
     assert _steps(store) == [1, 2, 3, 4, 5]
     tailer.scan()
@@ -90,11 +92,11 @@ def test_same_size_rewrite_within_the_mtime_tick_is_still_seen(tmp_path: Path) -
     a file whose mtime is younger than SETTLED_S is not trusted to be unchanged."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     st = path.stat()
     tailer = _tailer(store, str(path))
     tailer.scan()
-    path.write_text(_record(2))  # same length as the first
+    path.write_text(record(2))  # same length as the first
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
     assert time.time() - st.st_mtime_ns / 1e9 < SETTLED_S
@@ -110,7 +112,7 @@ def test_growing_overlong_line_is_read_once(
     warning gives the line's true length."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     with path.open("a") as fh:
@@ -124,8 +126,8 @@ def test_growing_overlong_line_is_read_once(
     read = _rchar() - before
     assert read < 10 * piece + 10 * 2048  # the new bytes, and a head hash per poll
     with path.open("a") as fh:
-        fh.write("\n" + _record(2))
-    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.agent.tailer"):
+        fh.write("\n" + record(2))
+    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.agent.tail.reader"):
         assert tailer.scan().skipped_lines == 1
     assert f"line of {MAX_LINE_BYTES + 1 + 10 * piece} bytes skipped" in caplog.text
     assert _steps(store) == [1, 2]
@@ -135,35 +137,35 @@ def test_growing_overlong_line_is_read_once(
 def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(tmp_path: Path, how: str) -> None:
     """A file renamed out of its glob or deleted is drained and its parser flushed before it is
     closed: the traceback it ends with is stored (once), without waiting for an idle poll."""
-    store, clock = Store(tmp_path / "s.db"), _Clock()
+    store, clock = Store(tmp_path / "s.db"), Clock()
     (tmp_path / "logs").mkdir()
     path = tmp_path / "logs" / "train.log"
     path.write_bytes(b"")
-    tailer = _live(store, str(tmp_path / "logs" / "*.log"), clock)
+    tailer = live_tailer(store, str(tmp_path / "logs" / "*.log"), clock)
     tailer.scan()
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     tailer.scan()
-    assert _failures(store) == 0  # held until the next line, or the file idles
+    assert failures(store) == 0  # held until the next line, or the file idles
     if how == "renamed":
         os.rename(path, tmp_path / "logs" / "train.log.1")
     else:
         path.unlink()
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1
     clock.now += timedelta(seconds=3)
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1
 
 
 def test_timing_file_recognised_by_content_is_stored_as_exact(tmp_path: Path) -> None:
     """A timing file read as ``auto`` (its name gives no hint) is stored as from a timing file,
     event by event from the parser that read it; a training log beside it is not."""
     timings, log = tmp_path / "timings.src", tmp_path / "train.log"
-    timings.write_text(_records(range(1, 4)))
+    timings.write_text(records(range(1, 4)))
     log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     store = Store(tmp_path / "s.db")
     specs = [WatchSpec("j", (str(timings), str(log)), timing=False)]
-    Tailer(store, specs, clock=_Clock(), tz=UTC).scan()
+    Tailer(store, specs, clock=Clock(), tz=UTC).scan()
     by_source = {(e.source, e.event.parser, e.from_timing_file) for e in store.events(job="j")}
     assert (str(timings), "timing_jsonl", True) in by_source
     assert {timing for source, _, timing in by_source if source == str(log)} == {False}

@@ -6,33 +6,24 @@ import os
 import sqlite3
 import threading
 import tracemalloc
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from ckpt_advisor.agent.store import FileState, Store, StoreError
-from ckpt_advisor.agent.tailer import MAX_LINE_BYTES, Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
 from ckpt_advisor.parsers.events import Event, EventKind
-from tests.agent.test_tailer import _record
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
-
-
-def _records(steps: range) -> str:
-    return "".join(_record(s) for s in steps)
+from tests.agent.tail.helpers import FIXTURES, NOW, Clock, failures, live_tailer, record, records
+from tests.agent.tail.helpers import sorted_steps as _steps
 
 
 def _tailer(
     store: Store, *patterns: str, timing: bool = True, tz: ZoneInfo | None = None
 ) -> Tailer:
     return Tailer(store, [WatchSpec("j", patterns, timing=timing)], clock=lambda: NOW, tz=tz or UTC)
-
-
-def _steps(store: Store) -> list[int | None]:
-    return sorted(e.event.step or 0 for e in store.events(job="j"))
 
 
 def _kinds(store: Store) -> list[tuple[str, int | None, int]]:
@@ -45,14 +36,14 @@ def test_rotation_while_down_finishes_old_file_from_its_offset(tmp_path: Path) -
     and the new file is read from 0."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_records(range(1, 3)))
+    path.write_text(records(range(1, 3)))
     tailer = _tailer(store, str(path))
     tailer.scan()
     tailer.close()
     with path.open("a") as fh:
-        fh.write(_records(range(3, 5)))
+        fh.write(records(range(3, 5)))
     os.rename(path, tmp_path / "t.jsonl.1")
-    path.write_text(_records(range(5, 7)))
+    path.write_text(records(range(5, 7)))
     _tailer(store, str(path)).scan()
     assert _steps(store) == [1, 2, 3, 4, 5, 6]
 
@@ -62,12 +53,12 @@ def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path)
     poll has different first bytes: it is read from 0 (not from the old offset) and counted."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_records(range(1, 3)))
+    path.write_text(records(range(1, 3)))
     tailer = _tailer(store, str(path))
     tailer.scan()
     with path.open("r+") as fh:
         fh.truncate(0)
-        fh.write(_records(range(10, 15)))
+        fh.write(records(range(10, 15)))
     stats = tailer.scan()
     assert stats.truncations == 1
     assert _steps(store) == [1, 2, 10, 11, 12, 13, 14]
@@ -78,10 +69,10 @@ def test_inode_reuse_reads_the_new_file_from_zero(tmp_path: Path) -> None:
     read from 0, not from the old file's offset."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_records(range(1, 4)))
+    path.write_text(records(range(1, 4)))
     _tailer(store, str(path)).scan()
     path.unlink()
-    path.write_text(_records(range(100, 110)))  # larger than the old offset
+    path.write_text(records(range(100, 110)))  # larger than the old offset
     # Give the stored record the new file's inode, as a filesystem reusing it would (ext4 does
     # so at its own pace, which a test cannot wait for).
     with sqlite3.connect(tmp_path / "s.db") as conn:
@@ -95,11 +86,11 @@ def test_deleted_while_open_is_drained_and_forgotten(tmp_path: Path) -> None:
     then its record is dropped, so a later file with its inode cannot inherit its offset."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     with path.open("a") as fh:
-        fh.write(_record(2))
+        fh.write(record(2))
     path.unlink()
     tailer.scan()
     assert _steps(store) == [1, 2]
@@ -171,7 +162,7 @@ def test_ten_mib_line_is_skipped_with_bounded_memory(tmp_path: Path) -> None:
     memory stays within a few read chunks; the lines after it are parsed."""
     store = Store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     skipped = 0
@@ -182,7 +173,7 @@ def test_ten_mib_line_is_skipped_with_bounded_memory(tmp_path: Path) -> None:
                 fh.write("x" * (1 << 20))
             skipped += tailer.scan().skipped_lines
         with path.open("a") as fh:
-            fh.write("\n" + _record(2))
+            fh.write("\n" + record(2))
         skipped += tailer.scan().skipped_lines
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -218,7 +209,7 @@ def test_files_and_run_dirs_appearing_later_are_found_by_the_next_scan(tmp_path:
     assert tailer.scan().files == 0
     run = tmp_path / "runs" / "job-7" / "rank0"
     run.mkdir(parents=True)
-    (run / "ckpt_timings.jsonl").write_text(_record(7))
+    (run / "ckpt_timings.jsonl").write_text(record(7))
     assert tailer.scan().events == 1
     assert _steps(store) == [7]
 
@@ -230,18 +221,18 @@ def test_repointed_symlink_finishes_old_target_and_follows_new(tmp_path: Path) -
     runs, cur = tmp_path / "runs", tmp_path / "cur"
     runs.mkdir()
     cur.mkdir()
-    (runs / "r1.jsonl").write_text(_record(1))
+    (runs / "r1.jsonl").write_text(record(1))
     (cur / "latest.jsonl").symlink_to(runs / "r1.jsonl")
     tailer = _tailer(store, str(cur / "*.jsonl"), str(runs / "r1.jsonl"))
     tailer.scan()
     with (runs / "r1.jsonl").open("a") as fh:
-        fh.write(_record(2))
-    (runs / "r2.jsonl").write_text(_record(3))
+        fh.write(record(2))
+    (runs / "r2.jsonl").write_text(record(3))
     (cur / "latest.jsonl").unlink()
     (cur / "latest.jsonl").symlink_to(runs / "r2.jsonl")
     tailer.scan()
     with (runs / "r2.jsonl").open("a") as fh:
-        fh.write(_record(4))
+        fh.write(record(4))
     tailer.scan()
     assert _steps(store) == [1, 2, 3, 4]
 
@@ -288,7 +279,7 @@ def test_full_disk_loses_nothing_and_names_the_path(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     store = Store(db)
     path = tmp_path / "t.jsonl"
-    path.write_text(_record(1))
+    path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
@@ -301,7 +292,7 @@ def test_full_disk_loses_nothing_and_names_the_path(tmp_path: Path) -> None:
     event.listen(store.engine, "connect", cap)
     store.engine.dispose()
     with path.open("a") as fh:
-        fh.write("".join(_record(s) + " " * 2000 + "\n" for s in range(2, 40)))
+        fh.write("".join(record(s) + " " * 2000 + "\n" for s in range(2, 40)))
     with pytest.raises(StoreError, match=rf"{db}: write failed: database or disk is full"):
         tailer.scan()
     event.remove(store.engine, "connect", cap)
@@ -375,47 +366,30 @@ def test_retention_prunes_old_events_in_batches(tmp_path: Path) -> None:
     assert [e.event.step for e in store.events()] == [99]
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def _live(store: Store, pattern: str, clock: _Clock, *, backfill: bool = False) -> Tailer:
-    spec = WatchSpec("j", (pattern,))
-    return Tailer(store, [spec], clock=clock, tz=UTC, backfill=backfill, idle_flush_s=2.0)
-
-
-def _failures(store: Store) -> int:
-    return sum(e.event.kind == "failure" for e in store.events(job="j"))
-
-
 def test_traceback_ending_a_live_file_is_stored_once_the_file_idles(tmp_path: Path) -> None:
     """A crash log copied into a watched directory, its traceback the last thing the parser
     holds, is stored after one idle poll, and stored once across a restart and more lines."""
-    store, clock = Store(tmp_path / "s.db"), _Clock()
+    store, clock = Store(tmp_path / "s.db"), Clock()
     (tmp_path / "logs").mkdir()
     pattern = str(tmp_path / "logs" / "*.log")
-    tailer = _live(store, pattern, clock)
+    tailer = live_tailer(store, pattern, clock)
     tailer.scan()
     path = tmp_path / "logs" / "train.log"
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     tailer.scan()
-    assert _failures(store) == 0  # held until the next line, or the file idles
+    assert failures(store) == 0  # held until the next line, or the file idles
     clock.now += timedelta(seconds=3)
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1
     tailer.close()
-    tailer = _live(store, pattern, clock)
+    tailer = live_tailer(store, pattern, clock)
     tailer.scan()
     with path.open("a") as fh:
         fh.write("[INFO] restarting\n")
     tailer.scan()
     clock.now += timedelta(seconds=3)
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1
 
 
 def test_ingest_then_daemon_on_a_file_ending_mid_traceback_stores_one_failure(
@@ -423,19 +397,19 @@ def test_ingest_then_daemon_on_a_file_ending_mid_traceback_stores_one_failure(
 ) -> None:
     """``ingest`` flushes the traceback at the end of the file; the daemon's replay flushes at
     the same byte, so the line that arrives later does not store the failure a second time."""
-    store, clock = Store(tmp_path / "s.db"), _Clock()
+    store, clock = Store(tmp_path / "s.db"), Clock()
     path = tmp_path / "train.log"
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
-    _live(store, str(path), clock, backfill=True).scan()
-    assert _failures(store) == 1
-    tailer = _live(store, str(path), clock)
+    live_tailer(store, str(path), clock, backfill=True).scan()
+    assert failures(store) == 1
+    tailer = live_tailer(store, str(path), clock)
     tailer.scan()
     with path.open("a") as fh:
         fh.write("[INFO] restarting\n")
     tailer.scan()
     clock.now += timedelta(seconds=3)
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1
 
 
 def test_traceback_held_when_the_daemon_was_killed_is_stored_after_restart(
@@ -443,17 +417,17 @@ def test_traceback_held_when_the_daemon_was_killed_is_stored_after_restart(
 ) -> None:
     """A daemon killed before the file idled never flushed: the restarted one rebuilds the
     pending traceback by replay and stores it once the file idles."""
-    store, clock = Store(tmp_path / "s.db"), _Clock()
+    store, clock = Store(tmp_path / "s.db"), Clock()
     path = tmp_path / "train.log"
     path.write_bytes(b"")
-    tailer = _live(store, str(path), clock)
+    tailer = live_tailer(store, str(path), clock)
     tailer.scan()
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     tailer.scan()
     tailer.close()  # killed: no idle poll happened
-    assert _failures(store) == 0
-    tailer = _live(store, str(path), clock)
+    assert failures(store) == 0
+    tailer = live_tailer(store, str(path), clock)
     tailer.scan()
     clock.now += timedelta(seconds=3)
     tailer.scan()
-    assert _failures(store) == 1
+    assert failures(store) == 1

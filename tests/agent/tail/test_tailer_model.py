@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from ckpt_advisor.agent import tailer as agent_tailer
 from ckpt_advisor.agent.store import FileState, Store
-from ckpt_advisor.agent.tailer import Tailer, WatchSpec
+from ckpt_advisor.agent.tail import Tailer, WatchSpec, reader
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 NAMES = ("a.jsonl", "b.jsonl", "c.csv")
@@ -227,7 +226,7 @@ class CheckedModel(TailerModel):
 @pytest.fixture
 def small_commits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commit every few lines, so a kill can fall between commits of one scan."""
-    monkeypatch.setattr(agent_tailer, "COMMIT_EVERY_BYTES", 150)
+    monkeypatch.setattr(reader, "COMMIT_EVERY_BYTES", 150)
 
 
 def _run(examples: int) -> None:

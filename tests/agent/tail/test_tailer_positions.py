@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.tailer import FilePosition, Tailer, WatchSpec
+from ckpt_advisor.agent.tail import FilePosition, Tailer, WatchSpec
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 RECORD = json.dumps({"step": 1, "end": "2026-11-01T00:00:30+00:00", "duration_s": 30}) + "\n"

@@ -1,0 +1,110 @@
+"""Which files are followed, and which of them may have changed since they were read.
+
+Discovery searches each job's globs for files (the costlier part; the daemon asks for it every
+``discover_every`` and on a file notification). A poll ``stat``s only the files already
+followed, one call a file: shared filesystems (NFS, Lustre) deliver no inotify events for other
+hosts' writes, so the poll is always on, and a file whose size and settled mtime did not move
+is not read (RELIABILITY.md scenarios 11 and 13).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ckpt_advisor import parsers
+
+SETTLED_S = 2.0
+"""A file whose mtime is at least this old when it is stat()ed is trusted to be unchanged while
+its size and mtime stay the same. A younger one is read on every scan: a truncation and a
+same-size rewrite within one mtime tick (a few ms) would otherwise go unseen (git's "racily
+clean" entries; NFS servers may also stamp with a coarse or skewed clock)."""
+
+FileKey = tuple[int, int]
+"""A followed file's ``(st_dev, st_ino)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSpec:
+    """One job's globs of one kind: training logs, or checkpoint timing files."""
+
+    job: str
+    patterns: tuple[str, ...]
+    timing: bool = False
+    fmt: str = "auto"
+    custom: tuple[parsers.CustomPattern, ...] = ()
+    """Custom log patterns from the job's config (``[[jobs.patterns]]``)."""
+
+
+def discover(specs: Iterable[WatchSpec]) -> Iterator[tuple[WatchSpec, str]]:
+    """Every (spec, path) currently matching the globs, files only, each path once (the first
+    spec whose glob reaches it)."""
+    seen: set[str] = set()
+    for spec in specs:
+        for pattern in spec.patterns:
+            for path in sorted(glob.glob(pattern, recursive=True)):
+                if path not in seen and os.path.isfile(path):
+                    seen.add(path)
+                    yield spec, path
+
+
+def watched_dirs(specs: Iterable[WatchSpec]) -> set[str]:
+    """Directories to hand to watchdog: the fixed prefix of every glob, or its nearest existing
+    parent."""
+    dirs: set[str] = set()
+    for spec in specs:
+        for pattern in spec.patterns:
+            prefix = []
+            for part in Path(pattern).parts[:-1]:
+                if glob.has_magic(part):
+                    break
+                prefix.append(part)
+            d = str(Path(*prefix)) if prefix else "/"
+            while not os.path.isdir(d) and d != "/":
+                d = os.path.dirname(d)
+            dirs.add(d)
+    return dirs
+
+
+def settled(st: os.stat_result) -> tuple[int, int] | None:
+    """``(size, mtime_ns)`` of a file ``stat()``ed just before it was read, if its mtime is old
+    enough (:data:`SETTLED_S`) for an equal pair to mean "unchanged"; else None (read it on
+    the next scan whatever its stat says)."""
+    if time.time_ns() - st.st_mtime_ns >= SETTLED_S * 1e9:
+        return st.st_size, st.st_mtime_ns
+    return None
+
+
+class Polled(Protocol):
+    """What :func:`poll` needs of a followed file."""
+
+    @property
+    def path(self) -> str: ...
+
+
+def poll(
+    files: Mapping[FileKey, Polled], empty: Iterable[str]
+) -> list[tuple[FileKey, os.stat_result]] | None:
+    """``stat`` every followed file by its name.
+
+    Returns each file's key with its stat, or None when the globs must be searched instead: a
+    name no longer leads to its file (renamed, deleted, a symlink re-pointed), a file found
+    empty by the last discovery (``empty``) has grown, or a ``stat`` failed.
+    """
+    out = []
+    try:
+        for key, f in files.items():
+            st = os.stat(f.path)
+            if (st.st_dev, st.st_ino) != key:
+                return None
+            out.append((key, st))
+        if any(os.stat(path).st_size for path in empty):
+            return None
+    except OSError:
+        return None
+    return out

@@ -1,0 +1,68 @@
+"""What the tailer holds for each file it follows (shared by the modules of ``agent.tail``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.store import FileState
+from ckpt_advisor.agent.tail.dating import FileClock
+from ckpt_advisor.agent.tail.discovery import WatchSpec
+
+
+@dataclass
+class OpenFile:
+    """One followed file, open for reading.
+
+    ``pos``/``lineno``: how far the parser has read (in memory); ``state``: how far events are
+    committed. Bytes before ``replay_to`` were committed by an earlier run: they are fed again
+    to rebuild the parser's state, and their events dropped (see ``reader``).
+    """
+
+    spec: WatchSpec
+    path: str
+    """The name the file was last found under."""
+    fd: int
+    state: FileState
+    fmt: str
+    parser: parsers.StreamParser
+    clock: FileClock
+    live_from: int
+    """Bytes from here on were written while we watched (dated by the read time if untimed)."""
+    replay_to: int
+    replay_flush: bool = False
+    """The earlier run flushed the parser at ``replay_to``: the replay flushes it there too."""
+    pos: int = 0
+    lineno: int = 0
+    skip_pos: int | None = None
+    """Inside an overlong line: where to go on reading it."""
+    last_read_s: float | None = None
+    """Clock time new bytes were last read."""
+    flushed: bool = False
+    """The parser's pending state was flushed at ``pos`` (nothing is pending)."""
+    idle_since_s: float = 0.0
+    """Clock time of the last new complete line (or of the open)."""
+    settled: tuple[int, int] | None = None
+    """``(size, mtime_ns)`` when last read, if settled (see ``discovery.settled``); None: read
+    it on the next scan."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilePosition:
+    """How far one followed file has been read, for metrics and ``ckpt-advisor status``.
+
+    ``size_bytes - offset_bytes`` is the lag: bytes written but not yet read (an incomplete
+    last line stays there until its newline arrives). ``last_read_s`` is the Unix time new
+    bytes were last read from the file, None if none were since the daemon started.
+    """
+
+    job: str
+    path: str
+    offset_bytes: int
+    size_bytes: int
+    last_read_s: float | None
+
+    @property
+    def lag_bytes(self) -> int:
+        """Bytes behind the end of the file (never negative)."""
+        return max(0, self.size_bytes - self.offset_bytes)

@@ -1,0 +1,336 @@
+"""How a followed file's new bytes become stored events: buffers, replay and commits.
+
+Complete lines are read in large buffers from where the parser stopped, handed to the parser
+(only the lines its ``LineFilter`` asks for, see ``parsers.selection``), and the events, with
+the file's new offset, are committed in ONE store transaction: a crash neither loses nor
+repeats a line (RELIABILITY.md scenarios 1, 2, 8 and 9).
+
+Parser state (a traceback half read, a CSV header, the detected stack) is not stored: when a
+file is opened again after a restart, its committed bytes are fed to a fresh parser and their
+events dropped (the *replay*), so the parser continues exactly where the stopped one was. This
+costs one re-read of each file per start (see ``bench/``), and makes a restart mid-traceback or
+mid-save lose nothing. Replayed bytes go through the same fast path as new ones.
+
+A parser may hold an event until the next line (a traceback's failure waits for the line after
+its exception line). Live, a file with no new complete line for ``idle_flush_s`` has its parser
+*flushed* (``StreamParser.finish()``) once, and the flush is recorded with the offset
+(``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a file
+is stored, and stored once, across restarts. A backfill flushes at the end of each file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+
+from ckpt_advisor import parsers
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.tail import identity
+from ckpt_advisor.agent.tail.dating import FileClock
+from ckpt_advisor.agent.tail.discovery import WatchSpec
+from ckpt_advisor.agent.tail.followed import OpenFile
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.selection import select_lines
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 1 << 20
+"""Longer lines are skipped and counted; memory stays bounded whatever a file holds."""
+READ_CHUNK_BYTES = 4 << 20
+"""Bytes read at once; a backfill's memory is a few of these whatever the file's size."""
+COMMIT_EVERY_BYTES = 16 << 20
+"""A long backfill commits every so many bytes, so progress survives a crash."""
+
+
+@dataclass
+class ScanStats:
+    """What one scan did, for logs, metrics and the scheduler."""
+
+    files: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    events: int = 0
+    skipped_lines: int = 0
+    parse_misses: int = 0
+    truncations: int = 0
+    failure_jobs: set[str] = field(default_factory=set)
+    discovered: bool = False
+    """The globs were searched for new files (else only known files were stat()ed)."""
+    files_read: int = 0
+    """Files read (changed, or due an idle flush); 0 if no file's position or size moved."""
+    job_lines: Counter[str] = field(default_factory=Counter)
+    """New lines read, by job."""
+    job_events: Counter[str] = field(default_factory=Counter)
+    """Events stored, by job."""
+    job_files: dict[str, set[str]] = field(default_factory=dict)
+    """Paths new lines were read from, by job."""
+
+
+def parser_format(spec: WatchSpec, name: str) -> str:
+    """The parser format for a file named ``name`` under ``spec``: a timing spec's ``auto`` is
+    CSV for a ``.csv`` name, JSON lines otherwise."""
+    if spec.timing and spec.fmt == "auto":
+        return "timing_csv" if name.lower().endswith(".csv") else "timing_jsonl"
+    return spec.fmt
+
+
+def from_timing_file(event: Event) -> bool:
+    """Whether ``event`` was read by a timing-file parser (see :data:`parsers.TIMING_FORMATS`):
+    decided by the parser that recognised it, not by the file's name or glob."""
+    return event.parser in parsers.TIMING_FORMATS
+
+
+class Reader:
+    """Opens followed files and reads their new complete lines into the store.
+
+    The arguments are the :class:`~ckpt_advisor.agent.tail.Tailer`'s of the same names; with
+    ``backfill`` every read also ends with a flush.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], datetime],
+        tz: tzinfo,
+        backfill: bool,
+        on_progress: Callable[[int], None] | None,
+        idle_flush_s: float,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._tz = tz
+        self._backfill = backfill
+        self._on_progress = on_progress
+        self._idle_flush_s = idle_flush_s
+
+    def open(
+        self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None
+    ) -> OpenFile | None:
+        """Open ``path`` and find what the store remembers of it (None for an empty file).
+
+        ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
+        already there are history. ``name``: the name the file had under its glob (a rotated
+        ``timings.csv.1`` is still CSV), ``path`` by default.
+
+        Raises:
+            OSError: the file cannot be opened or read.
+            StoreError: the store cannot be read.
+        """
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if st.st_size == 0:
+                os.close(fd)
+                return None
+            state = identity.identify(self.store, fd, st, spec.job, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        fmt = parser_format(spec, name or path)
+        if state.offset:
+            log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
+        return OpenFile(
+            spec,
+            path,
+            fd,
+            state,
+            fmt,
+            parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom),
+            FileClock(lambda: os.fstat(fd).st_mtime),
+            live_from=1 << 62 if self._backfill else 0 if live else st.st_size,
+            replay_to=state.offset,
+            replay_flush=state.finished and state.offset > 0,
+            idle_since_s=self._clock().timestamp(),
+        )
+
+    def due(self, f: OpenFile, st: os.stat_result) -> bool:
+        """Whether ``f`` is to be read now: its size or mtime moved since it was last read
+        (or its mtime had not settled then), or its parser is due an idle flush."""
+        return f.settled != (st.st_size, st.st_mtime_ns) or self._flush_due(f, False)
+
+    def read(self, f: OpenFile, stats: ScanStats) -> None:
+        """Read ``f``'s new complete lines (after a replay of what an earlier run committed),
+        commit their events with the new offset (every :data:`COMMIT_EVERY_BYTES` and at the
+        end), and flush the parser when due.
+
+        Raises:
+            OSError: the file cannot be read.
+            StoreError: the store cannot be written; ``f``'s in-memory state is then ahead of
+                the store, and must be thrown away (the caller does).
+        """
+        stats.files_read += 1
+        fd = f.fd
+        size = os.fstat(fd).st_size
+        truncated = identity.truncated(fd, f.state, f.pos, size)
+        if truncated:
+            stats.truncations += 1
+            self._rewind(f, size)
+        misses_before = f.parser.misses
+        pending: list[Event] = []
+        since_commit = 0
+        new_lines = False
+        while True:
+            # Each read starts at the first unconsumed line (or inside an overlong one), so a
+            # partial last line is read again with what was appended to it. A replay stops at
+            # ``replay_to``, where the earlier run stopped (and maybe flushed).
+            at = f.skip_pos if f.skip_pos is not None else f.pos
+            replaying = at < f.replay_to
+            end = f.replay_to if replaying else size  # bytes after ``size``: next scan
+            want = min(max(READ_CHUNK_BYTES, MAX_LINE_BYTES + 1), end - at)
+            if want <= 0:
+                break
+            data = os.pread(fd, want, at)
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) > MAX_LINE_BYTES or (
+                    f.skip_pos is not None and data and not replaying
+                ):
+                    # an overlong line: drop what we have, go on from its end next time
+                    f.skip_pos = at + len(data)
+                    consumed = len(data)
+                elif replaying and data:  # the replayed bytes changed: read them as new ones
+                    f.replay_to, f.replay_flush = at, False
+                    continue
+                else:
+                    break  # nothing, or a partial last line: wait for its newline
+            else:
+                consumed = cut + 1
+                self._parse_lines(f, data, consumed, at, pending, stats, replaying=replaying)
+                new_lines = new_lines or not replaying
+            if not replaying:
+                f.last_read_s = f.idle_since_s = self._clock().timestamp()
+            if replaying and f.pos == f.replay_to and f.replay_flush:
+                f.replay_flush = False
+                self._flush(f, [])  # as the earlier run did here; its events are stored
+            stats.bytes_read += consumed
+            if self._on_progress:
+                self._on_progress(consumed)
+            since_commit += consumed
+            if since_commit >= COMMIT_EVERY_BYTES and f.pos > f.state.offset:
+                self._commit(f, pending, stats, truncated)
+                pending, since_commit, truncated = [], 0, False
+        if self._flush_due(f, new_lines):
+            self._flush(f, pending)
+        stats.parse_misses += f.parser.misses - misses_before
+        if f.pos >= f.state.offset and (
+            pending
+            or f.pos != f.state.offset
+            or truncated
+            or f.state.id == 0
+            or f.flushed != f.state.finished
+        ):
+            self._commit(f, pending, stats, truncated)
+
+    def flush_final(self, f: OpenFile, stats: ScanStats) -> None:
+        """No line will follow: flush the parser at ``f.pos`` (a pending failure is complete)
+        and commit, unless it is flushed already or the position is not a line's end yet."""
+        if f.pos >= f.replay_to and not f.flushed and f.skip_pos is None:
+            pending: list[Event] = []
+            self._flush(f, pending)
+            self._commit(f, pending, stats, False)
+
+    def _flush_due(self, f: OpenFile, new_lines: bool) -> bool:
+        """Whether the parser's pending state is to be flushed at ``f.pos`` now: once all
+        replayed bytes are fed, at the end of a backfill, or live once the file has had no
+        new complete line for ``idle_flush_s``; never inside an overlong line."""
+        if f.pos < f.replay_to or f.flushed or f.skip_pos is not None:
+            return False
+        idle_s = self._clock().timestamp() - f.idle_since_s
+        return self._backfill or (not new_lines and idle_s >= self._idle_flush_s)
+
+    def _flush(self, f: OpenFile, pending: list[Event]) -> None:
+        """Flush the parser's pending state at ``f.pos`` into ``pending``."""
+        live = f.pos > f.live_from
+        for ev in f.parser.finish():
+            pending.append(f.clock.date(ev, live=live, now=self._clock))
+        f.flushed = True
+
+    def _rewind(self, f: OpenFile, size: int) -> None:
+        """``f`` was truncated or rewritten: read it again from 0 with a fresh parser."""
+        log.warning(
+            "%s was truncated or rewritten (%d bytes, offset %d); reading from the start",
+            f.path,
+            size,
+            f.state.offset,
+        )
+        f.state = identity.rewound(f.fd, f.state, size)
+        f.parser = parsers.make_parser(f.fmt, tz=self._tz, patterns=f.spec.custom)
+        f.pos = f.lineno = f.replay_to = f.live_from = 0
+        f.skip_pos = None
+        f.replay_flush = f.flushed = False
+
+    def _parse_lines(
+        self,
+        f: OpenFile,
+        data: bytes,
+        end: int,
+        base: int,
+        pending: list[Event],
+        stats: ScanStats,
+        *,
+        replaying: bool,
+    ) -> None:
+        """Feed the parser the lines of ``data[:end]`` (complete lines; ``data`` starts at file
+        byte ``base``, which is ``f.pos`` or inside the overlong line starting there) that its
+        :class:`~parsers.stream.LineFilter` asks for (:func:`parsers.selection.select_lines`),
+        and move ``f.pos``/``f.lineno`` past them. ``replaying``: bytes an earlier run
+        committed; their events are dropped and they are not counted."""
+        first_lineno = f.lineno
+        parser, clock, now = f.parser, f.clock, self._clock
+
+        def feed(start: int, stop: int, number: int) -> None:
+            lineno = numbered_from + number
+            if stop - start > MAX_LINE_BYTES:
+                skipped(base + start, stop, lineno)
+                return
+            f.flushed = False
+            live = base + start >= f.live_from
+            for ev in parser.feed(data[start:stop].decode("utf-8", "replace"), lineno):
+                resolved = clock.date(ev, live=live, now=now)
+                if not replaying:
+                    pending.append(resolved)
+
+        def skipped(line_start: int, stop: int, lineno: int) -> None:
+            if not replaying:
+                stats.skipped_lines += 1
+                length = base + stop - line_start
+                log.warning("%s:%d: line of %d bytes skipped", f.path, lineno, length)
+
+        start, lines = 0, 0
+        if f.skip_pos is not None:  # the end of an overlong line begun in an earlier read
+            stop = data.index(b"\n", 0, end)
+            f.skip_pos = None
+            lines = 1
+            skipped(f.pos, stop, first_lineno + 1)
+            start = stop + 1
+        numbered_from = first_lineno + lines
+        lines += select_lines(parser, data, start, end, feed)
+        if lines:
+            f.flushed = False  # lines went by, fed or not
+        f.pos, f.lineno = base + end, first_lineno + lines
+        if not replaying and lines:
+            stats.lines += lines
+            stats.job_lines[f.spec.job] += lines
+            stats.job_files.setdefault(f.spec.job, set()).add(f.path)
+
+    def _commit(self, f: OpenFile, events: list[Event], stats: ScanStats, truncated: bool) -> None:
+        """Store ``events`` with the offset ``f.pos`` in one transaction."""
+        f.state = self.store.commit_read(
+            identity.grown_head(f.fd, f.state, f.pos),
+            offset=f.pos,
+            lineno=f.lineno,
+            events=events,
+            now_s=self._clock().timestamp(),
+            from_timing_file=from_timing_file,
+            truncated=truncated,
+            finished=f.flushed,
+        )
+        stats.events += len(events)
+        stats.job_events[f.spec.job] += len(events)
+        if any(ev.kind is EventKind.FAILURE for ev in events):
+            stats.failure_jobs.add(f.spec.job)

@@ -1,0 +1,90 @@
+"""parsers.selection: which lines of a buffer a reader feeds a parser under its LineFilter."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckpt_advisor.parsers import selection
+from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.parsers.stream import LineFilter, StreamParser
+
+FILTER = LineFilter(keywords=(b"Saving", b"\x1b"), progress=(b"it/s",))
+
+
+class _Recorder(StreamParser):
+    """Records what it is fed; after a line holding ``every_line_after`` it needs every line for
+    the next ``lines`` lines (its filter is None), as a parser inside a traceback does."""
+
+    def __init__(self, *, every_line_after: str | None = None, lines: int = 0) -> None:
+        super().__init__("recorder")
+        self.fed: list[tuple[int, str]] = []
+        self._trigger, self._every_for, self._left = every_line_after, lines, 0
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        return None if self._left else FILTER
+
+    def _feed(self, line: str, lineno: int) -> list[Event]:
+        self.fed.append((lineno, line))
+        if self._left:
+            self._left -= 1
+        elif self._trigger is not None and self._trigger in line:
+            self._left = self._every_for
+        return []
+
+    def _finish(self) -> list[Event]:
+        return []
+
+
+def _select(parser: _Recorder, text: str, start: int = 0) -> int:
+    data = text.encode()
+
+    def on_line(line_start: int, stop: int, number: int) -> None:
+        parser.feed(data[line_start:stop].decode(), number)
+
+    return selection.select_lines(parser, data, start, len(data), on_line)
+
+
+def test_keyword_lines_and_the_progress_lines_around_them_are_selected() -> None:
+    """Every keyword line is fed (an ANSI escape counts as one) with its real line number, and
+    of each run of bar lines the first and the last; plain lines are only counted."""
+    text = (
+        "plain\n"
+        + "".join(f" {n}/9 [00:0{n}<00:09, 1.00it/s]\n" for n in range(1, 5))
+        + "Saving model checkpoint\n"
+        + "plain again\n"
+        + "\x1b[31mred\x1b[0m\n"
+    )
+    parser = _Recorder()
+    assert _select(parser, text) == 8
+    assert [n for n, _ in parser.fed] == [2, 5, 6, 8]
+    assert parser.fed[2] == (6, "Saving model checkpoint")
+
+
+def test_a_filter_of_none_selects_every_line_until_it_is_back() -> None:
+    """While the parser's filter is None (inside a traceback) every line is fed; after it the
+    keyword selection resumes; numbers count from ``start``."""
+    text = "skip me\nSaving Traceback\na\nb\nc\nd\n"
+    parser = _Recorder(every_line_after="Traceback", lines=2)
+    assert _select(parser, text, start=len("skip me\n")) == 5
+    assert parser.fed == [(1, "Saving Traceback"), (2, "a"), (3, "b")]
+
+
+@pytest.mark.parametrize("sample_bytes", [64, 1 << 20])
+def test_a_long_bar_is_sampled_once_per_step_sample_bytes(
+    monkeypatch: pytest.MonkeyPatch, sample_bytes: int
+) -> None:
+    """A stretch of bar lines with no keyword gives its first and last line and one line per
+    STEP_SAMPLE_BYTES between, never a line twice."""
+    monkeypatch.setattr(selection, "STEP_SAMPLE_BYTES", sample_bytes)
+    bars = [f" {n}/99 [00:01<00:09, 1.00it/s]\n" for n in range(1, 100)]
+    parser = _Recorder()
+    assert _select(parser, "".join(bars)) == 99
+    numbers = [n for n, _ in parser.fed]
+    assert numbers[0] == 1
+    assert numbers[-1] == 99
+    assert numbers == sorted(set(numbers))
+    expected = 2 if sample_bytes > len("".join(bars)) else len("".join(bars)) // sample_bytes
+    assert len(numbers) >= expected
+    if sample_bytes > len("".join(bars)):
+        assert numbers == [1, 99]
