@@ -3,7 +3,8 @@
 An event is one fact read from one line: a checkpoint save started or ended, a failure, a
 restart, a resume from a checkpoint, or training progress at a step. Events are plain values:
 frozen, slotted, comparable, with times as aware UTC datetimes (or ``None`` when the line carries
-no usable wall-clock time; the agent then fills in the read time, marked ``time_estimated``).
+no usable wall-clock time; the agent then dates it from the file's own clock, or the read time
+for a file that prints none, marked ``time_estimated``: see ``agent/tail/dating.py``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,24 @@
 """When did a line that printed no time happen?
 
 Parsers date what a line prints, and infer what they can from the file itself (a tqdm bar's
-clock, see ``parsers.logs.LogParser``). Events they leave undated (a traceback, a Lightning save
-line) are dated here, from what the reader knows: the file's own latest timestamp, the time the
-line was read (live), or the file's mtime. Every time given here is marked ``time_estimated``.
+clock, see ``parsers.logs.LogParser``). Events they leave undated (a traceback far from any bar,
+a Lightning save line) are dated here from the file's own clock when it has one: its latest
+printed time, live or not, as a backfill of the same file would. Only a file that has printed
+no time at all is dated by the host: by the read time live (the line was written within a poll
+interval), by its mtime in a backfill. Every time given here is marked ``time_estimated``.
+
+Why not the read time whenever a line arrives live: a log's clock is not the host's (another
+node, a wrong zone, a drifting clock). With the log 51 min behind, a traceback dated by the
+host lands after the restart the log stamps 50 min earlier: one crash became two interruptions
+(a phantom "unknown") live, one in a backfill of the same file (issue 11, item 5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ckpt_advisor.parsers.events import Event
-
-LIVE_CLOCK_SKEW_S = 3600.0
-"""A live line without a timestamp gets the read time, unless its file's own clock is further
-than this from ours (a replay, a wrong zone): then the file's latest time is nearer the truth."""
 
 
 class FileClock:
@@ -33,21 +36,16 @@ class FileClock:
         """The time printed on the file's latest timestamped event read so far."""
 
     def date(self, ev: Event, *, live: bool, now: Callable[[], datetime]) -> Event:
-        """``ev`` with a time: its own if printed (then it also advances the file's clock).
-
-        Live, the read time (``now()``) is best, the line was written within a poll interval,
-        unless the file's own clock is far from ours; otherwise the parser's inferred time,
-        else the file's latest printed time, else its mtime.
-        """
-        if ev.time is not None and not ev.time_estimated:
-            self.last_stamp = ev.time
-            return ev
-        read_at = now()
-        last = self.last_stamp
-        if live and (last is None or abs((read_at - last).total_seconds()) < LIVE_CLOCK_SKEW_S):
-            return ev.estimated_at(read_at)
+        """``ev`` with a time: its own if printed (then it also moves the file's clock on);
+        else the parser's inference from the file (``ev.time``, marked estimated); else the
+        file's latest printed time; else, for a file that printed none, ``now()`` if ``live``
+        or the file's mtime."""
         if ev.time is not None:
+            if not ev.time_estimated:
+                self.last_stamp = ev.time
             return ev
-        if last is not None:
-            return ev.estimated_at(last)
-        return ev.estimated_at(datetime.fromtimestamp(self._mtime_s(), read_at.tzinfo))
+        if self.last_stamp is not None:
+            return ev.estimated_at(self.last_stamp)
+        if live:
+            return ev.estimated_at(now())
+        return ev.estimated_at(datetime.fromtimestamp(self._mtime_s(), UTC))

@@ -43,8 +43,8 @@ class Tailer:
     Args:
         store: where events and offsets go.
         specs: the globs to watch.
-        clock: returns the current aware UTC datetime (the time given to lines with no
-            timestamp that arrive live).
+        clock: returns the current aware UTC datetime (idle times, and the time given to
+            untimed lines that arrive live in a file that prints no time, see ``dating``).
         tz: zone for naive timestamps in logs.
         backfill: True for ``ingest``: every line is history, so a line without a timestamp
             gets the nearest earlier timestamp of its file (or the file's mtime), never now.

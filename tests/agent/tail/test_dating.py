@@ -1,0 +1,107 @@
+"""Dating of untimed lines: a file that prints times is dated by its own clock, live as in a
+backfill; only a file that prints none is dated by the host's clock. Real captured HF logs,
+real files, real SQLite."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from tests.agent.tail.helpers import FIXTURES, Clock
+
+STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+SKEW = timedelta(minutes=51)
+"""How far the host's clock is ahead of the log's (issue 11, item 5)."""
+
+
+def _crash_then_resume() -> bytes:
+    return b"".join(
+        (FIXTURES / name).read_bytes() for name in ("hf_trainer_crash.log", "hf_trainer_resume.log")
+    )
+
+
+def _interruptions(store: Store) -> int:
+    settings = EstimateSettings(min_failures=0, min_saves=1)
+    now_s = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+    est, _ = compute_estimate(store, "j", settings, now_s)
+    return est.n_failures
+
+
+def _backfilled(tmp_path: Path, raw: bytes) -> Store:
+    path = tmp_path / "backfill" / "train.log"
+    path.parent.mkdir()
+    path.write_bytes(raw)
+    store = Store(tmp_path / "backfill.db")
+    spec = WatchSpec("j", (str(path),))
+    Tailer(store, [spec], clock=lambda: datetime.now(UTC), tz=UTC, backfill=True).scan()
+    return store
+
+
+def _tailed_live(tmp_path: Path, raw: bytes, skew: timedelta) -> Store:
+    """``raw`` appended line by line to a watched file, a poll after each line, the host's
+    clock ``skew`` ahead of the last time the log printed."""
+    path = tmp_path / "live" / "train.log"
+    path.parent.mkdir()
+    path.write_bytes(b"")
+    store, clock = Store(tmp_path / "live.db"), Clock()
+    tailer = Tailer(store, [WatchSpec("j", (str(path),))], clock=clock, tz=UTC)
+    tailer.scan()
+    for line in raw.splitlines(keepends=True):
+        if stamp := STAMP.search(line):
+            clock.now = datetime.fromisoformat(stamp.group().decode()).replace(tzinfo=UTC) + skew
+        with path.open("ab") as fh:
+            fh.write(line)
+        tailer.scan(discover=False)
+    clock.now += timedelta(seconds=5)  # the file idles: what the parser holds is flushed
+    tailer.scan()
+    return store
+
+
+def _failure_times(store: Store) -> list[datetime | None]:
+    return [e.event.time for e in store.events(job="j") if e.event.kind == "failure"]
+
+
+def test_live_and_backfill_count_the_same_interruptions_with_the_log_clock_51_min_off(
+    tmp_path: Path,
+) -> None:
+    """A crash and its resume tailed live by a host whose clock is 51 min ahead of the log's
+    give one interruption, as the same file backfilled does (the untimed traceback is dated
+    from the log, not by the host: no phantom second interruption)."""
+    raw = _crash_then_resume()
+    backfilled, live = _backfilled(tmp_path, raw), _tailed_live(tmp_path, raw, SKEW)
+    assert _interruptions(backfilled) == 1
+    assert _interruptions(live) == 1
+    [failure_time] = _failure_times(live)
+    assert _failure_times(live) == _failure_times(backfilled)
+    assert failure_time is not None
+    assert datetime(2026, 11, 29, 22, 11, 42, tzinfo=UTC) <= failure_time
+    assert failure_time < datetime(2026, 11, 29, 22, 11, 48, tzinfo=UTC)  # before the resume
+
+
+def test_untimed_line_of_a_stamped_log_takes_the_logs_latest_time_not_the_read_time(
+    tmp_path: Path,
+) -> None:
+    """Live, an untimed traceback after timestamped lines and no bar is dated at the log's
+    latest printed time (estimated), however far the host's clock is."""
+    header = b"[INFO|trainer.py:2414] 2026-11-29 22:00:00,000 >> ***** Running training *****\n"
+    traceback = (
+        b"Traceback (most recent call last):\n"
+        b'  File "train.py", line 9, in <module>\n'
+        b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    for skew in (timedelta(minutes=5), timedelta(hours=3)):
+        tmp = tmp_path / str(skew.seconds)
+        tmp.mkdir()
+        [failure] = [
+            e.event
+            for e in _tailed_live(tmp, header + traceback, skew).events(job="j")
+            if e.event.kind == "failure"
+        ]
+        assert (failure.time, failure.time_estimated) == (
+            datetime(2026, 11, 29, 22, tzinfo=UTC),
+            True,
+        )
