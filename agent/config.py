@@ -85,6 +85,13 @@ class ScheduleConfig(_Section):
     """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
     file_events: bool = True
     """Wake on file notifications (watchdog/inotify); false: stat polling only."""
+    rotated_idle: Seconds = Field(default=3600.0, ge=0, le=7 * DAY_S)
+    """A file renamed out of its globs or deleted while open (logrotate ``create``, a rotated
+    stdout: the trainer writes on to its old descriptor) is read on through the daemon's open
+    descriptor, whatever its new name, until its size has not changed for this long; it is
+    always read to its end at shutdown. Longer than a hung job's silence before its timeout
+    traceback (NCCL's default is 10 min); each such file holds a descriptor meanwhile. ``0``:
+    read it to its end and let it go."""
 
 
 class EstimationConfig(_Section):

@@ -229,6 +229,7 @@ class Daemon:
             tz=ZoneInfo(config.parse.timezone),
             on_progress=self._on_progress,
             idle_flush_s=config.schedule.poll_every,
+            rotated_idle_s=config.schedule.rotated_idle,
         )
         self.advisor = make_advisor(config, store, CountingNotifier(notifier, self.metrics), clock)
         self.jobs = [j.name for j in config.jobs]
@@ -632,6 +633,7 @@ class Daemon:
             if self.scheduler.running:
                 self.scheduler.shutdown(wait=code == 0)
             self._write_heartbeat(None, [], stopped=True)
+            self.tailer.drain()  # renamed or deleted files: to their end, nothing reads them later
             self.tailer.close()
             log.info("ckpt-advisor stopped")
         return code

@@ -85,12 +85,17 @@ class Polled(Protocol):
 
     @property
     def path(self) -> str: ...
+    @property
+    def fd(self) -> int: ...
+    @property
+    def left_globs(self) -> bool: ...
 
 
 def poll(
     files: Mapping[FileKey, Polled], empty: Iterable[str]
 ) -> list[tuple[FileKey, os.stat_result]] | None:
-    """``stat`` every followed file by its name.
+    """``stat`` every followed file: by name while it is under its globs, through its open
+    descriptor once it left them (renamed or deleted, see ``identity.Orphan``).
 
     Returns each file's key with its stat, or None when the globs must be searched instead: a
     name no longer leads to its file (renamed, deleted, a symlink re-pointed), a file found
@@ -99,7 +104,7 @@ def poll(
     out = []
     try:
         for key, f in files.items():
-            st = os.stat(f.path)
+            st = os.fstat(f.fd) if f.left_globs else os.stat(f.path)
             if (st.st_dev, st.st_ino) != key:
                 return None
             out.append((key, st))

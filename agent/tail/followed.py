@@ -8,6 +8,7 @@ from ckpt_advisor import parsers
 from ckpt_advisor.agent.store import FileState
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.discovery import WatchSpec
+from ckpt_advisor.agent.tail.identity import Orphan
 
 
 @dataclass
@@ -21,7 +22,8 @@ class OpenFile:
 
     spec: WatchSpec
     path: str
-    """The name the file was last found under."""
+    """The name the file was last found under (once it left its globs: its name then, where
+    the platform tells it)."""
     fd: int
     state: FileState
     fmt: str
@@ -45,6 +47,16 @@ class OpenFile:
     settled: tuple[int, int] | None = None
     """``(size, mtime_ns)`` when last read, if settled (see ``discovery.settled``); None: read
     it on the next scan."""
+    orphan: Orphan | None = None
+    """Set once the file left its globs: it is followed through ``fd`` until quiet."""
+    stale: bool = False
+    """A read failed after the parser saw lines that were not committed: the in-memory state
+    is to be rebuilt from the store (a replay through ``fd``) before the next read."""
+
+    @property
+    def left_globs(self) -> bool:
+        """Whether the file is followed through its descriptor only (renamed away, deleted)."""
+        return self.orphan is not None
 
 
 @dataclass(frozen=True, slots=True)

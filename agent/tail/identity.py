@@ -4,6 +4,12 @@ A file is known by device + inode + a hash of its first bytes (:data:`HEAD_BYTES
 name: a renamed, truncated or recreated file is recognised whatever it is called, a symlink and
 its target are one file, and a new file that got a deleted file's inode does not inherit its
 offset (RELIABILITY.md scenarios 3-7 and 12).
+
+A file that leaves its globs (renamed away by logrotate, deleted, left behind by a re-pointed
+symlink) may still have a writer: logrotate's ``create`` mode and a rotated stdout leave the
+trainer writing to its old descriptor. Such a file is an :class:`Orphan`: like ``tail -F``, it
+is read through our open descriptor, whatever its new name, until it has been quiet for the
+configured time (scenario 29).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ckpt_advisor.agent.store import FileState, Store
 from ckpt_advisor.agent.tail.discovery import FileKey, WatchSpec
@@ -80,6 +86,30 @@ def grown_head(fd: int, state: FileState, offset: int) -> FileState:
         head_len = min(HEAD_BYTES, offset)
         return replace(state, head_len=head_len, head_hash=head_hash(fd, head_len))
     return state
+
+
+@dataclass
+class Orphan:
+    """What is known of a followed file that has no name under its globs any more: since when
+    (clock time, Unix seconds) its size has not changed, and that size."""
+
+    quiet_since_s: float
+    size_bytes: int
+
+    def quiet_s(self, size_bytes: int, now_s: float) -> float:
+        """Seconds the file has been quiet, given its size ``size_bytes`` at ``now_s``."""
+        if size_bytes != self.size_bytes:
+            self.size_bytes, self.quiet_since_s = size_bytes, now_s
+        return now_s - self.quiet_since_s
+
+
+def current_name(fd: int, fallback: str) -> str:
+    """The open file's present name, where the platform tells it (Linux ``/proc/self/fd``:
+    ``/x/train.log.1``, or ``/x/train.log (deleted)``); else ``fallback``."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return fallback
 
 
 def is_deleted(fd: int) -> bool:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import FileState, Store
 from ckpt_advisor.agent.tail import identity
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.discovery import WatchSpec
@@ -76,6 +76,10 @@ def parser_format(spec: WatchSpec, name: str) -> str:
     if spec.timing and spec.fmt == "auto":
         return "timing_csv" if name.lower().endswith(".csv") else "timing_jsonl"
     return spec.fmt
+
+
+def _file_clock(fd: int) -> FileClock:
+    return FileClock(lambda: os.fstat(fd).st_mtime)
 
 
 def from_timing_file(event: Event) -> bool:
@@ -134,24 +138,27 @@ class Reader:
         fmt = parser_format(spec, name or path)
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
-        return OpenFile(
+        parser = parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom)
+        f = OpenFile(
             spec,
             path,
             fd,
             state,
             fmt,
-            parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom),
-            FileClock(lambda: os.fstat(fd).st_mtime),
+            parser,
+            _file_clock(fd),
             live_from=1 << 62 if self._backfill else 0 if live else st.st_size,
-            replay_to=state.offset,
-            replay_flush=state.finished and state.offset > 0,
+            replay_to=0,
             idle_since_s=self._clock().timestamp(),
         )
+        self._reset(f, state, parser)
+        return f
 
     def due(self, f: OpenFile, st: os.stat_result) -> bool:
         """Whether ``f`` is to be read now: its size or mtime moved since it was last read
-        (or its mtime had not settled then), or its parser is due an idle flush."""
-        return f.settled != (st.st_size, st.st_mtime_ns) or self._flush_due(f, False)
+        (or its mtime had not settled then), its parser is due an idle flush, or its state is
+        to be rebuilt after a failed read."""
+        return f.stale or f.settled != (st.st_size, st.st_mtime_ns) or self._flush_due(f, False)
 
     def read(self, f: OpenFile, stats: ScanStats) -> None:
         """Read ``f``'s new complete lines (after a replay of what an earlier run committed),
@@ -161,9 +168,11 @@ class Reader:
         Raises:
             OSError: the file cannot be read.
             StoreError: the store cannot be written; ``f``'s in-memory state is then ahead of
-                the store, and must be thrown away (the caller does).
+                the store: the caller marks it ``stale``, and the next read rebuilds it.
         """
         stats.files_read += 1
+        if f.stale:
+            self._reload(f)
         fd = f.fd
         size = os.fstat(fd).st_size
         truncated = identity.truncated(fd, f.state, f.pos, size)
@@ -258,11 +267,32 @@ class Reader:
             size,
             f.state.offset,
         )
-        f.state = identity.rewound(f.fd, f.state, size)
-        f.parser = parsers.make_parser(f.fmt, tz=self._tz, patterns=f.spec.custom)
-        f.pos = f.lineno = f.replay_to = f.live_from = 0
+        self._reset(f, identity.rewound(f.fd, f.state, size), self._parser(f))
+        f.live_from = 0
+
+    def _reload(self, f: OpenFile) -> None:
+        """Rebuild ``f``'s in-memory state from the store, through the same descriptor (a
+        renamed or deleted file cannot be opened again): a fresh parser and file clock that
+        replay what the store holds as committed."""
+        state = identity.identify(self.store, f.fd, os.fstat(f.fd), f.spec.job, f.state.path)
+        self._reset(f, state, self._parser(f))
+        f.clock = _file_clock(f.fd)
+        f.stale = False
+
+    def _parser(self, f: OpenFile) -> parsers.StreamParser:
+        return parsers.make_parser(f.fmt, tz=self._tz, patterns=f.spec.custom)
+
+    @staticmethod
+    def _reset(f: OpenFile, state: FileState, parser: parsers.StreamParser) -> None:
+        """Read ``f`` from 0 with ``parser`` (a fresh one), replaying ``state``'s committed
+        bytes (and flushing where ``state`` says the parser was flushed)."""
+        f.state = state
+        f.parser = parser
+        f.pos = f.lineno = 0
+        f.replay_to = state.offset
+        f.replay_flush = state.finished and state.offset > 0
         f.skip_pos = None
-        f.replay_flush = f.flushed = False
+        f.flushed = False
 
     def _parse_lines(
         self,

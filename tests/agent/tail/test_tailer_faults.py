@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import tracemalloc
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -48,6 +49,45 @@ def test_rotation_while_down_finishes_old_file_from_its_offset(tmp_path: Path) -
     assert _steps(store) == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.parametrize("last_write_h", [0, 2])
+def test_file_rotated_while_down_is_followed_while_its_writer_may_write(
+    tmp_path: Path, last_write_h: int
+) -> None:
+    """Scenarios 4 and 29: a file renamed away while the daemon was down, its writer still
+    holding it, is read from its stored offset and then followed through its descriptor while
+    it grows, until quiet for rotated_idle_s; one last written to longer ago than that (its
+    mtime) is read to its end and released at once."""
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    path, rotated = tmp_path / "t.jsonl", tmp_path / "t.jsonl.1"
+    spec = WatchSpec("j", (str(path),), timing=True)
+    path.write_text(records(range(1, 3)))
+
+    def tailer() -> Tailer:
+        return Tailer(store, [spec], clock=clock, tz=UTC, rotated_idle_s=3600.0)
+
+    first = tailer()
+    first.scan()
+    first.close()
+    with path.open("a", buffering=1) as writer:
+        writer.write(records(range(3, 5)))
+        os.rename(path, rotated)
+        if last_write_h:
+            old_s = time.time() - last_write_h * 3600
+            os.utime(rotated, (old_s, old_s))
+        path.write_text(records(range(5, 7)))
+        restarted = tailer()
+        restarted.scan()
+        assert _steps(store) == [1, 2, 3, 4, 5, 6]
+        followed = [p.path for p in restarted.positions()]
+        assert followed == ([str(path)] if last_write_h else [str(path), str(rotated)])
+        writer.write(records(range(7, 9)))
+    restarted.scan(discover=False)
+    assert _steps(store) == [1, 2, 3, 4, 5, 6] + ([] if last_write_h else [7, 8])
+    clock.now += timedelta(hours=1)
+    restarted.scan(discover=False)
+    assert [p.path for p in restarted.positions()] == [str(path)]
+
+
 def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path) -> None:
     """Scenario 6: a file truncated and rewritten larger than the old offset before the next
     poll has different first bytes: it is read from 0 (not from the old offset) and counted."""
@@ -81,20 +121,32 @@ def test_inode_reuse_reads_the_new_file_from_zero(tmp_path: Path) -> None:
     assert _steps(store) == [1, 2, 3, *range(100, 110)]
 
 
-def test_deleted_while_open_is_drained_and_forgotten(tmp_path: Path) -> None:
-    """A file deleted after lines were appended is read to its end through the open descriptor;
-    then its record is dropped, so a later file with its inode cannot inherit its offset."""
-    store = Store(tmp_path / "s.db")
+def test_deleted_while_open_is_read_until_idle_then_forgotten(tmp_path: Path) -> None:
+    """A file deleted after lines were appended is read to its end through the open descriptor,
+    and on while it grows; once it has been idle for rotated_idle_s it is released and its
+    record dropped, so a later file with its inode cannot inherit its offset."""
+    store, clock = Store(tmp_path / "s.db"), Clock()
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
-    tailer = _tailer(store, str(path))
+    spec = WatchSpec("j", (str(path),), timing=True)
+    tailer = Tailer(store, [spec], clock=clock, tz=UTC, rotated_idle_s=60.0)
     tailer.scan()
-    with path.open("a") as fh:
+    with path.open("a", buffering=1) as fh:  # the writer keeps its descriptor
         fh.write(record(2))
-    path.unlink()
-    tailer.scan()
-    assert _steps(store) == [1, 2]
+        path.unlink()
+        tailer.scan()
+        assert _steps(store) == [1, 2]
+        clock.now += timedelta(seconds=59)
+        fh.write(record(3))
+        tailer.scan(discover=False)
+        assert _steps(store) == [1, 2, 3]
+    clock.now += timedelta(seconds=59)
+    tailer.scan(discover=False)
+    assert [f.offset for f in store.files("j")] == [len(records(range(1, 4)))]
+    clock.now += timedelta(seconds=2)
+    tailer.scan(discover=False)
     assert store.files("j") == []
+    assert tailer.positions() == []
 
 
 def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> None:

@@ -133,10 +133,14 @@ def test_growing_overlong_line_is_read_once(
     assert _steps(store) == [1, 2]
 
 
+@pytest.mark.parametrize("then", ["idles", "shuts down"])
 @pytest.mark.parametrize("how", ["renamed", "deleted"])
-def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(tmp_path: Path, how: str) -> None:
-    """A file renamed out of its glob or deleted is drained and its parser flushed before it is
-    closed: the traceback it ends with is stored (once), without waiting for an idle poll."""
+def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(
+    tmp_path: Path, how: str, then: str
+) -> None:
+    """A file renamed out of its glob or deleted is still followed: the traceback it ends with
+    is stored (once) when the file idles, as for a watched file, or at shutdown (drain), when
+    the file is read to its end and its parser flushed."""
     store, clock = Store(tmp_path / "s.db"), Clock()
     (tmp_path / "logs").mkdir()
     path = tmp_path / "logs" / "train.log"
@@ -151,7 +155,17 @@ def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(tmp_path: Path, 
     else:
         path.unlink()
     tailer.scan()
+    assert failures(store) == 0
+    if then == "idles":
+        clock.now += timedelta(seconds=3)
+        tailer.scan()
+        assert failures(store) == 1
+        assert [p.path for p in tailer.positions()] == [
+            str(tmp_path / "logs" / ("train.log.1" if how == "renamed" else "train.log (deleted)"))
+        ]
+    tailer.drain()
     assert failures(store) == 1
+    assert tailer.positions() == []
     clock.now += timedelta(seconds=3)
     tailer.scan()
     assert failures(store) == 1
