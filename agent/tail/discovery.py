@@ -91,15 +91,13 @@ class Polled(Protocol):
     def left_globs(self) -> bool: ...
 
 
-def poll(
-    files: Mapping[FileKey, Polled], empty: Iterable[str]
-) -> list[tuple[FileKey, os.stat_result]] | None:
+def poll(files: Mapping[FileKey, Polled]) -> list[tuple[FileKey, os.stat_result]] | None:
     """``stat`` every followed file: by name while it is under its globs, through its open
     descriptor once it left them (renamed or deleted, see ``identity.Orphan``).
 
     Returns each file's key with its stat, or None when the globs must be searched instead: a
-    name no longer leads to its file (renamed, deleted, a symlink re-pointed), a file found
-    empty by the last discovery (``empty``) has grown, or a ``stat`` failed.
+    name no longer leads to its file (renamed, deleted, a symlink re-pointed), or a ``stat``
+    failed.
     """
     out = []
     try:
@@ -108,8 +106,6 @@ def poll(
             if (st.st_dev, st.st_ino) != key:
                 return None
             out.append((key, st))
-        if any(os.stat(path).st_size for path in empty):
-            return None
     except OSError:
         return None
     return out

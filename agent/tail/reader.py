@@ -112,14 +112,15 @@ class Reader:
         self._on_progress = on_progress
         self._idle_flush_s = idle_flush_s
 
-    def open(
-        self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None
-    ) -> OpenFile | None:
-        """Open ``path`` and find what the store remembers of it (None for an empty file).
+    def open(self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None) -> OpenFile:
+        """Open ``path`` and find what the store remembers of it. An empty file is followed
+        too (identified by its inode alone until it has bytes): if it is renamed away before
+        its first line, its writer's lines are still read.
 
         ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
-        already there are history. ``name``: the name the file had under its glob (a rotated
-        ``timings.csv.1`` is still CSV), ``path`` by default.
+        already there are history. ``name``: the name the file had under its glob, ``path``
+        by default; it decides the format (a rotated ``timings.csv.1`` is still CSV) and is the
+        name stored, so a file rotated away is found again by it at the next start.
 
         Raises:
             OSError: the file cannot be opened or read.
@@ -128,10 +129,7 @@ class Reader:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             st = os.fstat(fd)
-            if st.st_size == 0:
-                os.close(fd)
-                return None
-            state = identity.identify(self.store, fd, st, spec.job, path)
+            state = identity.identify(self.store, fd, st, spec.job, name or path)
         except BaseException:
             os.close(fd)
             raise

@@ -89,7 +89,6 @@ class Tailer:
             idle_flush_s=idle_flush_s,
         )
         self._files: dict[FileKey, OpenFile] = {}
-        self._empty: set[str] = set()  # paths found empty by the last discovery
         self._rediscover = False
         self._scans = 0
 
@@ -155,12 +154,12 @@ class Tailer:
         """Read everything new in the followed files; returns what was done.
 
         ``discover``: search the globs for new files. Without it, only the files already
-        followed (and those found empty) are ``stat()``ed, which is the cheap poll; the globs
-        are searched anyway on the first scan, after :meth:`set_specs`, after a file was
-        dropped on an error, and as soon as a followed file's name no longer leads to it
-        (renamed, deleted, re-pointed) or a file found empty has grown. Either way a file
-        whose size and mtime did not change since it was read (and whose mtime is older than
-        :data:`discovery.SETTLED_S`) is not read again, unless its parser is due an idle flush.
+        followed are ``stat()``ed, which is the cheap poll; the globs are searched anyway on
+        the first scan, after :meth:`set_specs`, after a file was dropped on an error, and as
+        soon as a followed file's name no longer leads to it (renamed, deleted, re-pointed).
+        Either way a file whose size and mtime did not change since it was read (and whose
+        mtime is older than :data:`discovery.SETTLED_S`) is not read again, unless its parser
+        is due an idle flush.
 
         Never raises for a bad file: an unreadable file is logged and retried next scan (a
         file that could not be opened: next discovery).
@@ -179,7 +178,6 @@ class Tailer:
     def _discover_and_read(self, stats: ScanStats) -> None:
         stats.discovered = True
         self._rediscover = False
-        self._empty.clear()
         seen: set[FileKey] = set()
         for spec, path in self.discover():
             try:
@@ -204,7 +202,7 @@ class Tailer:
     def _poll(self, stats: ScanStats) -> bool:
         """Stat the followed files and read those that changed; False (nothing read) if the
         globs must be searched instead (see :func:`discovery.poll`)."""
-        observed = discovery.poll(self._files, self._empty)
+        observed = discovery.poll(self._files)
         if observed is None:
             return False
         stats.files += len(self._files)
@@ -227,9 +225,6 @@ class Tailer:
         f = self._files.get(key)
         if f is None:
             f = self._reader.open(spec, path, live=self._scans > 0)
-            if f is None:
-                self._empty.add(path)
-                return
             key = (f.state.dev, f.state.ino)
             if key in seen or key in self._files:
                 os.close(f.fd)
@@ -325,23 +320,23 @@ class Tailer:
     def _recover_rotated(self, seen: set[FileKey]) -> None:
         """At start: files rotated away while the daemon was down (see
         :func:`identity.rotated_while_down`) are followed from their stored offset, as files
-        that left their globs, quiet since their last write (their mtime)."""
+        that left their globs, quiet since their last write (their mtime). One whose first
+        bytes changed meanwhile (truncated and rewritten, or a new file with the inode, in the
+        same directory) is read from 0: none of it was stored."""
         for spec, path, known in identity.rotated_while_down(self.store, self.specs, seen):
             try:
                 f = self._reader.open(spec, path, live=False, name=known.path)
             except OSError:
                 continue
-            if f is None:
-                continue
             key = (f.state.dev, f.state.ino)
-            if f.state.id != known.id or key in seen or key in self._files:
-                os.close(f.fd)  # not the same file after all (inode reused)
+            if key in seen or key in self._files:
+                os.close(f.fd)
                 continue
             st = os.fstat(f.fd)  # an open descriptor: fstat does not fail
             age_s = max(0.0, time.time() - st.st_mtime)
             f.orphan = identity.Orphan(self._clock().timestamp() - age_s, st.st_size)
             self._files[key] = f
-            log.info("following %s (was %s) from byte %d", path, known.path, known.offset)
+            log.info("following %s (was %s) from byte %d", path, known.path, f.state.offset)
 
 
 def _leads_to(path: str, key: FileKey) -> bool:

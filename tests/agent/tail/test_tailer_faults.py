@@ -88,6 +88,26 @@ def test_file_rotated_while_down_is_followed_while_its_writer_may_write(
     assert [p.path for p in restarted.positions()] == [str(path)]
 
 
+def test_empty_file_renamed_away_before_its_first_line_is_followed(tmp_path: Path) -> None:
+    """Scenario 29 from the first byte: a trainer's log created empty, rotated away before it
+    printed anything (import time), then written through the trainer's descriptor: its lines
+    are stored, and at shutdown the file is released."""
+    store = Store(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    with path.open("a", buffering=1) as writer:
+        tailer = _tailer(store, str(path))
+        tailer.scan()
+        os.rename(path, tmp_path / "t.jsonl.1")
+        tailer.scan()
+        writer.write(records(range(1, 4)))
+        tailer.scan()
+        assert _steps(store) == [1, 2, 3]
+        writer.write(record(4))
+        tailer.drain()
+    assert _steps(store) == [1, 2, 3, 4]
+    assert tailer.positions() == []
+
+
 def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path) -> None:
     """Scenario 6: a file truncated and rewritten larger than the old offset before the next
     poll has different first bytes: it is read from 0 (not from the old offset) and counted."""
