@@ -93,6 +93,10 @@ class Reader:
 
     The arguments are the :class:`~ckpt_advisor.agent.tail.Tailer`'s of the same names; with
     ``backfill`` every read also ends with a flush.
+
+    (A little over 250 lines with its docstrings, on purpose: the read loop, the replay and the
+    resets after a truncation or a failed commit move the same positions of one ``OpenFile``
+    together; split apart, each half would have to keep the other's invariants.)
     """
 
     def __init__(
@@ -224,6 +228,8 @@ class Reader:
         if self._flush_due(f, new_lines):
             self._flush(f, pending)
         stats.parse_misses += f.parser.misses - misses_before
+        # Scenario 30 (a clock that steps back) is detected by the parsers; once they report it
+        # (a Diagnostics entry with its line), log it here, naming f.path and the line.
         if f.pos >= f.state.offset and (
             pending
             or f.pos != f.state.offset

@@ -1,10 +1,11 @@
 """The tailer: turns the files under the job globs into stored events, exactly once per line.
 
-:class:`Tailer` is the one object the daemon and ``ingest`` use. It keeps the set of followed
-files and drives each scan; the questions are answered in the modules beside it:
+:class:`Tailer` is the one object the daemon and ``ingest`` use; it drives each scan. The
+questions are answered in the modules beside it:
 
 * ``discovery`` - which files are to be followed, and which may have changed (globs, polls);
 * ``identity`` - is this the file we knew (inode + head hash, rotation, truncation, reuse);
+* ``files`` - how long a file is followed (renamed and deleted files, release, shutdown);
 * ``reader`` - how new bytes become committed events (buffers, replay, commits, flushes);
 * ``dating`` - when did a line that printed no time happen;
 * ``parsers.selection`` - which lines of a buffer the parser must see (pure).
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
 
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.tail import discovery, identity
+from ckpt_advisor.agent.tail import discovery
 from ckpt_advisor.agent.tail.discovery import FileKey, WatchSpec
-from ckpt_advisor.agent.tail.followed import FilePosition, OpenFile
+from ckpt_advisor.agent.tail.files import FollowedFiles
+from ckpt_advisor.agent.tail.followed import FilePosition
 from ckpt_advisor.agent.tail.reader import Reader, ScanStats
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,7 @@ class Tailer:
     ) -> None:
         self.store = store
         self.specs = specs
-        self._clock = clock
         self._backfill = backfill
-        self._rotated_idle_s = rotated_idle_s
         self._reader = Reader(
             store,
             clock=clock,
@@ -88,38 +87,19 @@ class Tailer:
             on_progress=on_progress,
             idle_flush_s=idle_flush_s,
         )
-        self._files: dict[FileKey, OpenFile] = {}
+        self._files = FollowedFiles(store, self._reader, clock=clock, rotated_idle_s=rotated_idle_s)
         self._rediscover = False
         self._scans = 0
 
     def close(self) -> None:
         """Close every open file, reading nothing more (what a crash leaves: the next start
         reads on from the store's offsets). A clean shutdown calls :meth:`drain` first."""
-        for f in self._files.values():
-            os.close(f.fd)
-        self._files.clear()
+        self._files.close_all()
 
     def drain(self) -> None:
-        """At shutdown: read every followed file that left its globs (noticed by a scan yet or
-        not) to its end through its descriptor, flush its parser and release it; nothing
-        could read a deleted one later. Never raises: a file that cannot be read to its end
-        is logged, with where its stored lines stop."""
-        stats = ScanStats()
-        for key, f in list(self._files.items()):
-            try:
-                if f.orphan is None:
-                    if _leads_to(f.path, key):
-                        continue
-                    self._orphan(f, os.fstat(f.fd))
-                self._release(key, stats)
-            except Exception as exc:
-                log.error(
-                    "cannot read %s to its end at shutdown (%s): lines after byte %d are not "
-                    "stored",
-                    f.path,
-                    exc,
-                    f.state.offset,
-                )
+        """At shutdown: read every file that left its globs to its end and release it (see
+        :meth:`FollowedFiles.drain`). Never raises."""
+        self._files.drain()
 
     def set_specs(self, specs: list[WatchSpec]) -> None:
         """Follow a new set of globs (a config reload). Files whose job or glob is gone are
@@ -127,20 +107,13 @@ class Tailer:
         next :meth:`scan`."""
         self.specs = specs
         self._rediscover = True
-        for key, f in list(self._files.items()):
+        for key, f in list(self._files.by_key.items()):
             if f.spec not in specs:
-                self._close(key)
+                self._files.close(key)
 
     def positions(self) -> list[FilePosition]:
         """The read position and current size of every followed file, sorted by path."""
-        out = []
-        for f in sorted(self._files.values(), key=lambda f: f.path):
-            try:
-                size = os.fstat(f.fd).st_size
-            except OSError:
-                continue
-            out.append(FilePosition(f.spec.job, f.path, f.state.offset, size, f.last_read_s))
-        return out
+        return self._files.positions()
 
     def watched_dirs(self) -> set[str]:
         """Directories to hand to watchdog: the fixed prefix of every glob that exists."""
@@ -170,179 +143,59 @@ class Tailer:
                 the same descriptor) next scan.
         """
         stats = ScanStats()
-        if discover or self._rediscover or self._scans == 0 or not self._poll(stats):
+        due = discover or self._rediscover or self._files.dropped or self._scans == 0
+        if due or not self._poll(stats):
             self._discover_and_read(stats)
         self._scans += 1
         return stats
 
     def _discover_and_read(self, stats: ScanStats) -> None:
         stats.discovered = True
-        self._rediscover = False
-        seen: set[FileKey] = set()
+        self._rediscover = self._files.dropped = False
+        found: set[FileKey] = set()
         for spec, path in self.discover():
             try:
-                self._scan_path(spec, path, seen, stats)
+                self._scan_path(spec, path, found, stats)
             except OSError as exc:
                 log.warning("cannot read %s: %s", path, exc.strerror or exc)
         if self._scans == 0 and not self._backfill:
-            self._recover_rotated(seen)
-        for key in [k for k in self._files if k not in seen]:
-            f = self._files[key]
-            try:
-                st = os.fstat(f.fd)
-            except OSError as exc:
-                log.warning("cannot follow %s: %s", f.path, exc.strerror or exc)
-                self._close(key)
-                continue
-            if f.orphan is None:
-                self._orphan(f, st)
-            stats.files += 1
-            self._read_orphan(key, st, stats)
+            self._files.recover_rotated(self.specs, found)
+        for key in [k for k in self._files.by_key if k not in found]:
+            self._files.left_globs(key, stats)
 
     def _poll(self, stats: ScanStats) -> bool:
         """Stat the followed files and read those that changed; False (nothing read) if the
         globs must be searched instead (see :func:`discovery.poll`)."""
-        observed = discovery.poll(self._files)
+        observed = discovery.poll(self._files.by_key)
         if observed is None:
             return False
-        stats.files += len(self._files)
+        stats.files += len(observed)
         for key, st in observed:
-            f = self._files[key]
+            f = self._files.by_key[key]
             if f.orphan is not None:
-                self._read_orphan(key, st, stats)
+                self._files.read_orphan(key, st, stats)
             elif self._reader.due(f, st):
                 try:
-                    self._read_or_drop(key, stats, st)
+                    self._files.read(key, stats, st)
                 except OSError as exc:
                     log.warning("cannot read %s: %s", f.path, exc.strerror or exc)
         return True
 
-    def _scan_path(self, spec: WatchSpec, path: str, seen: set[FileKey], stats: ScanStats) -> None:
+    def _scan_path(self, spec: WatchSpec, path: str, found: set[FileKey], stats: ScanStats) -> None:
         st = os.stat(path)
         key = (st.st_dev, st.st_ino)
-        if key in seen:
+        if key in found:
             return  # the same file by a second name (a symlink, or a second glob)
-        f = self._files.get(key)
+        f = self._files.by_key.get(key)
         if f is None:
             f = self._reader.open(spec, path, live=self._scans > 0)
             key = (f.state.dev, f.state.ino)
-            if key in seen or key in self._files:
+            if key in found or key in self._files.by_key:
                 os.close(f.fd)
                 return
-            self._files[key] = f
-        seen.add(key)
+            self._files.by_key[key] = f
+        found.add(key)
         f.path, f.orphan = path, None  # (back) under a glob
         stats.files += 1
         if self._reader.due(f, st):
-            self._read_or_drop(key, stats, st)
-
-    def _read_or_drop(
-        self,
-        key: FileKey,
-        stats: ScanStats,
-        st: os.stat_result | None = None,
-        *,
-        final: bool = False,
-    ) -> None:
-        """Read one followed file (``final``: to its end, with a flush, before its release).
-
-        If the file cannot be read, it is closed: one under its globs is opened again by name
-        at the next discovery (a stale NFS handle heals so), one that left them is lost. If
-        the store fails, the file stays open and is marked ``stale``: the parser has seen
-        lines that were not committed, so the next read replays from the store.
-
-        ``st``: the file's ``stat`` taken before the read; if its mtime is settled, the next
-        scans skip the file while its size and mtime stay the same."""
-        f = self._files[key]
-        try:
-            self._reader.read(f, stats)
-            if final:
-                self._reader.flush_final(f, stats)
-        except OSError:
-            self._close(key)
-            self._rediscover = True
-            raise
-        except BaseException:
-            f.stale = True
-            raise
-        f.settled = discovery.settled(st) if st is not None else None
-
-    def _close(self, key: FileKey) -> OpenFile:
-        f = self._files.pop(key)
-        os.close(f.fd)
-        return f
-
-    def _orphan(self, f: OpenFile, st: os.stat_result) -> None:
-        """``f`` left its globs: follow it through its descriptor from now on."""
-        f.orphan = identity.Orphan(self._clock().timestamp(), st.st_size)
-        name = identity.current_name(f.fd, f.path)
-        log.info(
-            "%s left its globs (now %s): reading it through its open descriptor until it has "
-            "been idle for %gs",
-            f.path,
-            name,
-            self._rotated_idle_s,
-        )
-        f.path = name
-
-    def _read_orphan(self, key: FileKey, st: os.stat_result, stats: ScanStats) -> None:
-        """Read a file that left its globs if it changed; release it once it has been quiet
-        for ``rotated_idle_s``."""
-        f = self._files[key]
-        assert f.orphan is not None
-        try:
-            if self._reader.due(f, st):
-                self._read_or_drop(key, stats, st)
-            if f.orphan.quiet_s(st.st_size, self._clock().timestamp()) >= self._rotated_idle_s:
-                self._release(key, stats)
-        except OSError as exc:
-            log.warning("cannot read %s: %s; lines written to it from now on are lost", f.path, exc)
-
-    def _release(self, key: FileKey, stats: ScanStats) -> None:
-        """Done with a file that left its globs: read it to its end through the open
-        descriptor, flush its parser (no line will follow: a pending failure is complete),
-        close it; a deleted file's record is forgotten (its inode may be reused).
-
-        Raises:
-            OSError: the file could not be read to its end (it is closed).
-            StoreError: as :meth:`scan` (the file stays open, to be read again).
-        """
-        f = self._files[key]
-        self._read_or_drop(key, stats, final=True)
-        try:
-            deleted = identity.is_deleted(f.fd)
-        finally:
-            self._close(key)
-        log.info("released %s (%s)", f.path, "deleted" if deleted else "renamed")
-        if deleted and f.state.id:
-            self.store.forget_file(f.state.id)
-
-    def _recover_rotated(self, seen: set[FileKey]) -> None:
-        """At start: files rotated away while the daemon was down (see
-        :func:`identity.rotated_while_down`) are followed from their stored offset, as files
-        that left their globs, quiet since their last write (their mtime). One whose first
-        bytes changed meanwhile (truncated and rewritten, or a new file with the inode, in the
-        same directory) is read from 0: none of it was stored."""
-        for spec, path, known in identity.rotated_while_down(self.store, self.specs, seen):
-            try:
-                f = self._reader.open(spec, path, live=False, name=known.path)
-            except OSError:
-                continue
-            key = (f.state.dev, f.state.ino)
-            if key in seen or key in self._files:
-                os.close(f.fd)
-                continue
-            st = os.fstat(f.fd)  # an open descriptor: fstat does not fail
-            age_s = max(0.0, time.time() - st.st_mtime)
-            f.orphan = identity.Orphan(self._clock().timestamp() - age_s, st.st_size)
-            self._files[key] = f
-            log.info("following %s (was %s) from byte %d", path, known.path, f.state.offset)
-
-
-def _leads_to(path: str, key: FileKey) -> bool:
-    """Whether ``path`` still names the file ``key``."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == key
+            self._files.read(key, stats, st)

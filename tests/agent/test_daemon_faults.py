@@ -9,7 +9,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,8 +25,10 @@ from ckpt_advisor.agent.notifier import SlackNotifier
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
+from tests.agent.processes import start_daemon as _start
+from tests.agent.processes import until as _until
 from tests.agent.tail.helpers import record as _record
-from tests.agent.test_e2e import TOKEN_ENV, wait_started
+from tests.agent.test_e2e import TOKEN_ENV
 
 
 def _config(tmp: Path, **schedule: str) -> dict[str, Any]:
@@ -37,15 +38,6 @@ def _config(tmp: Path, **schedule: str) -> dict[str, Any]:
         "schedule": {"poll_every": "0.1s", "estimate_every": "1h", **schedule},
         "jobs": [{"name": "j", "timings": [f"{tmp}/runs/**/*.jsonl"]}],
     }
-
-
-def _until(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 @pytest.fixture
@@ -204,31 +196,9 @@ def _write_config(tmp: Path, estimate_every: str = "1h") -> Path:
     return path
 
 
-def _start(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    wait_started(proc)
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
-    return proc
-
-
 def _steps(db: Path) -> list[int]:
     with sqlite3.connect(db) as conn:
         return sorted(r[0] for r in conn.execute("SELECT step FROM events"))
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
 
 
 def test_sigterm_restart_resumes_without_gap_or_duplicate(

@@ -16,8 +16,9 @@ from ckpt_advisor.agent import daemon as agent_daemon
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import SUMMARY_EVERY_S, Daemon, build_daemon
 from tests.agent import test_daemon_faults
+from tests.agent.processes import until as _until
 from tests.agent.tail.helpers import record as _record
-from tests.agent.test_daemon_faults import _config, _until
+from tests.agent.test_daemon_faults import _config
 
 running = test_daemon_faults.running  # the fixture: a daemon thread, stopped at the end
 

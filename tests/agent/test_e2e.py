@@ -18,6 +18,7 @@ import pytest
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.rules.interval import daly_interval_s
 from tests.agent.fake_slack import FakeSlack
+from tests.agent.processes import wait_started
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
@@ -57,17 +58,6 @@ def _start(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_started(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
-    """Read the daemon's stderr until it logs that it is running (signal handlers installed)."""
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout_s
-    for line in proc.stderr:
-        if "ckpt-advisor starting" in line:
-            return
-        assert time.monotonic() < deadline, "daemon did not start"
-    raise AssertionError(f"daemon exited with {proc.wait()} before starting")
 
 
 @pytest.fixture

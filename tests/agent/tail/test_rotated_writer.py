@@ -8,12 +8,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
+from tests.agent.processes import start_daemon, until
 
 WRITER = """
 import json, sys
@@ -52,16 +50,6 @@ class Writer:
         self.proc.wait(10)
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-
 def _daemon(
     tmp: Path, procs: list[subprocess.Popen[str]], **schedule: str
 ) -> subprocess.Popen[str]:
@@ -72,19 +60,8 @@ def _daemon(
         f'[store]\npath = "{tmp / "s.db"}"\n[schedule]\nestimate_every = "1h"\n{settings}'
         f'[[jobs]]\nname = "j"\ntimings = ["{tmp}/runs/*.jsonl"]\n'
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_daemon(config)
     procs.append(proc)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "ckpt-advisor starting" in line:
-            break
-    else:
-        raise AssertionError(f"daemon exited with {proc.wait()} before starting")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
     return proc
 
 
@@ -93,15 +70,6 @@ def _steps(db: Path) -> list[int]:
         return []
     with sqlite3.connect(db) as conn:
         return sorted(r[0] for r in conn.execute("SELECT step FROM events"))
-
-
-def _until(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def test_writer_keeping_its_descriptor_across_rename_and_delete_loses_nothing(
@@ -116,13 +84,13 @@ def test_writer_keeping_its_descriptor_across_rename_and_delete_loses_nothing(
     writer = Writer(log)
     try:
         writer.write(1, 101)
-        assert _until(lambda: len(_steps(db)) == 100)
+        assert until(lambda: len(_steps(db)) == 100)
         log.rename(tmp_path / "runs" / "train.jsonl.1")
         writer.write(101, 201)
-        assert _until(lambda: len(_steps(db)) >= 200), f"{300 - len(_steps(db))} of 300 lost"
+        assert until(lambda: len(_steps(db)) >= 200), f"{300 - len(_steps(db))} of 300 lost"
         (tmp_path / "runs" / "train.jsonl.1").unlink()
         writer.write(201, 301)
-        assert _until(lambda: len(_steps(db)) >= 300), f"{300 - len(_steps(db))} of 300 lost"
+        assert until(lambda: len(_steps(db)) >= 300), f"{300 - len(_steps(db))} of 300 lost"
     finally:
         writer.close()
     time.sleep(0.5)
@@ -143,7 +111,7 @@ def test_lines_written_after_a_delete_are_read_at_shutdown(
     try:
         writer.write(1, 101)
         daemon = _daemon(tmp_path, procs, poll_every="1h", file_events="false")
-        assert _until(lambda: len(_steps(db)) == 100)
+        assert until(lambda: len(_steps(db)) == 100)
         log.rename(tmp_path / "runs" / "train.jsonl.1")
         (tmp_path / "runs" / "train.jsonl.1").unlink()
         writer.write(101, 201)

@@ -1,0 +1,45 @@
+"""Shared helpers for tests that run the daemon as a subprocess or wait on its threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def until(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    """Poll ``cond`` every 50 ms until it holds (True) or ``timeout_s`` passed (its last value)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def wait_started(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
+    """Read the daemon's stderr until it logs that it is running (signal handlers installed)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stderr:
+        if "ckpt-advisor starting" in line:
+            return
+        assert time.monotonic() < deadline, "daemon did not start"
+    raise AssertionError(f"daemon exited with {proc.wait()} before starting")
+
+
+def start_daemon(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``ckpt-advisor run --config CONFIG`` as a subprocess, returned once it is running; the
+    rest of its stderr is read (and dropped) by a thread, so it never blocks on a full pipe."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_started(proc)
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
+    return proc
