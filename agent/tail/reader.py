@@ -3,7 +3,9 @@
 Complete lines are read in large buffers from where the parser stopped, handed to the parser
 (only the lines its ``LineFilter`` asks for, see ``parsers.selection``), and the events, with
 the file's new offset, are committed in ONE store transaction: a crash neither loses nor
-repeats a line (RELIABILITY.md scenarios 1, 2, 8 and 9).
+repeats a line (RELIABILITY.md scenarios 1, 2, 8 and 9). What the parsers find about a file's
+clock is logged as it is stored, naming the file and the line: a clock that stepped back as a
+warning (scenario 30), a bar clock ignored or a file without timestamps at INFO.
 
 Parser state (a traceback half read, a CSV header, the detected stack) is not stored: when a
 file is opened again after a restart, its committed bytes are fed to a fresh parser and their
@@ -33,7 +35,7 @@ from ckpt_advisor.agent.tail import identity
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.discovery import WatchSpec
 from ckpt_advisor.agent.tail.followed import OpenFile
-from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.events import CLOCK_KINDS, Event, EventKind
 from ckpt_advisor.parsers.selection import select_lines
 
 log = logging.getLogger(__name__)
@@ -228,8 +230,6 @@ class Reader:
         if self._flush_due(f, new_lines):
             self._flush(f, pending)
         stats.parse_misses += f.parser.misses - misses_before
-        # Scenario 30 (a clock that steps back) is detected by the parsers; once they report it
-        # (a Diagnostics entry with its line), log it here, naming f.path and the line.
         if f.pos >= f.state.offset and (
             pending
             or f.pos != f.state.offset
@@ -366,5 +366,9 @@ class Reader:
         )
         stats.events += len(events)
         stats.job_events[f.spec.job] += len(events)
-        if any(ev.kind is EventKind.FAILURE for ev in events):
-            stats.failure_jobs.add(f.spec.job)
+        for ev in events:
+            if ev.kind is EventKind.FAILURE:
+                stats.failure_jobs.add(f.spec.job)
+            elif ev.kind in CLOCK_KINDS:  # once, as stored: a replay drops its events
+                level = logging.WARNING if ev.kind is EventKind.CLOCK_STEP else logging.INFO
+                log.log(level, "%s:%d: %s: %s", f.path, ev.line, ev.kind.value, ev.detail)

@@ -148,7 +148,7 @@ def parse_file(labels: Labels) -> tuple[list[Event], StreamParser]:
 def count_interruptions(events: Iterable[Event]) -> tuple[int, int]:
     """``(all, planned)`` interruptions the rules layer makes of one file's events.
 
-    Events are dated as a backfill dates them (``agent/tailer.py`` ``_resolve_time``): their
+    Events are dated as a backfill dates them (``agent/tail/dating.py``): their
     own time, else the latest printed time before them, else the file's mtime — here its
     latest printed time (the last lines of a log are written last), or :data:`BACKFILL_BASE`;
     then the timeline gets its unseen interruptions and is clustered with the defaults, as

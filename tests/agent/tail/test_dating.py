@@ -4,9 +4,12 @@ real files, real SQLite."""
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
 from ckpt_advisor.agent.store import Store
@@ -105,3 +108,38 @@ def test_untimed_line_of_a_stamped_log_takes_the_logs_latest_time_not_the_read_t
             datetime(2026, 11, 29, 22, tzinfo=UTC),
             True,
         )
+
+
+def test_a_clock_stepping_back_is_logged_naming_file_and_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Scenario 30 in the daemon's log: when the captured HF resume log's node clock steps back
+    3 h mid-file (its later stamps rewritten 3 h earlier), reading it live logs one warning
+    naming the file and the first line stamped by the stepped clock, once, across a restart."""
+    lines = (FIXTURES / "hf_trainer_resume.log").read_bytes().splitlines(keepends=True)
+    stamped = [i for i, line in enumerate(lines) if STAMP.search(line)]
+    cut = stamped[len(stamped) // 2]
+
+    def three_hours_earlier(match: re.Match[bytes]) -> bytes:
+        at = datetime.fromisoformat(match.group().decode()) - timedelta(hours=3)
+        return at.isoformat(sep=" ").encode()
+
+    path = tmp_path / "train.log"
+    path.write_bytes(b"")
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    tailer = Tailer(store, [WatchSpec("j", (str(path),))], clock=clock, tz=UTC)
+    tailer.scan()
+    path.write_bytes(
+        b"".join(lines[:cut]) + b"".join(STAMP.sub(three_hours_earlier, x) for x in lines[cut:])
+    )
+    with caplog.at_level(logging.INFO, logger="ckpt_advisor.agent.tail.reader"):
+        tailer.scan()
+        tailer.close()
+        Tailer(store, [WatchSpec("j", (str(path),))], clock=clock, tz=UTC).scan()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{path}:{cut + 1}: clock_step: stamp ")
+    [step] = [e.event for e in store.events(job="j") if e.event.kind == "clock_step"]
+    assert step.line == cut + 1
+    assert step.duration_s is not None
+    assert 3 * 3600 - 60 < step.duration_s <= 3 * 3600
