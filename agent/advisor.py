@@ -1,9 +1,9 @@
 """One estimate cycle for one job: gather from the store, decide with the rules, act.
 
-The three steps are kept apart (cosmicpython's service layer): :func:`timeline_from` turns the
-store's event columns into the rules' input; :mod:`rules` computes the estimate and the drift
-decision (pure); :class:`Advisor` stores the estimate, records the decision with its message in
-the outbox in one transaction, then delivers what is queued.
+The three steps are kept apart (cosmicpython's service layer): :class:`agent.estimate.Estimator`
+gathers and estimates; :func:`rules.drift.decide` decides (pure); :class:`Advisor` stores the
+estimate, records the decision with its message in the outbox in one transaction, then delivers
+what is queued.
 """
 
 from __future__ import annotations
@@ -12,19 +12,14 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ckpt_advisor.agent.store_read import EventColumns, StoreReader
-from ckpt_advisor.rules.advice import setting_for
-from ckpt_advisor.rules.drift import DriftRule
-from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Action, ClockFinding, FleetRate, JobEstimate
-from ckpt_advisor.rules.sources import FINDING_KINDS
-from ckpt_advisor.rules.timeline import Timeline, kind_code
+from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.notes import render_note
+from ckpt_advisor.rules.drift import decide
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
+from ckpt_advisor.rules.policy import EstimationPolicy
 
 if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent (fast ingest)
     from ckpt_advisor.agent.notifier import Notifier, NotifyError
@@ -32,41 +27,15 @@ if TYPE_CHECKING:  # slack-sdk is imported only where a message is made or sent 
 
 log = logging.getLogger(__name__)
 
-
-_ESTIMATE_KINDS = (
-    "checkpoint_start",
-    "checkpoint_end",
-    "failure",
-    "restart",
-    "resume",
-    "run_start",
-    "run_end",
-    "step",
-)
-
-
-def timeline_from(columns: EventColumns) -> Timeline:
-    """The rules' timeline of stored event columns: the same as ``Timeline.of`` over one
-    :class:`rules.model.Observation` per timed event, without an object per event."""
-    codes = np.array([kind_code(k) for k in columns.kinds], np.int8)
-    return Timeline.from_columns(
-        time_s=columns.time_s,
-        kind=codes[columns.kind],
-        step=columns.step,
-        duration_s=columns.duration_s,
-        persist_s=columns.persist_s,
-        from_timing_file=columns.from_timing_file,
-        first_of_source=columns.first_of_source,
-        failure_class=columns.failure_class,
-        failure_planned=columns.failure_planned,
-    )
+Rule = Callable[[JobEstimate, AlertState, float, EstimationPolicy], Decision]
+"""The decision step (:func:`rules.drift.decide`): estimate, alert state, now, policy."""
 
 
 def _iso(epoch_s: float | None) -> str | None:
     return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC).isoformat()
 
 
-def estimate_to_json(est: JobEstimate, *, setting: str | None = None) -> dict[str, Any]:
+def estimate_to_json(est: JobEstimate) -> dict[str, Any]:
     """The ``estimates --json`` object (DESIGN.md contract); unknown numbers stay null."""
     return {
         "job": est.job,
@@ -94,12 +63,12 @@ def estimate_to_json(est: JobEstimate, *, setting: str | None = None) -> dict[st
         "step_time_s": est.step_time_s,
         "current_interval_steps": est.current_interval_steps,
         "recommended_interval_steps": est.recommended_interval_steps,
-        "recommended_setting": setting,
+        "recommended_setting": est.recommended_setting,
         "waste_fraction_current": est.waste_fraction_current,
         "waste_fraction_recommended": est.waste_fraction_recommended,
         "drift_ratio": est.drift_ratio,
         "newest_event": _iso(est.newest_event_s),
-        "notes": list(est.notes),
+        "notes": [render_note(note) for note in est.notes],
         "checkpoint_cost_previous_s": est.checkpoint_cost_previous_s,
         "persist_latency_s": est.persist_latency_s,
         "mtbf_source": est.mtbf_source,
@@ -123,96 +92,12 @@ def estimate_to_json(est: JobEstimate, *, setting: str | None = None) -> dict[st
         "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
         "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
         "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
+        "note_data": [note.to_json() for note in est.notes],
     }
 
 
 def _pair(values: tuple[float, float | None] | None) -> list[float | None] | None:
     return None if values is None else list(values)
-
-
-@dataclass(frozen=True, slots=True)
-class EstimateSettings:
-    """Estimation knobs from ``[estimation]`` (seconds, counts, probabilities)."""
-
-    confidence: float = 0.9
-    cost_window_saves: int = 20
-    mtbf_window_s: float = 30 * 86400.0
-    min_failures: int = 2
-    min_saves: int = 3
-    drift_ratio: float = 1.5
-    min_weibull_failures: int = 10
-    min_excess_gpu_hours_per_day: float = 1.0
-    price_per_gpu_hour: float | None = None
-    currency: str = "$"
-
-
-def fleet_rate(rows: Sequence[dict[str, Any]], units: dict[str, int], job: str) -> FleetRate | None:
-    """The per-unit failure rate of the other jobs, from their latest ``estimates --json`` rows.
-
-    Sums ``exposure_s × units`` and ``n_failures`` over every job but ``job`` whose size is
-    configured; None when there is no such job with running time.
-    """
-    exposure_s, failures = 0.0, 0
-    for row in rows:
-        size = units.get(row["job"])
-        if row["job"] == job or size is None or not row.get("exposure_s"):
-            continue
-        exposure_s += float(row["exposure_s"]) * size
-        failures += int(row["n_failures"])
-    return FleetRate(exposure_s, failures) if exposure_s > 0 else None
-
-
-def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
-    """What the parsers found about the job's log files' clocks (``clock_step``,
-    ``bar_clock_ignored``, ``no_timestamps`` events: a few per file), for the estimate's
-    notes."""
-    return [
-        ClockFinding(str(e.event.kind), e.source, e.event.line, e.event.duration_s)
-        for e in store.events(job=job, kinds=FINDING_KINDS)
-    ]
-
-
-def compute_estimate(
-    store: StoreReader,
-    job: str,
-    settings: EstimateSettings,
-    now_s: float,
-    *,
-    gpus: int | None = None,
-    units: int | None = None,
-    fleet: FleetRate | None = None,
-) -> tuple[JobEstimate, str | None]:
-    """Gather the job's events and estimate; returns the estimate and the job's setting text.
-
-    ``gpus`` gives the excess waste in GPU-hours (and money with a configured price); ``units``
-    (nodes, else GPUs) with ``fleet`` lets a job without failures of its own start from the
-    fleet's per-unit rate (:func:`rules.job.estimate_job`)."""
-    columns = store.event_columns(job, _ESTIMATE_KINDS)
-    est = estimate_job(
-        job,
-        timeline_from(columns),
-        now_s=now_s,
-        confidence=settings.confidence,
-        cost_window_saves=settings.cost_window_saves,
-        mtbf_window_s=settings.mtbf_window_s,
-        min_failures=settings.min_failures,
-        min_saves=settings.min_saves,
-        drift_ratio_limit=settings.drift_ratio,
-        min_weibull_failures=settings.min_weibull_failures,
-        min_excess_gpu_hours_per_day=settings.min_excess_gpu_hours_per_day,
-        price_per_gpu_hour=settings.price_per_gpu_hour,
-        gpus=gpus,
-        units=units,
-        fleet=fleet,
-        clock_findings=clock_findings(store, job),
-    )
-    stack = next(iter(columns.parser_counts), None)
-    setting = (
-        setting_for(stack, est.recommended_interval_steps)
-        if stack and est.recommended_interval_steps
-        else None
-    )
-    return est, setting
 
 
 class Advisor:
@@ -221,11 +106,10 @@ class Advisor:
     Args:
         store: the event store.
         notifier: where messages go (Slack, or the log when there is no token).
-        rule: the drift policy.
-        settings: estimation knobs.
+        estimator: the policy and the jobs' sizes the estimates are made and judged with.
         clock: returns the current aware UTC datetime.
-        gpus: job name → GPU count, for GPU-hours in messages.
-        units: job name → size (nodes, else GPUs) for per-unit rates and the fleet's rate.
+        currency: the symbol put before money amounts in messages.
+        rule: the decision step (:func:`rules.drift.decide`; tests pass a scripted one).
         send_deadline_s: the longest one send may take; a call still running then is left
             behind (its message counts as maybe sent) so later runs are not held up.
     """
@@ -235,20 +119,18 @@ class Advisor:
         store: Store,
         notifier: Notifier,
         *,
-        rule: DriftRule,
-        settings: EstimateSettings,
+        estimator: Estimator,
         clock: Callable[[], datetime],
-        gpus: dict[str, int] | None = None,
-        units: dict[str, int] | None = None,
+        currency: str = "$",
+        rule: Rule = decide,
         send_deadline_s: float = 120.0,
     ) -> None:
+        self.rule = rule
         self.store = store
         self.notifier = notifier
-        self.rule = rule
-        self.settings = settings
+        self.estimator = estimator
+        self.currency = currency
         self._clock = clock
-        self._gpus = gpus or {}
-        self._units = units or {}
         self.send_deadline_s = send_deadline_s
         self.blocked: str | None = None  # a configuration error that stops delivery until restart
         self._deciding = threading.Lock()  # one read-decide-record at a time (see run_job)
@@ -288,24 +170,11 @@ class Advisor:
 
     def _run_job(self, job: str) -> JobEstimate:
         now_s = self._clock().timestamp()
-        units = self._units.get(job)
-        fleet = None
-        if units is not None and len(self._units) > 1:
-            fleet = fleet_rate(self.store.estimate_history(latest_only=True), self._units, job)
-        est, setting = compute_estimate(
-            self.store,
-            job,
-            self.settings,
-            now_s,
-            gpus=self._gpus.get(job),
-            units=units,
-            fleet=fleet,
-        )
-        self.store.save_estimate(
-            job, now_s, str(est.status), estimate_to_json(est, setting=setting)
-        )
+        estimator = self.estimator
+        est = estimator.estimate(self.store, job, now_s)
+        self.store.save_estimate(job, now_s, str(est.status), estimate_to_json(est))
         state = self.store.alert_state(job)
-        decision = self.rule(est, state, now_s)
+        decision = self.rule(est, state, now_s, estimator.policy)
         silenced_until_s = self.store.silenced_until(job, now_s)
         if decision.action is not Action.NONE and silenced_until_s is not None:
             log.info(
@@ -323,13 +192,7 @@ class Advisor:
             return est
         from ckpt_advisor.agent.notifier import format_message
 
-        message = format_message(
-            est,
-            decision,
-            setting=setting,
-            gpus=self._gpus.get(job),
-            currency=self.settings.currency,
-        )
+        message = format_message(est, decision, currency=self.currency)
         log.info("%s: %s (%s)", job, decision.action, decision.reason)
         self.store.record_decision(
             job, decision.next_state, message=message, action=str(decision.action), now_s=now_s

@@ -503,7 +503,8 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
     stores nothing twice: its offset is remembered like the daemon's.
     """
 
-    from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate, estimate_to_json
+    from ckpt_advisor.agent.advisor import estimate_to_json
+    from ckpt_advisor.agent.app import estimator_of
     from ckpt_advisor.agent.store_read import StoreError
     from ckpt_advisor.agent.tail import Tailer, WatchSpec
 
@@ -533,8 +534,8 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         finally:
             os.close(lock_fd)  # what follows only reads the files' events
         now_s = utc_now().timestamp()
-        est, setting = compute_estimate(store, job, EstimateSettings(), now_s)
-        store.save_estimate(job, now_s, str(est.status), estimate_to_json(est, setting=setting))
+        est = estimator_of(None).estimate(store, job, now_s)
+        store.save_estimate(job, now_s, str(est.status), estimate_to_json(est))
     except StoreError as exc:  # e.g. a store file this user may read but not write
         _fail(str(exc))
     click.echo(
@@ -725,10 +726,11 @@ def interval(
         return
     if mtbf is None or cost is None:
         _fail("give --mtbf and --cost (or --memory-cost and --persistent-cost)", EXIT_CONFIG)
+    from ckpt_advisor.agent.notes import render_note
     from ckpt_advisor.rules.interval import (
         daly_interval_s,
         exponential_waste_fraction,
-        high_cost_warning,
+        high_cost_note,
         young_interval_s,
     )
 
@@ -748,8 +750,8 @@ def interval(
     if current is not None:
         out["current_interval_s"] = current
         out["waste_fraction_current"] = exponential_waste_fraction(current, mtbf, cost, restart)
-    warning = high_cost_warning(cost, mtbf, out["waste_fraction_daly"])
-    out["warnings"] = [] if warning is None else [warning]
+    warning = high_cost_note(cost, mtbf, out["waste_fraction_daly"])
+    out["warnings"] = [] if warning is None else [render_note(warning)]
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -929,13 +931,13 @@ def simulate(
     from ckpt_advisor.rules.simulate import interval_grid_s, replay, simulate_intervals
 
     if job is not None:
-        from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+        from ckpt_advisor.agent.app import estimator_of
         from ckpt_advisor.agent.store_read import StoreError
 
         store = _read_store(db, config_path)
         try:
             now_s = datetime.now(UTC).timestamp()
-            est, _ = compute_estimate(store, job, EstimateSettings(), now_s)
+            est = estimator_of(None).estimate(store, job, now_s)
         except StoreError as exc:  # a store of an older schema, never opened for writing since
             _fail(str(exc))
         if est.checkpoint_cost_s is None or est.mtbf_s is None:

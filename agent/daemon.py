@@ -48,7 +48,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from ckpt_advisor.agent.advisor import Advisor, EstimateSettings
+from ckpt_advisor.agent.advisor import Advisor
+from ckpt_advisor.agent.app import estimator_of
 from ckpt_advisor.agent.config import Config, ConfigError, load_config
 from ckpt_advisor.agent.metrics import CountingNotifier, Metrics
 from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
@@ -58,7 +59,6 @@ from ckpt_advisor.agent.status import FileLag, Heartbeat, heartbeat_path, write_
 from ckpt_advisor.agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
 from ckpt_advisor.agent.tail import ScanStats, Tailer, WatchSpec
 from ckpt_advisor.agent.units import format_duration
-from ckpt_advisor.rules.drift import DriftRule
 
 log = logging.getLogger(__name__)
 
@@ -119,34 +119,13 @@ def make_notifier(config: Config) -> Notifier:
 def make_advisor(
     config: Config, store: Store, notifier: Notifier, clock: Callable[[], datetime]
 ) -> Advisor:
-    """The estimate → decide → notify cycle configured from ``[estimation]``."""
-    est = config.estimation
+    """The estimate → decide → notify cycle with the config's policy and job sizes."""
     return Advisor(
         store,
         notifier,
-        rule=DriftRule(
-            ratio=est.drift_ratio,
-            resolve_ratio=est.resolve_ratio,
-            min_failures=est.min_failures,
-            min_saves=est.min_saves,
-            repeat_after_s=est.repeat_after,
-            min_excess_gpu_hours_per_day=est.min_excess_gpu_hours_per_day,
-        ),
-        settings=EstimateSettings(
-            confidence=est.confidence,
-            cost_window_saves=est.cost_window_saves,
-            mtbf_window_s=est.mtbf_window,
-            min_failures=est.min_failures,
-            min_saves=est.min_saves,
-            drift_ratio=est.drift_ratio,
-            min_weibull_failures=est.min_weibull_failures,
-            min_excess_gpu_hours_per_day=est.min_excess_gpu_hours_per_day,
-            price_per_gpu_hour=est.price_per_gpu_hour,
-            currency=est.currency,
-        ),
+        estimator=estimator_of(config),
         clock=clock,
-        gpus={j.name: j.gpus for j in config.jobs if j.gpus},
-        units={j.name: n for j in config.jobs if (n := j.nodes or j.gpus)},
+        currency=config.estimation.currency,
         # three attempts (429 retry, connect retry) plus the longest Retry-After slept through
         send_deadline_s=3 * config.slack.timeout + 30.0,
     )
@@ -573,7 +552,7 @@ class Daemon:
             self.metrics.estimate_seconds.observe(time.monotonic() - start)
         self._last_estimate_s = self.clock().timestamp()
         self.metrics.last_estimate.set(self._last_estimate_s)
-        self.metrics.set_estimates(estimates, {j.name: j.gpus for j in self.config.jobs if j.gpus})
+        self.metrics.set_estimates(estimates)
         queued = len(self.store.queued_messages())
         self.metrics.queued.set(queued)
         if queued and self.scheduler.get_job("deliver") is not None:

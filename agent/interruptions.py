@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent.advisor import _ESTIMATE_KINDS
+from ckpt_advisor.agent.estimate import ESTIMATE_KINDS
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Observation
 
@@ -23,7 +23,7 @@ def number_interruptions(rows: list[dict[str, Any]], now_s: float) -> None:
     order) to every ``failure`` row, in place; ``rows`` are ``parse --json`` objects of one
     job, any order."""
     placed = [
-        i for i, r in enumerate(rows) if r["time"] is not None and r["kind"] in _ESTIMATE_KINDS
+        i for i, r in enumerate(rows) if r["time"] is not None and r["kind"] in ESTIMATE_KINDS
     ]
     observations = [
         Observation(

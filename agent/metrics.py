@@ -29,7 +29,6 @@ from prometheus_client.registry import Collector
 
 from ckpt_advisor.agent.notifier import Notifier, NotifyError
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
-from ckpt_advisor.rules.interval import excess_gpu_hours_per_day
 from ckpt_advisor.rules.model import JobEstimate, Status
 
 PREFIX: Final = "ckpt_advisor_"
@@ -67,7 +66,6 @@ _FILE_GAUGES: Final = {
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     estimates: tuple[JobEstimate, ...] = ()
-    gpus: tuple[tuple[str, int], ...] = ()
     files: tuple[FilePosition, ...] = ()
 
 
@@ -92,9 +90,8 @@ class _SnapshotCollector(Collector):
             name: _gauge(name, text, ["job", *_SECOND_LABEL.get(name, ())])
             for name, text in _JOB_GAUGES.items()
         }
-        gpus = dict(snap.gpus)
         for e in snap.estimates:
-            _job_samples(fam, e, gpus.get(e.job))
+            _job_samples(fam, e)
         yield from fam.values()
         lag = _gauge("file_lag_bytes", _FILE_GAUGES["file_lag_bytes"], ["job", "path"])
         read = _gauge(
@@ -110,7 +107,7 @@ class _SnapshotCollector(Collector):
         yield read
 
 
-def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate, gpus: int | None) -> None:
+def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
     """Add one job's samples; unknown values are left out (absent, not 0)."""
     job = [e.job]
 
@@ -133,11 +130,7 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate, gpus: int | 
     put("recommended_interval_seconds", e.recommended_interval_s)
     put("waste_fraction", e.waste_fraction_current, "current")
     put("waste_fraction", e.waste_fraction_recommended, "recommended")
-    if gpus and e.waste_fraction_current is not None and e.waste_fraction_recommended is not None:
-        put(
-            "excess_gpu_hours_per_day",
-            excess_gpu_hours_per_day(e.waste_fraction_current, e.waste_fraction_recommended, gpus),
-        )
+    put("excess_gpu_hours_per_day", e.excess_gpu_hours_per_day)
     put("drift_ratio", e.drift_ratio)
     put("drift", float(e.status is Status.DRIFT))
     for status in Status:
@@ -236,15 +229,13 @@ class Metrics:
         """Replace the per-file snapshot."""
         with self._lock:
             old = self._snapshot.snapshot
-            self._snapshot.snapshot = _Snapshot(old.estimates, old.gpus, tuple(files))
+            self._snapshot.snapshot = _Snapshot(old.estimates, tuple(files))
 
-    def set_estimates(self, estimates: Sequence[JobEstimate], gpus: dict[str, int]) -> None:
-        """Replace the per-job snapshot (``gpus``: job → GPU count, for GPU-hours)."""
+    def set_estimates(self, estimates: Sequence[JobEstimate]) -> None:
+        """Replace the per-job snapshot."""
         with self._lock:
             old = self._snapshot.snapshot
-            self._snapshot.snapshot = _Snapshot(
-                tuple(estimates), tuple(sorted(gpus.items())), old.files
-            )
+            self._snapshot.snapshot = _Snapshot(tuple(estimates), old.files)
 
     def serve(self, host: str, port: int) -> Any:
         """Serve ``/metrics`` on ``host:port`` from a daemon thread; returns the server, whose

@@ -35,8 +35,8 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.units import format_duration
-from ckpt_advisor.rules.interval import excess_gpu_hours_per_day
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate
 
 MAX_BLOCKS: Final = 50
@@ -158,7 +158,7 @@ def _mtbf_fact(e: JobEstimate) -> str:
     )
 
 
-def _waste_fact(e: JobEstimate, gpus: int | None, currency: str) -> str:
+def _waste_fact(e: JobEstimate, currency: str) -> str:
     now, best = e.waste_fraction_current, e.waste_fraction_recommended
     if now is None or best is None:
         return "unknown"
@@ -166,9 +166,8 @@ def _waste_fact(e: JobEstimate, gpus: int | None, currency: str) -> str:
     text = f"{_percent(now)} of run time now, {_percent(best)} at the recommended interval"
     if saved > 0:
         text += f"; saves {_percent(saved)} of run time"
-        if gpus is not None:
-            gpu_hours = excess_gpu_hours_per_day(now, best, gpus)
-            text += f" = {gpu_hours:,.1f} GPU-hours/day on {gpus:,} GPUs"
+        if e.excess_gpu_hours_per_day is not None and e.gpus is not None:
+            text += f" = {e.excess_gpu_hours_per_day:,.1f} GPU-hours/day on {e.gpus:,} GPUs"
             if e.excess_cost_per_day is not None:
                 text += f" ≈ {currency}{e.excess_cost_per_day:,.0f}/day"
     return text
@@ -187,7 +186,7 @@ def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
         used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
         facts.append(("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f} to {high:.2f}){used}"))
     if e.mtbf_per_unit_s is not None and e.units is not None:
-        # units are the job's nodes when configured, else its GPUs (agent.daemon.make_advisor)
+        # units are the job's nodes when configured, else its GPUs (agent.app.job_sizes)
         unit = "GPU" if e.gpus is not None and e.units == e.gpus else "node"
         source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
         per = f"{format_duration(e.mtbf_per_unit_s)} ({e.units:,} {unit}s in the job{source})"
@@ -214,10 +213,10 @@ def _save_detail(e: JobEstimate) -> list[tuple[str, str]]:
     return facts
 
 
-def _recommended_fact(e: JobEstimate, setting: str | None) -> str:
+def _recommended_fact(e: JobEstimate) -> str:
     text = _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
-    if setting:
-        text += f"; set {_one_line(setting)}"
+    if e.recommended_setting:
+        text += f"; set {_one_line(e.recommended_setting)}"
     return text + _range(e.recommended_interval_ci_s, "range")
 
 
@@ -232,14 +231,14 @@ def _title(e: JobEstimate, action: Action) -> str:
 
 
 def _fact_groups(
-    e: JobEstimate, decision: Decision, setting: str | None, gpus: int | None, currency: str = "$"
+    e: JobEstimate, decision: Decision, currency: str = "$"
 ) -> list[list[tuple[str, str]]]:
     """The message's facts as (label, plain text) pairs, grouped into Slack sections."""
     intervals = [
         ("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
-        ("Recommended interval", _recommended_fact(e, setting)),
+        ("Recommended interval", _recommended_fact(e)),
     ]
-    waste = [("Waste", _waste_fact(e, gpus, currency))]
+    waste = [("Waste", _waste_fact(e, currency))]
     why = [("Why", _one_line(decision.reason))] if decision.reason else []
     if decision.action is Action.RESOLVE:
         return [intervals + waste + why]
@@ -268,14 +267,7 @@ def _fact_groups(
     return [intervals, inputs, waste + model + why]
 
 
-def format_log_line(
-    estimate: JobEstimate,
-    decision: Decision,
-    *,
-    setting: str | None = None,
-    gpus: int | None = None,
-    currency: str = "$",
-) -> str:
+def format_log_line(estimate: JobEstimate, decision: Decision, *, currency: str = "$") -> str:
     """The facts of :func:`format_message` as one plain-text line (no Slack escaping).
 
     Used for the daemon's log when no Slack token is configured, and (escaped) as the message's
@@ -283,10 +275,10 @@ def format_log_line(
     """
     facts = [
         f"{label}: {value}"
-        for group in _fact_groups(estimate, decision, setting, gpus, currency)
+        for group in _fact_groups(estimate, decision, currency)
         for label, value in group
     ]
-    facts += [f"Note: {_one_line(note)}" for note in estimate.notes]
+    facts += [f"Note: {_one_line(render_note(note))}" for note in estimate.notes]
     return f"{_title(estimate, decision.action)}. " + ". ".join(facts)
 
 
@@ -297,7 +289,7 @@ def _mrkdwn_section(text: str) -> dict[str, Any]:
     }
 
 
-def _note_sections(notes: tuple[str, ...], max_blocks: int) -> list[dict[str, Any]]:
+def _note_sections(notes: list[str], max_blocks: int) -> list[dict[str, Any]]:
     """Pack notes, one bulleted escaped line each, into at most ``max_blocks`` sections of at most
     3,000 characters; when they do not fit, the last section counts the notes left out."""
     lines = [
@@ -317,24 +309,17 @@ def _note_sections(notes: tuple[str, ...], max_blocks: int) -> list[dict[str, An
 
 
 def format_message(
-    estimate: JobEstimate,
-    decision: Decision,
-    *,
-    setting: str | None = None,
-    gpus: int | None = None,
-    currency: str = "$",
+    estimate: JobEstimate, decision: Decision, *, currency: str = "$"
 ) -> dict[str, Any]:
     """Build the Slack message for one decision: ``{"text": str, "blocks": list[dict]}``.
 
     Args:
-        estimate: the job's estimate; seconds throughout, unknown numbers None.
+        estimate: the job's estimate; seconds throughout, unknown numbers None. Its
+            ``recommended_setting`` (``save_steps=450``) is shown with the recommendation; its
+            ``excess_gpu_hours_per_day`` (a job with ``gpus``) and ``excess_cost_per_day`` (a
+            price per GPU-hour configured) with the saving: computed once, in the rules.
         decision: the drift rule's verdict; ``Action.RESOLVE`` gives a short "back within range"
             message, the other actions the full drift report.
-        setting: the recommended interval in the job's own configuration terms, as the caller
-            renders it (e.g. ``"save_steps=450"``).
-        gpus: GPUs the job runs on; when given, the saving is also shown in GPU-hours per day,
-            ``(waste_current - waste_recommended) × gpus × 24``, and in money when the estimate
-            carries ``excess_cost_per_day`` (a price per GPU-hour is configured).
         currency: the symbol or code put before money amounts.
 
     Returns:
@@ -355,11 +340,12 @@ def format_message(
     }
     sections = [
         _mrkdwn_section("\n".join(f"*{label}:* {escape_slack(value)}" for label, value in group))
-        for group in _fact_groups(estimate, decision, setting, gpus, currency)
+        for group in _fact_groups(estimate, decision, currency)
     ]
     blocks = [header, *sections]
-    blocks += _note_sections(estimate.notes, MAX_BLOCKS - len(blocks))
-    fallback = format_log_line(estimate, decision, setting=setting, gpus=gpus, currency=currency)
+    notes = [render_note(note) for note in estimate.notes]
+    blocks += _note_sections(notes, MAX_BLOCKS - len(blocks))
+    fallback = format_log_line(estimate, decision, currency=currency)
     return {"text": truncate_slack(escape_slack(fallback), MAX_FALLBACK_CHARS), "blocks": blocks}
 
 

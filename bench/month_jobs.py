@@ -23,11 +23,12 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.interval import daly_interval_s
+from ckpt_advisor.rules.policy import EstimationPolicy
 
 DAY_S = 86400.0
 
@@ -122,8 +123,8 @@ def run_scenario(scenario: Scenario, workdir: Path, *, seed: int = 0) -> Row:
     tailer = Tailer(store, specs, clock=lambda: datetime.now(UTC), tz=UTC, backfill=True)
     tailer.scan()
     tailer.close()
-    settings = EstimateSettings(mtbf_window_s=(scenario.days + 1) * DAY_S)
-    est, _ = compute_estimate(store, "sim", settings, datetime.now(UTC).timestamp())
+    estimator = Estimator(EstimationPolicy(mtbf_window_s=(scenario.days + 1) * DAY_S))
+    est = estimator.estimate(store, "sim", datetime.now(UTC).timestamp())
     if est.mtbf_s is None or est.checkpoint_cost_s is None or est.recommended_interval_s is None:
         raise RuntimeError(f"{scenario.name}: estimate incomplete: {est}")
     mtbf_data_s = job.exposure_s / job.n_interruptions

@@ -334,11 +334,11 @@ def bench_estimate(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     code = (
         "import sys, time\n"
         "from bench.inputs import event_store\n"
-        "from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate\n"
+        "from ckpt_advisor.agent.estimate import Estimator\n"
         "store = event_store(sys.argv[1], int(sys.argv[2]))\n"
-        "compute_estimate(store, 'big', EstimateSettings(), 1.9e9)  # warm: lazy imports\n"
+        "Estimator().estimate(store, 'big', 1.9e9)  # warm: lazy imports\n"
         "t0 = time.perf_counter()\n"
-        "est, _ = compute_estimate(store, 'big', EstimateSettings(), 1.9e9)\n"
+        "est = Estimator().estimate(store, 'big', 1.9e9)\n"
         "print(time.perf_counter() - t0, est.n_failures, est.status)\n"
     )
     out = subprocess.run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ckpt_advisor.rules._checks import require_count, require_non_negative, require_positive
+from ckpt_advisor.rules.model import Note, NoteCode
 
 HIGH_COST_RATIO = 0.5
 """C/M above which checkpointing is nearly pointless: at C = M/2 even Daly's interval loses 70%
@@ -167,10 +168,10 @@ def excess_gpu_hours_per_day(waste_current: float, waste_recommended: float, gpu
     return (waste_current - waste_recommended) * count * 24.0
 
 
-def high_cost_warning(
+def high_cost_note(
     cost_s: float, mtbf_s: float, waste_recommended: float, *, ratio: float = HIGH_COST_RATIO
-) -> str | None:
-    """A warning when the checkpoint cost C is large against M, else None.
+) -> Note | None:
+    """A ``high_cost`` note when the checkpoint cost C is large against M, else None.
 
     Daly's optimum assumes ``C`` small against ``M``; from about ``C/M > 0.5`` on, even the best
     interval loses a large part of the running time (Daly 2006: ``T = M`` once ``C >= 2M``), so
@@ -184,13 +185,9 @@ def high_cost_warning(
         ratio: the C/M threshold, > 0.
 
     Returns:
-        One sentence, or None when ``C/M <= ratio``.
+        The note (``cost_ratio`` C/M, ``waste_fraction``), or None when ``C/M <= ratio``.
     """
     cost_ratio = require_positive("cost_s", cost_s) / require_positive("mtbf_s", mtbf_s)
     if cost_ratio <= require_positive("ratio", ratio):
         return None
-    return (
-        f"checkpoint cost is {cost_ratio:.2g}x the MTBF: even the recommended interval loses "
-        f"{waste_recommended:.0%} of the running time; checkpointing is nearly pointless here "
-        "(make saves cheaper, e.g. asynchronous, or the job more reliable)"
-    )
+    return Note(NoteCode.HIGH_COST, {"cost_ratio": cost_ratio, "waste_fraction": waste_recommended})

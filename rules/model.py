@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the timeline's module imports this one
     from ckpt_advisor.rules.timeline import Interruption
@@ -70,6 +70,80 @@ class ClockFinding:
     seconds: float | None = None
 
 
+class NoteCode(StrEnum):
+    """What a caveat of an estimate is about; its numbers are in :attr:`Note.values` (and
+    :attr:`Note.by_name`).
+
+    The agent renders each code as a sentence (``agent/notes.py``), in the one duration style
+    of its messages; the rules never write prose. Keys per code (seconds end in ``_s``):
+
+    - ``cost_unknown``: ``n_untimed_files`` (log files without timestamps: the likely cause).
+    - ``cost_lower_bound``: none (C from log lines).
+    - ``cost_changed``: ``previous_s``, ``cost_s``, ``n_saves`` (the saves C now rests on).
+    - ``no_failure``: ``exposure_s``, ``window_s``, ``mtbf_lower_s``.
+    - ``few_failures``: ``n_failures``, ``window_s``.
+    - ``planned_ends``: ``by_name``: the planned ends by class.
+    - ``preemptions``: ``n_preemptions``, ``mtbf_s``, ``interval_s`` (if they counted).
+    - ``failures_redated``: ``n_failures``.
+    - ``current_interval_unknown``: ``n_untimed_files``. ``step_time_unknown``: none.
+    - ``clock_step``: ``by_name``: the file and the line where its clock first stepped back;
+      ``seconds`` (how far; absent when unknown), ``n_more`` (further steps back in it).
+    - ``bar_clock_ignored``: ``by_name``: the file and the line from which its progress bar was
+      not trusted to keep time.
+    - ``no_timestamps``: ``by_name``: each file without stamps and its first event's line.
+    - ``failures_clamped``: ``n_failures`` (times clamped to the next line of their log).
+    - ``unseen_interruptions``: ``n_runs``.
+    - ``persist_exceeds_interval``: ``persist_s``, ``interval_s``.
+    - ``weibull``: ``shape``, ``shape_low``, ``shape_high``.
+    - ``fleet_rate``: ``n_failures``, ``unit_exposure_s``, ``units``.
+    - ``high_cost``: ``cost_ratio`` (C/M), ``waste_fraction`` (at the recommended interval).
+    """
+
+    COST_UNKNOWN = "cost_unknown"
+    COST_LOWER_BOUND = "cost_lower_bound"
+    COST_CHANGED = "cost_changed"
+    NO_FAILURE = "no_failure"
+    FEW_FAILURES = "few_failures"
+    PLANNED_ENDS = "planned_ends"
+    PREEMPTIONS = "preemptions"
+    FAILURES_REDATED = "failures_redated"
+    CURRENT_INTERVAL_UNKNOWN = "current_interval_unknown"
+    STEP_TIME_UNKNOWN = "step_time_unknown"
+    CLOCK_STEP = "clock_step"
+    BAR_CLOCK_IGNORED = "bar_clock_ignored"
+    NO_TIMESTAMPS = "no_timestamps"
+    FAILURES_CLAMPED = "failures_clamped"
+    UNSEEN_INTERRUPTIONS = "unseen_interruptions"
+    PERSIST_EXCEEDS_INTERVAL = "persist_exceeds_interval"
+    WEIBULL = "weibull"
+    FLEET_RATE = "fleet_rate"
+    HIGH_COST = "high_cost"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One caveat of an estimate: a code and the numbers behind it (see :class:`NoteCode`).
+
+    Attributes:
+        code: what the caveat is about.
+        values: its numbers by name (seconds end in ``_s``; counts of things are ints).
+        by_name: numbers keyed by a name that comes from the logs: a failure class's count, a
+            file's line (names are the logs' text: the agent escapes them for Slack).
+    """
+
+    code: NoteCode
+    values: dict[str, float] = field(default_factory=dict)
+    by_name: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"code": …, **values}`` plus ``by_name`` when there are any (``estimates --json``
+        ``note_data``)."""
+        data: dict[str, Any] = {"code": str(self.code), **self.values}
+        if self.by_name:
+            data["by_name"] = dict(self.by_name)
+        return data
+
+
 @dataclass(frozen=True, slots=True)
 class JobEstimate:
     """Everything known about one job's checkpointing at one moment.
@@ -98,7 +172,9 @@ class JobEstimate:
     excess GPU-hours a day over the plausible C (null when C has no upper bound); every
     interruption of the timeline the estimate was made from, numbered, with the rows of the
     failure observations merged into each (``interruptions``: what ``parse`` and ``events``
-    show per failure line; not part of the JSON).
+    show per failure line; not part of the JSON); the recommended interval as the job's own
+    setting (``save_steps=570``; None for a stack without one). ``notes`` are typed caveats
+    (:class:`Note`), rendered to sentences by the agent.
     """
 
     job: str
@@ -126,7 +202,7 @@ class JobEstimate:
     status: Status
     newest_event_s: float | None
     failure_classes: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     checkpoint_cost_previous_s: float | None = None
     persist_latency_s: float | None = None
     mtbf_source: str | None = None  # "exponential" | "weibull" | "fleet" | None
@@ -147,6 +223,7 @@ class JobEstimate:
     recommended_interval_range_s: tuple[float, float | None] | None = None
     excess_gpu_hours_per_day_range: tuple[float, float] | None = None
     interruptions: tuple[Interruption, ...] = ()
+    recommended_setting: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

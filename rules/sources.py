@@ -1,5 +1,7 @@
 """Notes about the log files' clocks: what the parsers found, named by file and line.
 
+The notes are typed (:class:`rules.model.Note`); the agent words them (``agent/notes.py``).
+
 The parsers keep every file's events in its own order and report what they had to do for it
 (``parsers/clock.py``); the estimate says so, since each finding bounds what the numbers can
 mean: a file without stamps gives no durations, a bar clock that does not keep time dates
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ckpt_advisor.rules.model import ClockFinding
+from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode
 
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
@@ -24,41 +26,30 @@ def untimed_sources(findings: Sequence[ClockFinding]) -> list[str]:
     return list(dict.fromkeys(f.source for f in findings if f.kind == NO_TIMESTAMPS))
 
 
-def clock_notes(findings: Sequence[ClockFinding]) -> tuple[str, ...]:
-    """One note per file and kind of finding, naming the file and the (first) line.
+def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
+    """One note per file and kind of finding, naming the file and the (first) line
+    (:class:`rules.model.NoteCode` ``clock_step``, ``bar_clock_ignored``, ``no_timestamps``).
 
     Shapes: ``findings`` in any order; returns notes ordered: steps back, bar clocks ignored,
-    files without stamps.
+    files without stamps (one note for all of them).
     """
-    notes: list[str] = []
+    notes: list[Note] = []
     steps: dict[str, list[ClockFinding]] = {}
     for finding in findings:
         if finding.kind == CLOCK_STEP:
             steps.setdefault(finding.source, []).append(finding)
     for source, found in steps.items():
         first = min(found, key=lambda f: f.line)
-        more = f" (and {len(found) - 1} more step(s) back)" if len(found) > 1 else ""
-        notes.append(
-            f"the clock of {source} stepped back {_span(first.seconds)} at line {first.line}"
-            f"{more}: its later times were moved forward to keep the file's order, so running "
-            "time is summed per stretch of a steady clock, not shrunk by the step"
-        )
+        values: dict[str, float] = {"n_more": len(found) - 1}
+        if first.seconds is not None:
+            values["seconds"] = first.seconds
+        notes.append(Note(NoteCode.CLOCK_STEP, values, by_name={source: first.line}))
     for finding in _first_per_source(findings, BAR_CLOCK_IGNORED):
-        notes.append(
-            f"the progress bar of {finding.source} does not keep time (from line "
-            f"{finding.line}): its untimed lines were dated by the file's own stamps, and its "
-            "failures by the steps the run had reached"
-        )
+        notes.append(Note(NoteCode.BAR_CLOCK_IGNORED, by_name={finding.source: finding.line}))
     untimed = untimed_sources(findings)
     if untimed:
         lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}
-        named = ", ".join(f"{s} (first event at line {lines[s]})" for s in untimed)
-        notes.append(
-            f"no timestamps in {named}: events are dated when read (a backfill dates them all "
-            "at the file's modification time), so save durations, save spacing and running "
-            "time cannot be measured; a logging format with times, or a checkpoint timing "
-            "file, gives them"
-        )
+        notes.append(Note(NoteCode.NO_TIMESTAMPS, by_name={s: lines[s] for s in untimed}))
     return tuple(notes)
 
 
@@ -67,11 +58,3 @@ def _first_per_source(findings: Sequence[ClockFinding], kind: str) -> list[Clock
     for finding in sorted((f for f in findings if f.kind == kind), key=lambda f: f.line):
         first.setdefault(finding.source, finding)
     return list(first.values())
-
-
-def _span(seconds: float | None) -> str:
-    if seconds is None:
-        return "an unknown time"
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"

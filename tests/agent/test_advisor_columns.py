@@ -11,13 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckpt_advisor.agent.advisor import (
-    _ESTIMATE_KINDS,
-    EstimateSettings,
-    clock_findings,
-    compute_estimate,
-    timeline_from,
-)
+from ckpt_advisor.agent.estimate import ESTIMATE_KINDS, Estimator, clock_findings, timeline_from
 from ckpt_advisor.agent.store import FileState, Store, StoredEvent, StoreError
 from ckpt_advisor.agent.store_read import StoreReader
 from ckpt_advisor.agent.synth import simulate
@@ -25,7 +19,9 @@ from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.policy import JobFacts
 from ckpt_advisor.rules.timeline import Timeline
+from tests.agent.helpers import downgrade_to_version_3
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -60,29 +56,22 @@ def _assert_same_timeline(a: Timeline, b: Timeline) -> None:
 
 
 def _assert_same_paths(store: Store, job: str) -> None:
-    events = store.events(job=job, kinds=_ESTIMATE_KINDS)
+    events = store.events(job=job, kinds=ESTIMATE_KINDS)
     reference = Timeline.of(observations_from(events))
-    columns = store.event_columns(job, _ESTIMATE_KINDS)
+    columns = store.event_columns(job, ESTIMATE_KINDS)
     _assert_same_timeline(timeline_from(columns), reference)
-    settings = EstimateSettings()
-    est, _ = compute_estimate(store, job, settings, NOW.timestamp())
+    parsers = Counter(e.event.parser for e in events if not e.from_timing_file)
+    assert list(columns.parser_counts.items()) == parsers.most_common()
+    est = Estimator().estimate(store, job, NOW.timestamp())
+    stack = parsers.most_common(1)[0][0] if parsers else None
     expected = estimate_job(
         job,
         observations_from(events),
         now_s=NOW.timestamp(),
-        confidence=settings.confidence,
-        cost_window_saves=settings.cost_window_saves,
-        mtbf_window_s=settings.mtbf_window_s,
-        min_failures=settings.min_failures,
-        min_saves=settings.min_saves,
-        drift_ratio_limit=settings.drift_ratio,
-        min_weibull_failures=settings.min_weibull_failures,
-        min_excess_gpu_hours_per_day=settings.min_excess_gpu_hours_per_day,
+        facts=JobFacts(stack=stack),
         clock_findings=clock_findings(store, job),
     )
     assert est == expected
-    parsers = Counter(e.event.parser for e in events if not e.from_timing_file)
-    assert list(columns.parser_counts.items()) == parsers.most_common()
 
 
 def _ingest(store: Store, job: str, *paths: Path) -> None:
@@ -105,7 +94,7 @@ def test_columns_match_objects_on_all_real_logs_as_one_job(tmp_path: Path) -> No
     """Several sources in one job: first-of-source marks and ties agree between the paths."""
     store = Store(tmp_path / "s.db")
     _ingest(store, "j", *sorted(FIXTURES.glob("*.log")))
-    columns = store.event_columns("j", _ESTIMATE_KINDS)
+    columns = store.event_columns("j", ESTIMATE_KINDS)
     assert int(columns.first_of_source.sum()) == len(list(FIXTURES.glob("*.log")))
     _assert_same_paths(store, "j")
 
@@ -117,9 +106,9 @@ def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
     log.write_text("".join(text for _, text in job.log))
     store = Store(tmp_path / "s.db")
     _ingest(store, "sim", log)
-    est, setting = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    est = Estimator().estimate(store, "sim", NOW.timestamp())
     assert est.n_failures > 0 and est.n_checkpoints > 0
-    assert setting is not None and setting.startswith("save_steps=")
+    assert est.recommended_setting == f"save_steps={est.recommended_interval_steps}"
     _assert_same_paths(store, "sim")
 
 
@@ -158,7 +147,7 @@ def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_pat
         store.commit_read(
             state, offset=1, lineno=1, events=events, now_s=0.0, from_timing_file=timed
         )
-    columns = store.event_columns("j", _ESTIMATE_KINDS)
+    columns = store.event_columns("j", ESTIMATE_KINDS)
     assert columns.time_s.size == 12  # the untimed step is left out
     assert columns.failure_planned.tolist() == [False, False, True]
     _assert_same_paths(store, "j")
@@ -181,17 +170,6 @@ def test_from_columns_refuses_unsorted_times() -> None:
         )
 
 
-def downgrade_to_version_3(db: Path) -> None:
-    """Turn a store into what schema version 3 wrote: no ``events.numbers``, its old index."""
-    conn = sqlite3.connect(db)
-    conn.execute("DROP INDEX ix_events_job_time_numbers")
-    conn.execute("ALTER TABLE events DROP COLUMN numbers")
-    conn.execute("CREATE INDEX ix_events_job_time ON events (job, time_s)")
-    conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
-    conn.commit()
-    conn.close()
-
-
 def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> None:
     """A store written by schema version 3 (no ``events.numbers``) is refused by the read-only
     estimate with a message saying how to upgrade, then upgraded in place on a read-write open
@@ -202,13 +180,13 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
     db = tmp_path / "s.db"
     store = Store(db)
     _ingest(store, "sim", log)
-    before, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    before = Estimator().estimate(store, "sim", NOW.timestamp())
     store.close()
     downgrade_to_version_3(db)
     with pytest.raises(StoreError, match=r"schema version 3, from an older .* read-write"):
-        StoreReader(db).event_columns("sim", _ESTIMATE_KINDS)
+        StoreReader(db).event_columns("sim", ESTIMATE_KINDS)
     store = Store(db)
-    after, _ = compute_estimate(store, "sim", EstimateSettings(), NOW.timestamp())
+    after = Estimator().estimate(store, "sim", NOW.timestamp())
     assert after == before and after.n_failures > 0
     _assert_same_paths(store, "sim")
     conn = sqlite3.connect(db)
@@ -219,6 +197,6 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
 def test_columns_of_a_job_without_events_are_empty(tmp_path: Path) -> None:
     """A job with no stored events reads as empty columns and no parsers."""
     store = Store(tmp_path / "s.db")
-    columns = store.event_columns("none", _ESTIMATE_KINDS)
+    columns = store.event_columns("none", ESTIMATE_KINDS)
     assert columns.time_s.size == 0 and columns.kind.size == 0
     assert columns.parser_counts == {} and columns.failure_class == ()

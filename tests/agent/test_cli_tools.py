@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ckpt_advisor.agent.advisor import fleet_rate
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.estimate import fleet_rate
 from ckpt_advisor.agent.synth import simulate
-from tests.agent.test_advisor_columns import downgrade_to_version_3
+from ckpt_advisor.rules.policy import JobFacts
+from tests.agent.helpers import downgrade_to_version_3
 
 
 def _run(*args: str) -> str:
@@ -135,10 +136,11 @@ def test_fleet_rate_pools_the_other_jobs_per_unit() -> None:
         {"job": "b", "exposure_s": 50.0, "n_failures": 1},
         {"job": "c", "exposure_s": 70.0, "n_failures": 9},
     ]
-    fleet = fleet_rate(rows, {"a": 4, "b": 8}, "new")
+    fleet = fleet_rate(rows, {"a": JobFacts(units=4), "b": JobFacts(gpus=8, units=8)}, "new")
     assert fleet is not None
     assert (fleet.unit_exposure_s, fleet.n_failures) == (800.0, 3)
-    assert fleet_rate(rows, {"a": 4}, "a") is None
+    assert fleet_rate(rows, {"a": JobFacts(units=4)}, "a") is None
+    assert fleet_rate(rows, {"a": JobFacts(gpus=4)}, "new") is None  # gpus alone: no units
 
 
 def test_backtest_of_a_store_of_an_older_schema_says_how_to_upgrade(

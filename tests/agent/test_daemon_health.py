@@ -15,8 +15,8 @@ from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.model import AlertState
+from tests.agent.helpers import downgrade_to_version_3
 from tests.agent.notify_listener import NotifyListener
-from tests.agent.test_advisor_columns import downgrade_to_version_3
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
 

@@ -12,20 +12,19 @@ from typing import Any
 
 import pytest
 
-from ckpt_advisor.agent.advisor import Advisor, EstimateSettings
+from ckpt_advisor.agent.advisor import Advisor
+from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind, SlackNotifier
 from ckpt_advisor.agent.store import Store
-from ckpt_advisor.rules.drift import DriftRule
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
+from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.fake_slack import FakeSlack
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def _advisor(store: Store, notifier: Any, **kwargs: Any) -> Advisor:
-    return Advisor(
-        store, notifier, rule=DriftRule(), settings=EstimateSettings(), clock=lambda: NOW, **kwargs
-    )
+    return Advisor(store, notifier, estimator=Estimator(), clock=lambda: NOW, **kwargs)
 
 
 def _queue(store: Store, *texts: str) -> None:
@@ -158,7 +157,9 @@ def test_rate_limit_is_waited_out_and_sent_once(tmp_path: Path, fake_slack: Fake
 
 
 class _AlwaysNotify:
-    def __call__(self, est: JobEstimate, state: AlertState, now_s: float) -> Decision:
+    def __call__(
+        self, est: JobEstimate, state: AlertState, now_s: float, policy: EstimationPolicy
+    ) -> Decision:
         return Decision(Action.NOTIFY, "test", AlertState(True, now_s, 60.0))
 
 
@@ -170,8 +171,8 @@ def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> N
     advisor = Advisor(
         store,
         _HungNotifier(),
-        rule=_AlwaysNotify(),  # type: ignore[arg-type]
-        settings=EstimateSettings(),
+        estimator=Estimator(),
+        rule=_AlwaysNotify(),
         clock=lambda: now["t"],
     )
     store.silence("llama", NOW.timestamp() + 3600)
@@ -230,7 +231,9 @@ class _NotifyOutOfDrift:
     """The drift rule's core: notify when the job is not already in drift; slow to decide, so
     an unguarded second run reads the same state while the first is still deciding."""
 
-    def __call__(self, est: JobEstimate, state: AlertState, now_s: float) -> Decision:
+    def __call__(
+        self, est: JobEstimate, state: AlertState, now_s: float, policy: EstimationPolicy
+    ) -> Decision:
         time.sleep(0.2)
         if state.in_drift:
             return Decision(Action.NONE, "already notified", state)
@@ -257,8 +260,8 @@ def test_concurrent_runs_queue_and_send_one_notification(tmp_path: Path) -> None
     advisor = Advisor(
         store,
         notifier,
-        rule=_NotifyOutOfDrift(),  # type: ignore[arg-type]
-        settings=EstimateSettings(),
+        estimator=Estimator(),
+        rule=_NotifyOutOfDrift(),
         clock=lambda: NOW,
     )
     start = threading.Barrier(2)

@@ -14,7 +14,7 @@ from ckpt_advisor.agent.metrics import CountingNotifier, Metrics, metric_names
 from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import Status
-from tests.agent.test_notifier import _estimate
+from tests.agent.helpers import ON_64_GPUS, drifting_estimate
 
 DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"
 
@@ -32,8 +32,10 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     """Per-job gauges carry C, M and bounds, intervals, waste and GPU-hours (with gpus set);
     a job with unknown M has no M sample rather than 0; files export lag and last read."""
     metrics = Metrics()
-    unknown = _estimate(job="new", mtbf_s=None, mtbf_ci_s=None, status=Status.INSUFFICIENT_DATA)
-    metrics.set_estimates([_estimate(job="llama"), unknown], {"llama": 64})
+    unknown = drifting_estimate(
+        job="new", mtbf_s=None, mtbf_ci_s=None, status=Status.INSUFFICIENT_DATA
+    )
+    metrics.set_estimates([drifting_estimate(job="llama", **ON_64_GPUS), unknown])
     metrics.set_files([FilePosition("llama", "/r/a.log", 100, 150, 1_800_000_001.0)])
     s = _samples(metrics)
     llama = (("job", "llama"),)
@@ -44,7 +46,7 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     assert ("ckpt_advisor_mtbf_seconds", (("job", "new"),)) not in s
     assert ("ckpt_advisor_excess_gpu_hours_per_day", (("job", "new"),)) not in s
     assert s[("ckpt_advisor_file_lag_bytes", (("job", "llama"), ("path", "/r/a.log")))] == 50
-    metrics.set_estimates([unknown], {})
+    metrics.set_estimates([unknown])
     assert ("ckpt_advisor_drift", llama) not in _samples(metrics)  # a removed job disappears
 
 
@@ -91,7 +93,7 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     ]
     used = {name for e in exprs for name in re.findall(r"\bckpt_advisor_[a-z_]+", e)}
     metrics = Metrics()
-    metrics.set_estimates([_estimate(job="llama")], {"llama": 8})
+    metrics.set_estimates([drifting_estimate(job="llama", **ON_64_GPUS)])
     metrics.set_files([FilePosition("llama", "/r/a.log", 0, 0, None)])
     exported = metric_names(metrics)
     assert used - exported == set()

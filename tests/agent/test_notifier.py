@@ -3,7 +3,6 @@ loopback fake of Slack's Web API (RELIABILITY.md scenarios 18-21, 23)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import time
@@ -31,44 +30,12 @@ from ckpt_advisor.agent.notifier import (
     truncate_slack,
     unescape_slack,
 )
-from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate, Status
+from ckpt_advisor.rules.model import Action, AlertState, Decision, Note, NoteCode
 from tests.agent.fake_slack import FakeSlack
+from tests.agent.helpers import ON_64_GPUS, drifting_estimate
 
 HOSTILE = "<!channel> <!here> <@U123> <http://x|y> & done"
 _BROKEN_ENTITY = re.compile(r"&(?!amp;|lt;|gt;)")
-
-
-def _estimate(**changes: Any) -> JobEstimate:
-    """A drifting job: checkpoint every 4 h (1,800 steps of 8 s) where 1 h (450 steps) is best."""
-    base = JobEstimate(
-        job="llama-70b",
-        computed_at_s=1_700_000_000.0,
-        checkpoint_cost_s=300.0,
-        checkpoint_cost_ci_s=(280.0, 320.0),
-        checkpoint_cost_source="timing_file",
-        n_checkpoints=12,
-        mtbf_s=21_600.0,
-        mtbf_ci_s=(12_000.0, 50_000.0),
-        n_failures=4,
-        exposure_s=86_400.0,
-        restart_cost_s=None,
-        current_interval_s=14_400.0,
-        young_interval_s=3_600.0,
-        daly_interval_s=3_500.0,
-        recommended_interval_s=3_600.0,
-        recommended_interval_ci_s=None,
-        step_time_s=8.0,
-        current_interval_steps=1_800,
-        recommended_interval_steps=450,
-        waste_fraction_current=0.35,
-        waste_fraction_recommended=0.15,
-        drift_ratio=4.0,
-        status=Status.DRIFT,
-        newest_event_s=1_700_000_000.0,
-        failure_classes={"nccl_timeout": 3, "xid_79": 1},
-        notes=("C from 12 saves in the timing file",),
-    )
-    return dataclasses.replace(base, **changes)
 
 
 NOTIFY = Decision(Action.NOTIFY, "interval is 4.0x the optimum", AlertState(in_drift=True))
@@ -104,7 +71,8 @@ def test_truncate_never_splits_an_entity(text: str, limit: int) -> None:
 
 def test_format_message_numbers() -> None:
     """Intervals show in human units, seconds and steps; C, M, the setting and savings appear."""
-    message = format_message(_estimate(), NOTIFY, setting="save_steps=450", gpus=64)
+    estimate = drifting_estimate(recommended_setting="save_steps=450", **ON_64_GPUS)
+    message = format_message(estimate, NOTIFY)
     body = "\n".join(_texts(message)[1:-1])
     assert message["blocks"][0] == {
         "type": "header",
@@ -119,12 +87,12 @@ def test_format_message_numbers() -> None:
     assert "35.0% of run time now, 15.0% at the recommended interval" in body
     assert "saves 20.0% of run time = 307.2 GPU-hours/day on 64 GPUs" in body
     assert "interval is 4.0x the optimum" in body
-    assert "• C from 12 saves in the timing file" in body
+    assert "• checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves" in body
 
 
 def test_format_message_unknown_numbers() -> None:
     """An estimate without C, M or steps renders ``unknown`` instead of failing or showing 0."""
-    estimate = _estimate(
+    estimate = drifting_estimate(
         checkpoint_cost_s=None,
         mtbf_s=None,
         mtbf_ci_s=None,
@@ -144,7 +112,7 @@ def test_format_message_unknown_numbers() -> None:
 
 def test_resolve_message_is_short() -> None:
     """A RESOLVE decision says the job is back within range, without the C/M breakdown."""
-    message = format_message(_estimate(notes=()), RESOLVE)
+    message = format_message(drifting_estimate(notes=()), RESOLVE)
     assert message["blocks"][0]["text"]["text"] == (
         "Checkpoint interval back within range for llama-70b"
     )
@@ -155,9 +123,14 @@ def test_resolve_message_is_short() -> None:
 def test_log_derived_text_is_escaped_everywhere() -> None:
     """Job, notes, failure classes, setting and reason from logs arrive escaped in every block
     and in the fallback text, so no mention or link fires."""
-    estimate = _estimate(job=HOSTILE, notes=(HOSTILE,), failure_classes={HOSTILE: 1})
+    estimate = drifting_estimate(
+        job=HOSTILE,
+        notes=(Note(NoteCode.PLANNED_ENDS, by_name={HOSTILE: 1}),),
+        failure_classes={HOSTILE: 1},
+        recommended_setting=HOSTILE,
+    )
     decision = Decision(Action.NOTIFY, HOSTILE, AlertState())
-    message = format_message(estimate, decision, setting=HOSTILE)
+    message = format_message(estimate, decision)
     escaped = escape_slack(HOSTILE)
     for text in _texts(message):
         assert "<" not in text and ">" not in text
@@ -168,17 +141,21 @@ def test_log_derived_text_is_escaped_everywhere() -> None:
 
 def test_log_line_is_one_unescaped_line() -> None:
     """The log line carries the same facts, unescaped, and newlines in log text cannot split it."""
-    line = format_log_line(_estimate(notes=("a\nFAKE 2nd line",)), NOTIFY, setting="save_steps=450")
+    planned = Note(NoteCode.PLANNED_ENDS, by_name={"a\nFAKE 2nd line": 1})
+    estimate = drifting_estimate(notes=(planned,), recommended_setting="save_steps=450")
+    line = format_log_line(estimate, NOTIFY)
     assert "\n" not in line
     assert "Recommended interval: 1h 00m (3,600 s, 450 steps of 8s); set save_steps=450" in line
-    assert "Note: a FAKE 2nd line" in line
+    assert "Note: planned ends (a FAKE 2nd line: 1) censor" in line
 
 
 def test_huge_message_stays_within_slack_limits() -> None:
     """Thousands of long notes with entities give ≤50 blocks, sections ≤3,000 characters, a header
     ≤150, and no entity cut in half."""
-    notes = tuple(f"note {i}\n" + "&<>" * 700 for i in range(2_000))
-    message = format_message(_estimate(job="j&" * 200, notes=notes), NOTIFY)
+    notes = tuple(
+        Note(NoteCode.PLANNED_ENDS, by_name={f"note {i}\n" + "&<>" * 700: 1}) for i in range(2_000)
+    )
+    message = format_message(drifting_estimate(job="j&" * 200, notes=notes), NOTIFY)
     blocks = message["blocks"]
     assert len(blocks) <= MAX_BLOCKS
     assert len(blocks[0]["text"]["text"]) <= MAX_HEADER_CHARS
@@ -210,7 +187,7 @@ def test_fake_slack_answers_the_real_client(fake_slack: FakeSlack) -> None:
 def test_send_posts_once_with_token_channel_text_and_blocks(fake_slack: FakeSlack) -> None:
     """One send is one chat.postMessage with the bearer token, channel, text and blocks; it
     returns Slack's ts."""
-    message = format_message(_estimate(), NOTIFY)
+    message = format_message(drifting_estimate(), NOTIFY)
     ts = _notifier(fake_slack).send(message)
     (request,) = fake_slack.requests
     assert request.path == "/api/chat.postMessage"
@@ -225,7 +202,7 @@ def test_rate_limit_waits_retry_after_then_sends_once(fake_slack: FakeSlack) -> 
     """A 429 with Retry-After: 1 is waited out (≥1 s) and retried exactly once; the message lands
     once."""
     fake_slack.script(429, retry_after=1)
-    _notifier(fake_slack).send(format_message(_estimate(), NOTIFY))
+    _notifier(fake_slack).send(format_message(drifting_estimate(), NOTIFY))
     first, second = fake_slack.requests
     assert (first.status, second.status) == (429, 200)
     assert second.received_s - first.received_s >= 1.0
@@ -238,7 +215,7 @@ def test_long_retry_after_is_handed_back(fake_slack: FakeSlack) -> None:
     fake_slack.script(429, retry_after=120)
     start = time.monotonic()
     with pytest.raises(NotifyError) as info:
-        _notifier(fake_slack).send(format_message(_estimate(), NOTIFY))
+        _notifier(fake_slack).send(format_message(drifting_estimate(), NOTIFY))
     assert time.monotonic() - start < 1.0
     assert (info.value.kind, info.value.slack_error) == (NotifyErrorKind.TRANSIENT, "ratelimited")
     assert info.value.retry_after_s == 120
@@ -251,7 +228,7 @@ def test_server_error_is_not_resent_inside_send(fake_slack: FakeSlack, status: i
     so the outbox checks the channel before sending again instead of posting twice."""
     fake_slack.script(status)
     with pytest.raises(NotifyError) as info:
-        _notifier(fake_slack).send(format_message(_estimate(), NOTIFY))
+        _notifier(fake_slack).send(format_message(drifting_estimate(), NOTIFY))
     assert (info.value.transient, info.value.maybe_sent) == (True, True)
     assert len(fake_slack.requests) == 1
 
@@ -262,7 +239,7 @@ def test_timeout_is_transient_and_bounded(fake_slack: FakeSlack) -> None:
     fake_slack.script(delay_s=3.0)
     start = time.monotonic()
     with pytest.raises(NotifyError) as info:
-        _notifier(fake_slack, timeout_s=0.3).send(format_message(_estimate(), NOTIFY))
+        _notifier(fake_slack, timeout_s=0.3).send(format_message(drifting_estimate(), NOTIFY))
     assert time.monotonic() - start < 2.0
     assert info.value.kind is NotifyErrorKind.TRANSIENT
     assert info.value.maybe_sent
@@ -274,7 +251,7 @@ def test_unreachable_slack_is_transient() -> None:
     with FakeSlack() as slack:
         notifier = _notifier(slack)
     with pytest.raises(NotifyError) as info:
-        notifier.send(format_message(_estimate(), NOTIFY))
+        notifier.send(format_message(drifting_estimate(), NOTIFY))
     assert info.value.kind is NotifyErrorKind.TRANSIENT
 
 
@@ -288,7 +265,7 @@ def test_permanent_errors_never_show_the_token(
     notifier = _notifier(fake_slack)
     caplog.set_level(logging.DEBUG)
     with pytest.raises(NotifyError) as info:
-        notifier.send(format_message(_estimate(), NOTIFY))
+        notifier.send(format_message(drifting_estimate(), NOTIFY))
     exc = info.value
     assert (exc.kind, exc.slack_error) == (NotifyErrorKind.PERMANENT, code)
     assert code in str(exc)
@@ -301,7 +278,7 @@ def test_permanent_errors_never_show_the_token(
 def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) -> None:
     """Without a token the fallback text goes to the log at WARNING, with Slack escaping undone."""
     notifier: Notifier = LogNotifier(logging.getLogger("ckpt_advisor.test"))
-    message = format_message(_estimate(job=HOSTILE), NOTIFY)
+    message = format_message(drifting_estimate(job=HOSTILE), NOTIFY)
     with caplog.at_level(logging.WARNING, logger="ckpt_advisor.test"):
         notifier.send(message)
     (record,) = caplog.records
@@ -313,7 +290,7 @@ def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) 
 def test_format_message_shows_money_classes_weibull_and_persist() -> None:
     """Money per day, M per class, the Weibull shape, M per node, a changed C and a persist
     slower than the interval all appear in the message."""
-    estimate = _estimate(
+    estimate = drifting_estimate(
         excess_cost_per_day=768.0,
         mtbf_by_class_s={"nccl_timeout": 28_800.0, "xid_79": 86_400.0},
         weibull_shape=0.71,
@@ -323,8 +300,9 @@ def test_format_message_shows_money_classes_weibull_and_persist() -> None:
         mtbf_per_unit_s=172_800.0,
         checkpoint_cost_previous_s=120.0,
         persist_latency_s=20_000.0,
+        **ON_64_GPUS,
     )
-    message = format_message(estimate, NOTIFY, gpus=64, currency="€")
+    message = format_message(estimate, NOTIFY, currency="€")
     body = "\n".join(_texts(message)[1:-1])
     assert "= 307.2 GPU-hours/day on 64 GPUs ≈ €768/day" in body
     assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body

@@ -12,10 +12,11 @@ from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
     exponential_waste_fraction,
-    high_cost_warning,
+    high_cost_note,
     waste_fraction,
     young_interval_s,
 )
+from ckpt_advisor.rules.model import Note, NoteCode
 
 # C/M between 1e-6 and 1e-2 covers real jobs (a 30 s save on a 1-year MTBF up to a
 # 15 min save on a one-day MTBF) and keeps Daly within 7% of Young.
@@ -212,9 +213,9 @@ def test_exponential_waste_is_a_fraction_for_any_cost(
 
 
 def test_a_cost_near_the_mtbf_is_warned_about() -> None:
-    """C = 2 h against M = 1 h gives a warning quoting the ratio and the waste; C = M/10 none."""
-    warning = high_cost_warning(7200.0, 3600.0, 0.95)
-    assert warning is not None
-    assert "2x the MTBF" in warning and "95%" in warning
-    assert high_cost_warning(360.0, 3600.0, 0.38) is None
-    assert high_cost_warning(1900.0, 3600.0, 0.7) is not None
+    """C = 2 h against M = 1 h gives a high-cost note with the ratio and the waste; C = M/10
+    none; C/M = 0.53 (just over the 0.5 threshold) one."""
+    note = high_cost_note(7200.0, 3600.0, 0.95)
+    assert note == Note(NoteCode.HIGH_COST, {"cost_ratio": 2.0, "waste_fraction": 0.95})
+    assert high_cost_note(360.0, 3600.0, 0.38) is None
+    assert high_cost_note(1900.0, 3600.0, 0.7) is not None

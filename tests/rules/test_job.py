@@ -11,7 +11,8 @@ import pytest
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.rules.interval import daly_interval_s, exponential_waste_fraction
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import FleetRate, Observation, Status
+from ckpt_advisor.rules.model import FleetRate, JobEstimate, Note, NoteCode, Observation, Status
+from ckpt_advisor.rules.policy import EstimationPolicy, JobFacts
 from tests.rules.simulate import (
     T0,
     Trace,
@@ -23,6 +24,11 @@ from tests.rules.simulate import (
 )
 
 DAY_S = 86400.0
+
+
+def codes(estimate: JobEstimate) -> list[NoteCode]:
+    """The codes of the estimate's notes, in order."""
+    return [note.code for note in estimate.notes]
 
 
 def ten_days_of_llama() -> Trace:
@@ -118,7 +124,12 @@ def test_mtbf_interval_covers_the_truth_at_its_nominal_rate() -> None:
         observations, exposure_s, failures = light_trace(
             np.random.default_rng(seed), mtbf_s, 50 * mtbf_s
         )
-        estimate = estimate_job("sim", observations, now_s=0.0, mtbf_window_s=1e9, idle_gap_s=1e9)
+        estimate = estimate_job(
+            "sim",
+            observations,
+            now_s=0.0,
+            policy=EstimationPolicy(mtbf_window_s=1e9, idle_gap_s=1e9),
+        )
         assert estimate.n_failures == failures
         assert estimate.exposure_s == pytest.approx(exposure_s, rel=1e-9)
         assert estimate.mtbf_ci_s is not None
@@ -146,7 +157,9 @@ def test_old_failures_fall_out_of_the_mtbf_window() -> None:
         obs("restart", 100),
         *[obs("step", 100 + DAY_S * d, step=d) for d in range(1, 41)],
     ]
-    estimate = estimate_job("j", observations, now_s=0.0, idle_gap_s=2 * DAY_S)
+    estimate = estimate_job(
+        "j", observations, now_s=0.0, policy=EstimationPolicy(idle_gap_s=2 * DAY_S)
+    )
     assert estimate.n_failures == 0
     assert estimate.failure_classes == {}
     assert estimate.exposure_s == pytest.approx(30 * DAY_S)
@@ -171,7 +184,7 @@ def test_no_observations_give_unknowns_not_zeros() -> None:
     assert numbers == [None] * len(numbers)
     assert (estimate.n_checkpoints, estimate.n_failures, estimate.exposure_s) == (0, 0, 0.0)
     assert estimate.status is Status.INSUFFICIENT_DATA
-    assert any("C is unknown" in note for note in estimate.notes)
+    assert codes(estimate)[0] is NoteCode.COST_UNKNOWN
 
 
 def test_too_few_failures_is_insufficient_data_with_numbers_still_given() -> None:
@@ -186,7 +199,7 @@ def test_too_few_failures_is_insufficient_data_with_numbers_still_given() -> Non
     assert estimate.n_failures == 1
     assert estimate.mtbf_s is not None and estimate.recommended_interval_s is not None
     assert estimate.status is Status.INSUFFICIENT_DATA
-    assert any("only 1 interruption" in note for note in estimate.notes)
+    assert Note(NoteCode.FEW_FAILURES, {"n_failures": 1, "window_s": 30 * DAY_S}) in estimate.notes
 
 
 def test_recommended_interval_ci_brackets_the_recommendation() -> None:
@@ -220,8 +233,14 @@ def test_planned_ends_and_preemptions_censor_and_are_explained() -> None:
     assert estimate.n_failures == 2
     assert estimate.failure_classes == {"oom": 2}
     assert estimate.exposure_s == pytest.approx(6 * 4 * 3600.0)
-    assert any("preemption: 2, time_limit: 2" in note for note in estimate.notes)
-    assert any("2 preemption(s)" in note and "M would be 6 h" in note for note in estimate.notes)
+    planned = Note(NoteCode.PLANNED_ENDS, by_name={"preemption": 2, "time_limit": 2})
+    assert planned in estimate.notes
+    [preempted] = [n for n in estimate.notes if n.code is NoteCode.PREEMPTIONS]
+    assert preempted.values == {
+        "n_preemptions": 2,
+        "mtbf_s": pytest.approx(6 * 3600.0),  # 24 h of running time / (2 failures + 2)
+        "interval_s": pytest.approx(daly_interval_s(6 * 3600.0, 60.0)),
+    }
 
 
 def test_log_derived_cost_carries_a_lower_bound_note() -> None:
@@ -229,15 +248,15 @@ def test_log_derived_cost_carries_a_lower_bound_note() -> None:
     observations = [obs("checkpoint_end", 1000.0 * k, step=k, duration_s=30.0) for k in range(5)]
     estimate = estimate_job("j", observations, now_s=0.0)
     assert estimate.checkpoint_cost_source == "log"
-    assert any(note.startswith("C from log lines is a lower bound") for note in estimate.notes)
+    assert codes(estimate)[0] is NoteCode.COST_LOWER_BOUND
 
 
-def test_bad_settings_are_rejected() -> None:
-    """A drift limit <= 1 or a bad confidence is a ValueError naming the setting."""
-    with pytest.raises(ValueError, match="drift_ratio_limit"):
-        estimate_job("j", [], now_s=0.0, drift_ratio_limit=1.0)
-    with pytest.raises(ValueError, match="confidence"):
-        estimate_job("j", [], now_s=0.0, confidence=1.5)
+def test_bad_job_facts_are_rejected() -> None:
+    """A job size below one is a ValueError naming the fact, when the facts are made."""
+    with pytest.raises(ValueError, match="gpus"):
+        JobFacts(gpus=0)
+    with pytest.raises(ValueError, match="units"):
+        JobFacts(units=-4)
 
 
 def test_a_hundred_thousand_observations_take_well_under_a_second() -> None:
@@ -261,7 +280,7 @@ def test_carried_forward_failure_times_do_not_shrink_the_exposure() -> None:
     assert estimate.n_failures == 1
     assert estimate.exposure_s == pytest.approx(1640.0)  # the last run has no time yet
     assert estimate.restart_cost_s == pytest.approx(2500.0 - 1640.0)
-    assert any(note.startswith("3 failure line(s) carried") for note in estimate.notes)
+    assert Note(NoteCode.FAILURES_REDATED, {"n_failures": 3}) in estimate.notes
 
 
 def test_weibull_lives_are_reported_and_widen_the_interval_of_m() -> None:
@@ -270,21 +289,28 @@ def test_weibull_lives_are_reported_and_widen_the_interval_of_m() -> None:
     trace = simulate_trace(
         np.random.default_rng(4), mtbf_s=DAY_S / 2, horizon_s=80 * DAY_S, shape=0.6, log_steps=60
     )
-    estimate = estimate_job("w", trace.observations, now_s=0.0, mtbf_window_s=1e9)
+    estimate = estimate_job(
+        "w", trace.observations, now_s=0.0, policy=EstimationPolicy(mtbf_window_s=1e9)
+    )
     assert estimate.weibull_shape == pytest.approx(0.6, rel=0.15)
     assert estimate.mtbf_source == "weibull"
     # a life shorter than one logged step is a failed restart of the interruption before it
     assert trace.n_failures - 2 <= estimate.n_failures <= trace.n_failures
     assert estimate.mtbf_s == pytest.approx(estimate.exposure_s / estimate.n_failures)
     exponential = estimate_job(
-        "w", trace.observations, now_s=0.0, mtbf_window_s=1e9, min_weibull_failures=10_000
+        "w",
+        trace.observations,
+        now_s=0.0,
+        policy=EstimationPolicy(mtbf_window_s=1e9, min_weibull_failures=10_000),
     )
     assert exponential.mtbf_source == "exponential"
     assert estimate.mtbf_ci_s is not None and exponential.mtbf_ci_s is not None
     assert estimate.mtbf_ci_s[0] < exponential.mtbf_ci_s[0]
     assert estimate.mtbf_ci_s[1] > exponential.mtbf_ci_s[1]
     assert len(estimate.lives_s) == estimate.n_failures
-    assert any("Weibull of shape" in note for note in estimate.notes)
+    [weibull] = [n for n in estimate.notes if n.code is NoteCode.WEIBULL]
+    assert weibull.values["shape"] == estimate.weibull_shape
+    assert NoteCode.WEIBULL not in codes(exponential)
 
 
 def test_a_job_without_failures_starts_from_its_fleets_per_node_rate() -> None:
@@ -292,12 +318,16 @@ def test_a_job_without_failures_starts_from_its_fleets_per_node_rate() -> None:
     M = (2·4 + 4000) node-days / 10 / 4 nodes ≈ 100.2 days, judged on 10 failures."""
     trace = simulate_trace(np.random.default_rng(1), mtbf_s=1e12, horizon_s=2 * DAY_S)
     fleet = FleetRate(unit_exposure_s=4000 * DAY_S, n_failures=10)
-    estimate = estimate_job("new", trace.observations, now_s=0.0, units=4, fleet=fleet)
+    estimate = estimate_job(
+        "new", trace.observations, now_s=0.0, facts=JobFacts(units=4, fleet=fleet)
+    )
     assert estimate.n_failures == 0
     assert estimate.mtbf_source == "fleet"
     assert estimate.mtbf_n_failures == 10
     assert estimate.mtbf_s == pytest.approx((trace.exposure_s * 4 + 4000 * DAY_S) / 10 / 4)
     assert estimate.mtbf_per_unit_s == pytest.approx(estimate.mtbf_s * 4)
+    fleet_note = {"n_failures": 10, "unit_exposure_s": 4000 * DAY_S, "units": 4}
+    assert Note(NoteCode.FLEET_RATE, fleet_note) in estimate.notes
     alone = estimate_job("new", trace.observations, now_s=0.0)
     assert alone.mtbf_s is None and alone.mtbf_source is None
 
@@ -306,7 +336,13 @@ def test_excess_waste_is_given_in_gpu_hours_and_money() -> None:
     """On 64 GPUs at 2.5 a GPU-hour the excess is (W_now − W_best)·64·24 GPU-hours a day, with
     W from Daly's exponential model."""
     trace = ten_days_of_llama()
-    estimate = estimate_job("llama", trace.observations, now_s=0.0, gpus=64, price_per_gpu_hour=2.5)
+    estimate = estimate_job(
+        "llama",
+        trace.observations,
+        now_s=0.0,
+        policy=EstimationPolicy(price_per_gpu_hour=2.5),
+        facts=JobFacts(gpus=64),
+    )
     assert estimate.waste_fraction_current is not None
     assert estimate.waste_fraction_recommended is not None
     assert estimate.mtbf_s is not None and estimate.current_interval_s is not None
@@ -323,7 +359,11 @@ def test_excess_waste_is_given_in_gpu_hours_and_money() -> None:
     assert estimate.excess_cost_per_day == pytest.approx(gap * 64 * 24 * 2.5)
     assert estimate.status is Status.DRIFT
     tiny = estimate_job(
-        "llama", trace.observations, now_s=0.0, gpus=1, min_excess_gpu_hours_per_day=5.0
+        "llama",
+        trace.observations,
+        now_s=0.0,
+        policy=EstimationPolicy(min_excess_gpu_hours_per_day=5.0),
+        facts=JobFacts(gpus=1),
     )
     assert tiny.status is Status.OK  # 3x off, but under 5 GPU-hours a day on one GPU
 
@@ -347,7 +387,8 @@ def test_a_persist_slower_than_the_interval_is_warned_about() -> None:
     estimate = estimate_job("async", observations, now_s=0.0)
     assert estimate.persist_latency_s == 3 * 3600.0
     assert estimate.checkpoint_cost_s == 5.0
-    assert any("longer than the" in note for note in estimate.notes)
+    persist = {"persist_s": 3 * 3600.0, "interval_s": estimate.current_interval_s}
+    assert Note(NoteCode.PERSIST_EXCEEDS_INTERVAL, persist) in estimate.notes
 
 
 def test_per_class_mtbf_shares_the_exposure() -> None:
@@ -374,13 +415,17 @@ def test_a_checkpoint_cost_near_the_mtbf_gets_a_note_and_a_sane_waste() -> None:
     estimate = estimate_job("slow-storage", trace.observations, now_s=0.0)
     assert estimate.mtbf_s is not None and estimate.checkpoint_cost_s == 1200.0
     assert estimate.checkpoint_cost_s / estimate.mtbf_s > 0.5
-    assert any("nearly pointless" in note for note in estimate.notes)
+    [high] = [n for n in estimate.notes if n.code is NoteCode.HIGH_COST]
+    assert high.values == {
+        "cost_ratio": pytest.approx(1200.0 / estimate.mtbf_s),
+        "waste_fraction": estimate.waste_fraction_recommended,
+    }
     assert estimate.waste_fraction_current is not None
     assert estimate.waste_fraction_recommended is not None
     assert 0.5 < estimate.waste_fraction_recommended < 1.0
     assert estimate.waste_fraction_current < 1.0
     healthy = estimate_job("llama", ten_days_of_llama().observations, now_s=0.0)
-    assert not any("nearly pointless" in note for note in healthy.notes)
+    assert NoteCode.HIGH_COST not in codes(healthy)
 
 
 def test_real_hf_runs_whose_failure_line_is_lost_still_count_one_interruption() -> None:
@@ -394,8 +439,8 @@ def test_real_hf_runs_whose_failure_line_is_lost_still_count_one_interruption() 
     assert lost.n_failures == 1
     assert lost.failure_classes == {"unknown": 1}
     assert lost.exposure_s == pytest.approx(seen.exposure_s, abs=1.0)
-    assert any("no failure line and no clean end" in note for note in lost.notes)
-    assert not any(note.startswith("no failure in") for note in lost.notes)
+    assert Note(NoteCode.UNSEEN_INTERRUPTIONS, {"n_runs": 1}) in lost.notes
+    assert NoteCode.NO_FAILURE not in codes(lost)
 
 
 @pytest.mark.parametrize(("failure_step", "noted"), [(103, False), (150, True)])
@@ -408,7 +453,7 @@ def test_only_a_material_redating_of_a_failure_is_noted(failure_step: int, noted
     obs += [Observation("run_start", 5000.0), Observation("step", 5010.0, step=101)]
     est = estimate_job("j", obs, now_s=6000.0)
     assert est.n_failures == 1
-    assert any("carried an earlier line's time" in note for note in est.notes) is noted
+    assert (NoteCode.FAILURES_REDATED in codes(est)) is noted
 
 
 @pytest.mark.parametrize("frozen_bar_s", [None, 12 * 3600.0])
@@ -426,7 +471,7 @@ def test_a_cost_from_log_lines_is_a_lower_bound_and_the_advice_a_range(
         frozen_bar_s=frozen_bar_s,
     )  # fmt: skip
     lines = "".join(text for _, text in job.log).split("\n")
-    est = estimate_job("hf", parsed_observations(lines), now_s=0.0, gpus=64)
+    est = estimate_job("hf", parsed_observations(lines), now_s=0.0, facts=JobFacts(gpus=64))
     assert est.checkpoint_cost_s == pytest.approx(48.0)
     assert est.checkpoint_cost_is_lower_bound
     assert est.checkpoint_cost_range_s is not None and est.recommended_interval_range_s is not None
@@ -476,7 +521,7 @@ def test_a_week_with_a_frozen_bar_clock_counts_every_interruption_once() -> None
     lines = "".join(text for _, text in job.log).split("\n")
     est = estimate_job("hf", parsed_observations(lines), now_s=0.0)
     assert est.n_failures == job.n_interruptions
-    assert not any("no failure line" in note for note in est.notes)
+    assert NoteCode.UNSEEN_INTERRUPTIONS not in codes(est)
 
 
 def test_a_failure_time_clamped_to_the_next_line_is_counted_in_a_note() -> None:
@@ -489,6 +534,6 @@ def test_a_failure_time_clamped_to_the_next_line_is_counted_in_a_note() -> None:
     ]
     est = estimate_job("hf", observations, now_s=0.0)
     assert est.exposure_s == pytest.approx(2500.0)
-    assert any(n.startswith("1 failure time(s) that the run's steps would put") for n in est.notes)
+    assert Note(NoteCode.FAILURES_CLAMPED, {"n_failures": 1}) in est.notes
     plain = estimate_job("hf", hf_like_crash(), now_s=0.0)
-    assert not any("clamped" in note for note in plain.notes)
+    assert NoteCode.FAILURES_CLAMPED not in codes(plain)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ckpt_advisor.parsers.events import CLOCK_KINDS
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import ClockFinding, Observation
+from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode, Observation
 from ckpt_advisor.rules.sources import FINDING_KINDS, clock_notes
 
 
@@ -15,7 +15,8 @@ def test_the_finding_kinds_are_the_parsers_clock_kinds() -> None:
 
 def test_each_finding_is_one_note_naming_file_and_line() -> None:
     """A step back (3 h 00 m at line 120, with a second step later), a bar clock ignored and a
-    file without stamps give one note each, naming the file and the first line."""
+    file without stamps give one note each, naming the file and the first line (typed: the
+    agent words them, tests/agent/test_notes.py)."""
     notes = clock_notes(
         [
             ClockFinding("clock_step", "/runs/a/train.log", 300, 60.0),
@@ -24,11 +25,15 @@ def test_each_finding_is_one_note_naming_file_and_line() -> None:
             ClockFinding("no_timestamps", "/runs/c/lightning.log", 19),
         ]
     )
-    assert len(notes) == 3
-    assert notes[0].startswith("the clock of /runs/a/train.log stepped back 3h 00m at line 120")
-    assert "1 more step(s) back" in notes[0]
-    assert "progress bar of /runs/b/train.log does not keep time (from line 45)" in notes[1]
-    assert notes[2].startswith("no timestamps in /runs/c/lightning.log (first event at line 19)")
+    assert notes == (
+        Note(
+            NoteCode.CLOCK_STEP,
+            {"n_more": 1, "seconds": 10800.0},
+            by_name={"/runs/a/train.log": 120},
+        ),
+        Note(NoteCode.BAR_CLOCK_IGNORED, by_name={"/runs/b/train.log": 45}),
+        Note(NoteCode.NO_TIMESTAMPS, by_name={"/runs/c/lightning.log": 19}),
+    )
 
 
 def test_a_log_without_stamps_is_named_as_the_cause_of_an_unknown_interval() -> None:
@@ -42,9 +47,6 @@ def test_a_log_without_stamps_is_named_as_the_cause_of_an_unknown_interval() -> 
         "lt", observations, now_s=at, clock_findings=[ClockFinding("no_timestamps", "l.log", 19)]
     )
     assert est.current_interval_s is None and est.checkpoint_cost_s is None
-    assert not any("no run with two saves" in note for note in est.notes)
-    assert any(
-        n.startswith("no two saves at different times: 1 log file(s) print no") for n in est.notes
-    )
-    assert any(n.startswith("no checkpoint duration seen: 1 log file(s)") for n in est.notes)
-    assert any(n.startswith("no timestamps in l.log (first event at line 19)") for n in est.notes)
+    assert Note(NoteCode.CURRENT_INTERVAL_UNKNOWN, {"n_untimed_files": 1}) in est.notes
+    assert Note(NoteCode.COST_UNKNOWN, {"n_untimed_files": 1}) in est.notes
+    assert Note(NoteCode.NO_TIMESTAMPS, by_name={"l.log": 19}) in est.notes

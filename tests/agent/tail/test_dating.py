@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.advisor import EstimateSettings, compute_estimate
+from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.tail.helpers import FIXTURES, Clock
 
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
@@ -28,10 +29,9 @@ def _crash_then_resume() -> bytes:
 
 
 def _interruptions(store: Store) -> int:
-    settings = EstimateSettings(min_failures=0, min_saves=1)
+    estimator = Estimator(EstimationPolicy(min_failures=0, min_saves=1))
     now_s = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
-    est, _ = compute_estimate(store, "j", settings, now_s)
-    return est.n_failures
+    return estimator.estimate(store, "j", now_s).n_failures
 
 
 def _backfilled(tmp_path: Path, raw: bytes) -> Store:

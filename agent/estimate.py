@@ -1,0 +1,130 @@
+"""Gather one job's events from the store and estimate it with one policy.
+
+The gather step of the estimate cycle (cosmicpython's service layer: gather, decide, act):
+:func:`timeline_from` turns the store's event columns into the rules' input, :class:`Estimator`
+adds what the store knows about the job (the stack that wrote its logs, its fleet's failure
+rate, what the parsers found about its files' clocks) to its configured size and calls
+:func:`rules.job.estimate_job`. The daemon, ``ingest``, ``simulate --job`` and the benchmark
+all estimate through it, with the policy the composition root (``agent/app.py``) built from
+the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import ClockFinding, FleetRate, JobEstimate
+from ckpt_advisor.rules.policy import DEFAULT_POLICY, NO_FACTS, EstimationPolicy, JobFacts
+from ckpt_advisor.rules.sources import FINDING_KINDS
+from ckpt_advisor.rules.timeline import Timeline, kind_code
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.store_read import EventColumns, StoreReader
+
+ESTIMATE_KINDS = (
+    "checkpoint_start",
+    "checkpoint_end",
+    "failure",
+    "restart",
+    "resume",
+    "run_start",
+    "run_end",
+    "step",
+)
+"""The event kinds an estimate reads."""
+
+
+def timeline_from(columns: EventColumns) -> Timeline:
+    """The rules' timeline of stored event columns: the same as ``Timeline.of`` over one
+    :class:`rules.model.Observation` per timed event, without an object per event."""
+    codes = np.array([kind_code(k) for k in columns.kinds], np.int8)
+    return Timeline.from_columns(
+        time_s=columns.time_s,
+        kind=codes[columns.kind],
+        step=columns.step,
+        duration_s=columns.duration_s,
+        persist_s=columns.persist_s,
+        from_timing_file=columns.from_timing_file,
+        first_of_source=columns.first_of_source,
+        failure_class=columns.failure_class,
+        failure_planned=columns.failure_planned,
+    )
+
+
+def fleet_rate(
+    rows: Sequence[Mapping[str, Any]], sizes: Mapping[str, JobFacts], job: str
+) -> FleetRate | None:
+    """The per-unit failure rate of the other jobs, from their latest ``estimates --json`` rows.
+
+    Sums ``exposure_s × units`` and ``n_failures`` over every job but ``job`` whose size is
+    configured; None when there is no such job with running time.
+    """
+    exposure_s, failures = 0.0, 0
+    for row in rows:
+        size = sizes.get(row["job"], NO_FACTS).units
+        if row["job"] == job or size is None or not row.get("exposure_s"):
+            continue
+        exposure_s += float(row["exposure_s"]) * size
+        failures += int(row["n_failures"])
+    return FleetRate(exposure_s, failures) if exposure_s > 0 else None
+
+
+def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
+    """What the parsers found about the job's log files' clocks (``clock_step``,
+    ``bar_clock_ignored``, ``no_timestamps`` events: a few per file), for the estimate's
+    notes."""
+    return [
+        ClockFinding(str(e.event.kind), e.source, e.event.line, e.event.duration_s)
+        for e in store.events(job=job, kinds=FINDING_KINDS)
+    ]
+
+
+class Estimator:
+    """Estimates jobs from a store with one policy and the jobs' configured sizes.
+
+    Args:
+        policy: the estimation policy (from ``[estimation]``).
+        sizes: job name → its GPUs and units (nodes, else GPUs), from ``[[jobs]]``; a job
+            absent here has no size.
+    """
+
+    def __init__(
+        self, policy: EstimationPolicy = DEFAULT_POLICY, sizes: Mapping[str, JobFacts] | None = None
+    ) -> None:
+        self.policy = policy
+        self.sizes: Mapping[str, JobFacts] = dict(sizes or {})
+
+    def __repr__(self) -> str:
+        return f"Estimator({self.policy!r}, {len(self.sizes)} sized job(s))"
+
+    def facts(self, store: StoreReader, job: str, columns: EventColumns) -> JobFacts:
+        """The job's configured size, with its stack (the parser of most of its log events)
+        and, when it and at least one other job are sized, the fleet's per-unit rate."""
+        facts = self.sizes.get(job, NO_FACTS)
+        fleet = None
+        if facts.units is not None and sum(f.units is not None for f in self.sizes.values()) > 1:
+            fleet = fleet_rate(store.estimate_history(latest_only=True), self.sizes, job)
+        stack = next(iter(columns.parser_counts), None)
+        return dataclasses.replace(facts, fleet=fleet, stack=stack)
+
+    def estimate(self, store: StoreReader, job: str, now_s: float) -> JobEstimate:
+        """Read the job's events and estimate them (:func:`rules.job.estimate_job`).
+
+        Raises:
+            StoreError: the store cannot be read (e.g. a schema too old to estimate from).
+        """
+        columns = store.event_columns(job, ESTIMATE_KINDS)
+        facts = self.facts(store, job, columns)
+        return estimate_job(
+            job,
+            timeline_from(columns),
+            now_s=now_s,
+            policy=self.policy,
+            facts=facts,
+            clock_findings=clock_findings(store, job),
+        )

@@ -1,0 +1,182 @@
+"""The rules' typed notes (:class:`rules.model.Note`) as sentences, at the edge.
+
+Every duration goes through :func:`agent.units.format_duration`, the one duration style of the
+tables, the log and Slack (``3h 12m``), so a message never mixes two. Names from the logs
+(failure classes, file paths) are put in as they are: the Slack message escapes the sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ckpt_advisor.agent.units import format_duration as d
+from ckpt_advisor.rules.model import Note, NoteCode
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def _untimed(v: dict[str, float]) -> str:
+    """``: 2 log file(s) print no timestamps`` when that is the cause, else nothing."""
+    n = v.get("n_untimed_files", 0)
+    return f": {_count(n)} log file(s) print no timestamps" if n else ""
+
+
+def _cost_unknown(note: Note) -> str:
+    cause = _untimed(note.values)
+    return f"no checkpoint duration seen{cause}; C is unknown (a timing file gives it exactly)"
+
+
+def _current_unknown(note: Note) -> str:
+    if cause := _untimed(note.values):
+        return f"no two saves at different times{cause}; the current interval is unknown"
+    return "no run with two saves: the current interval is unknown"
+
+
+def _planned(note: Note) -> str:
+    listed = ", ".join(f"{name}: {count}" for name, count in note.by_name.items())
+    return f"planned ends ({listed}) censor the running time; they are not failures"
+
+
+def _clock_step(note: Note) -> str:
+    [(source, line)] = note.by_name.items()
+    seconds = note.values.get("seconds")
+    more = int(note.values.get("n_more", 0))
+    return (
+        f"the clock of {source} stepped back "
+        f"{'an unknown time' if seconds is None else d(seconds)} at line {line}"
+        + (f" (and {more} more step(s) back)" if more else "")
+        + ": its later times were moved forward to keep the file's order, so running time is "
+        "summed per stretch of a steady clock, not shrunk by the step"
+    )
+
+
+def _bar_clock(note: Note) -> str:
+    [(source, line)] = note.by_name.items()
+    return (
+        f"the progress bar of {source} does not keep time (from line {line}): its untimed "
+        "lines were dated by the file's own stamps, and its failures by the steps the run had "
+        "reached"
+    )
+
+
+def _no_timestamps(note: Note) -> str:
+    named = ", ".join(f"{s} (first event at line {line})" for s, line in note.by_name.items())
+    return (
+        f"no timestamps in {named}: events are dated when read (a backfill dates them all at "
+        "the file's modification time), so save durations, save spacing and running time "
+        "cannot be measured; a logging format with times, or a checkpoint timing file, gives "
+        "them"
+    )
+
+
+def _weibull(note: Note) -> str:
+    v = note.values
+    trend, change = (
+        ("cluster soon after restarts", "widened")
+        if v["shape"] < 1
+        else ("grow with running time", "narrowed")
+    )
+    return (
+        f"times between failures fit a Weibull of shape {v['shape']:.2f} "
+        f"({v['shape_low']:.2f}–{v['shape_high']:.2f}): failures {trend}; M's interval is "
+        f"{change} to match"
+    )
+
+
+def _values(text: Callable[[dict[str, float]], str]) -> Callable[[Note], str]:
+    return lambda note: text(note.values)
+
+
+_TEXT: dict[NoteCode, Callable[[Note], str]] = {
+    NoteCode.COST_UNKNOWN: _cost_unknown,
+    NoteCode.COST_LOWER_BOUND: _values(
+        lambda v: (
+            "C from log lines is a lower bound: logs may not mark the end of every part of a "
+            "save (HF Trainer logs no end of the optimizer-state write); a timing file is exact"
+        )
+    ),
+    NoteCode.COST_CHANGED: _values(
+        lambda v: (
+            f"checkpoint cost changed from {d(v['previous_s'])} to {d(v['cost_s'])} over the "
+            f"last {_count(v['n_saves'])} saves: C uses those only"
+        )
+    ),
+    NoteCode.NO_FAILURE: _values(
+        lambda v: (
+            f"no failure in {d(v['exposure_s'])} of running time (last {d(v['window_s'])}): "
+            f"M is at least {d(v['mtbf_lower_s'])}"
+        )
+    ),
+    NoteCode.FEW_FAILURES: _values(
+        lambda v: (
+            f"only {_count(v['n_failures'])} interruption(s) in the last {d(v['window_s'])}: "
+            "M is rough"
+        )
+    ),
+    NoteCode.PLANNED_ENDS: _planned,
+    NoteCode.PREEMPTIONS: _values(
+        lambda v: (
+            f"{_count(v['n_preemptions'])} preemption(s) also lose the work since the last "
+            f"checkpoint; counting them as failures, M would be {d(v['mtbf_s'])} and the "
+            f"interval {d(v['interval_s'])}"
+        )
+    ),
+    NoteCode.FAILURES_REDATED: _values(
+        lambda v: (
+            f"{_count(v['n_failures'])} failure line(s) carried an earlier line's time; their "
+            "time was inferred from the steps the run had reached"
+        )
+    ),
+    NoteCode.CURRENT_INTERVAL_UNKNOWN: _current_unknown,
+    NoteCode.STEP_TIME_UNKNOWN: _values(
+        lambda v: "no step timing: the interval cannot be given in steps"
+    ),
+    NoteCode.CLOCK_STEP: _clock_step,
+    NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
+    NoteCode.NO_TIMESTAMPS: _no_timestamps,
+    NoteCode.FAILURES_CLAMPED: _values(
+        lambda v: (
+            f"{_count(v['n_failures'])} failure time(s) that the run's steps would put after "
+            "the next line of the log were clamped to that line: the step time, or the step a "
+            "failure line reports, is off for them"
+        )
+    ),
+    NoteCode.UNSEEN_INTERRUPTIONS: _values(
+        lambda v: (
+            f"{_count(v['n_runs'])} run(s) stopped with no failure line and no clean end before "
+            "a new run started (a kill or a lost node prints nothing): counted as interruptions "
+            "of unknown cause"
+        )
+    ),
+    NoteCode.PERSIST_EXCEEDS_INTERVAL: _values(
+        lambda v: (
+            f"asynchronous saves take {d(v['persist_s'])} to persist, longer than the "
+            f"{d(v['interval_s'])} interval: saves queue up, and a failure can lose more than "
+            "one interval"
+        )
+    ),
+    NoteCode.WEIBULL: _weibull,
+    NoteCode.FLEET_RATE: _values(
+        lambda v: (
+            f"too few failures of its own: M is the fleet's per-unit rate "
+            f"({_count(v['n_failures'])} failures in {d(v['unit_exposure_s'])} of unit time) "
+            f"for {_count(v['units'])} units"
+        )
+    ),
+    NoteCode.HIGH_COST: _values(
+        lambda v: (
+            f"checkpoint cost is {v['cost_ratio']:.2g}x the MTBF: even the recommended "
+            f"interval loses {v['waste_fraction']:.0%} of the running time; checkpointing is "
+            "nearly pointless here (make saves cheaper, e.g. asynchronous, or the job more "
+            "reliable)"
+        )
+    ),
+}
+
+
+def render_note(note: Note) -> str:
+    """One sentence for ``note`` (no trailing period), its durations as ``format_duration``
+    gives them."""
+    return _TEXT[note.code](note)
