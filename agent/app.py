@@ -14,8 +14,9 @@ commands start without APScheduler, watchdog or slack-sdk.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckpt_advisor.agent.estimate import Estimator
@@ -23,6 +24,7 @@ from ckpt_advisor.rules.policy import EstimationPolicy, JobFacts
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config, EstimationConfig
+    from ckpt_advisor.agent.tail import WatchSpec
 
 Clock = Callable[[], datetime]
 
@@ -69,3 +71,16 @@ def estimator_of(config: Config | None) -> Estimator:
     if config is None:
         return Estimator()
     return Estimator(policy_of(config.estimation), job_sizes(config))
+
+
+def backfill_specs(
+    job: str, paths: Iterable[str], *, fmt: str, config: Config | None
+) -> list[WatchSpec]:
+    """The tailer's specs for ``ingest``: each file under ``job``, read with ``fmt`` (``auto``:
+    a timing file is known by its content, :func:`parsers.make_parser`), and with the custom
+    patterns of the job of that name in ``config``, as the daemon would read it."""
+    from ckpt_advisor.agent.tail import WatchSpec
+
+    configured = [j for j in (config.jobs if config else []) if j.name == job]
+    custom = tuple(p.compiled() for j in configured for p in j.patterns)
+    return [WatchSpec(job, (str(Path(p).resolve()),), fmt=fmt, custom=custom) for p in paths]

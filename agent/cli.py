@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
 from ckpt_advisor.agent.units import format_duration, parse_duration_s
@@ -186,7 +187,13 @@ config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="Take the store path from this config.",
+    help="The daemon's config: take the store path from it (unless --db).",
+)
+estimating_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="The daemon's config: its store (unless --db), [estimation] policy and job sizes.",
 )
 
 
@@ -409,7 +416,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     rows: list[dict[str, Any]] = []
     for path in files:
         try:
-            parser = parsers.make_parser(_file_format(path, fmt), tz=tz)
+            parser = parsers.make_parser(fmt, tz=tz)  # auto: a timing file by its content
         except ValueError as exc:
             _fail(str(exc), EXIT_CONFIG)
         try:
@@ -454,17 +461,6 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     )
 
 
-def _file_format(path: str, fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    lower = path.lower()
-    if lower.endswith(".jsonl") or lower.endswith(".ndjson"):
-        return "timing_jsonl"
-    if lower.endswith(".csv"):
-        return "timing_csv"
-    return "auto"
-
-
 def _event_json(event: Any, source: str) -> dict[str, Any]:
     from ckpt_advisor.agent.store_read import StoredEvent
 
@@ -494,37 +490,50 @@ def _progress_bar(what: str, total: int) -> Iterator[Callable[[int], None]]:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--job", required=True, callback=_job_name, help="Job to store the events under.")
 @db_option
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="The daemon's config: its store (unless --db), [estimation] policy, [parse] timezone "
+    "(unless --tz) and the job's gpus, nodes and patterns.",
+)
 @format_option
 @tz_option
-def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinfo) -> None:
+@click.pass_context
+def ingest(
+    ctx: click.Context,
+    files: tuple[str, ...],
+    job: str,
+    db: str | None,
+    config_path: str | None,
+    fmt: str,
+    tz: tzinfo,
+) -> None:
     """Backfill FILES into the store as JOB, then estimate that job.
 
-    Files ending in .jsonl or .csv are read as checkpoint timing files. Ingesting a file twice
-    stores nothing twice: its offset is remembered like the daemon's.
+    A file is read as a checkpoint timing file by its content (JSONL or CSV records, Megatron's
+    progress.txt), whatever its name. With --config the estimate uses the config's policy and
+    the job's size, as the daemon would. Ingesting a file twice stores nothing twice: its offset
+    is remembered like the daemon's.
     """
+    from zoneinfo import ZoneInfo
 
     from ckpt_advisor.agent.advisor import estimate_to_json
-    from ckpt_advisor.agent.app import estimator_of
+    from ckpt_advisor.agent.app import backfill_specs, estimator_of, utc_now
     from ckpt_advisor.agent.store_read import StoreError
-    from ckpt_advisor.agent.tail import Tailer, WatchSpec
+    from ckpt_advisor.agent.tail import Tailer
 
-    def utc_now() -> datetime:  # not agent.daemon's: that imports the scheduler and watchdog
-        return datetime.now(UTC)
-
-    specs = [
-        WatchSpec(
-            job,
-            (str(Path(f).resolve()),),
-            timing=_file_format(f, fmt).startswith("timing"),
-            fmt=_file_format(f, fmt),
-        )
-        for f in files
-    ]
+    config = _load_config(config_path) if config_path else None
+    if config is not None and ctx.get_parameter_source("tz") is ParameterSource.DEFAULT:
+        tz = ZoneInfo(config.parse.timezone)
+    specs = backfill_specs(job, files, fmt=fmt, config=config)
+    estimator = estimator_of(config)
     total = sum(Path(f).stat().st_size for f in files)
-    lock_fd = _lock_for(_db_path(db, None), "ingest")  # before the store: it may upgrade it
+    db_path = _db_path(db, config_path)
+    lock_fd = _lock_for(db_path, "ingest")  # before the store: it may upgrade it
     try:
         try:
-            store = _open_store(db, None)
+            store = _open_store(str(db_path), None)
             with _progress_bar("ingesting", total) as advance:
                 tailer = Tailer(
                     store, specs, clock=utc_now, tz=tz, backfill=True, on_progress=advance
@@ -534,7 +543,7 @@ def ingest(files: tuple[str, ...], job: str, db: str | None, fmt: str, tz: tzinf
         finally:
             os.close(lock_fd)  # what follows only reads the files' events
         now_s = utc_now().timestamp()
-        est = estimator_of(None).estimate(store, job, now_s)
+        est = estimator.estimate(store, job, now_s)
         store.save_estimate(job, now_s, str(est.status), estimate_to_json(est))
     except StoreError as exc:  # e.g. a store file this user may read but not write
         _fail(str(exc))
@@ -903,7 +912,7 @@ def demo(days: float, replay_s: float, workdir: str | None) -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--job", help="Backtest: replay this job's own interruptions from the store.")
 @db_option
-@config_option
+@estimating_config_option
 @click.option("--json", "as_json", is_flag=True)
 def simulate(
     mtbf: float | None,
@@ -934,10 +943,11 @@ def simulate(
         from ckpt_advisor.agent.app import estimator_of
         from ckpt_advisor.agent.store_read import StoreError
 
+        estimator = estimator_of(_load_config(config_path) if config_path else None)
         store = _read_store(db, config_path)
         try:
             now_s = datetime.now(UTC).timestamp()
-            est = estimator_of(None).estimate(store, job, now_s)
+            est = estimator.estimate(store, job, now_s)
         except StoreError as exc:  # a store of an older schema, never opened for writing since
             _fail(str(exc))
         if est.checkpoint_cost_s is None or est.mtbf_s is None:

@@ -1,0 +1,100 @@
+"""The commands that estimate take the daemon's config: ``ingest --config`` and ``simulate --job
+--config`` estimate with its ``[estimation]`` policy and the job's ``gpus``/``nodes`` (issue 13:
+they used the defaults, and ``ingest`` stored that estimate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.synth import simulate
+
+
+def _run(*args: str) -> tuple[str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A week of a simulated HF job saving every 2 h where ~50 min is best (M = 6 h, C = 4 min):
+    its log and timing file in one folder."""
+    workdir = tmp_path_factory.mktemp("week")
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, seed=3)
+    (workdir / "train.log").write_text("".join(text for _, text in job.log))
+    (workdir / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
+    return workdir
+
+
+def _config(path: Path, db: Path, estimation: str = "", job: str = "") -> Path:
+    path.write_text(
+        f'[store]\npath = "{db}"\n[estimation]\n{estimation}\n[[jobs]]\nname = "week"\n{job}\n'
+    )
+    return path
+
+
+def _ingest(week: Path, *args: str) -> dict[str, object]:
+    files = [str(week / "train.log"), str(week / "ckpt_timings.jsonl")]
+    _run("ingest", *files, "--job", "week", *args)
+    db = args[args.index("--db") + 1] if "--db" in args else None
+    out, _ = _run("estimates", *(["--db", db] if db else ["--config", args[-1]]), "--json")
+    [row] = json.loads(out)
+    assert isinstance(row, dict)
+    return row
+
+
+def test_ingest_with_a_config_estimates_with_its_gpus_and_thresholds(
+    week: Path, tmp_path: Path
+) -> None:
+    """The same files: without a config the stored estimate knows no GPUs; with ``gpus = 64``
+    it gives the excess in GPU-hours (and still drift at 2.4x); with ``drift_ratio = 10`` in
+    ``[estimation]`` the same interval is ok; a minimum excess above what 64 GPUs lose is ok
+    too. The store is the config's (no --db)."""
+    plain = _ingest(week, "--db", str(tmp_path / "plain.db"))
+    assert plain["gpus"] is None and plain["excess_gpu_hours_per_day"] is None
+    assert plain["status"] == "drift"
+    sized = _ingest(
+        week, "--config", str(_config(tmp_path / "a.toml", tmp_path / "a.db", job="gpus = 64"))
+    )
+    assert (sized["gpus"], sized["units"], sized["status"]) == (64, 64, "drift")
+    assert isinstance(sized["drift_ratio"], float) and 2.0 < sized["drift_ratio"] < 3.0
+    assert isinstance(sized["excess_gpu_hours_per_day"], float)
+    assert sized["excess_gpu_hours_per_day"] > 10.0
+    assert (sized["mtbf_s"], sized["n_failures"]) == (plain["mtbf_s"], plain["n_failures"])
+    lenient = _config(tmp_path / "b.toml", tmp_path / "b.db", "drift_ratio = 10", "gpus = 64")
+    assert _ingest(week, "--config", str(lenient))["status"] == "ok"
+    worth = "min_excess_gpu_hours_per_day = 10000"
+    costly = _config(tmp_path / "c.toml", tmp_path / "c.db", worth, "gpus = 64")
+    assert _ingest(week, "--config", str(costly))["status"] == "ok"
+
+
+def test_ingest_with_a_config_reads_with_the_jobs_patterns(tmp_path: Path) -> None:
+    """A log only the job's ``[[jobs.patterns]]`` can read gives its five saves through ingest
+    --config (none without it)."""
+    log = tmp_path / "custom.log"
+    log.write_text("".join(f"ckpt step={k * 100} took 42.5s\n" for k in range(1, 6)))
+    pattern = (
+        '[[jobs.patterns]]\nkind = "checkpoint_end"\n'
+        "regex = 'ckpt step=(?P<step>\\d+) took (?P<duration_s>[\\d.]+)s'"
+    )
+    config = _config(tmp_path / "c.toml", tmp_path / "c.db", job=pattern)
+    _, err = _run("ingest", str(log), "--job", "week", "--config", str(config))
+    assert "5 checkpoint(s)" in err
+    _, err = _run("ingest", str(log), "--job", "week", "--db", str(tmp_path / "bare.db"))
+    assert "0 checkpoint(s)" in err
+
+
+def test_backtest_with_a_config_uses_its_window(week: Path, tmp_path: Path) -> None:
+    """``simulate --job --config`` estimates with the config's policy: an M window of one day
+    replays fewer interruptions than the default 30 days."""
+    config = _config(tmp_path / "c.toml", tmp_path / "c.db", 'mtbf_window = "1d"')
+    files = [str(week / "train.log"), str(week / "ckpt_timings.jsonl")]
+    _run("ingest", *files, "--job", "week", "--db", str(tmp_path / "c.db"))
+    wide, _ = _run("simulate", "--job", "week", "--db", str(tmp_path / "c.db"), "--json")
+    narrow, _ = _run("simulate", "--job", "week", "--config", str(config), "--json")
+    assert 0 < json.loads(narrow)["n_failures"] < json.loads(wide)["n_failures"]
