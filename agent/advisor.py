@@ -12,11 +12,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ckpt_advisor.agent.contracts import estimate_json, iso
 from ckpt_advisor.agent.estimate import Estimator
-from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.rules.drift import decide
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from ckpt_advisor.rules.policy import EstimationPolicy
@@ -29,75 +29,6 @@ log = logging.getLogger(__name__)
 
 Rule = Callable[[JobEstimate, AlertState, float, EstimationPolicy], Decision]
 """The decision step (:func:`rules.drift.decide`): estimate, alert state, now, policy."""
-
-
-def _iso(epoch_s: float | None) -> str | None:
-    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC).isoformat()
-
-
-def estimate_to_json(est: JobEstimate) -> dict[str, Any]:
-    """The ``estimates --json`` object (DESIGN.md contract); unknown numbers stay null."""
-    return {
-        "job": est.job,
-        "computed_at": _iso(est.computed_at_s),
-        "status": str(est.status),
-        "checkpoint_cost_s": est.checkpoint_cost_s,
-        "checkpoint_cost_ci_s": list(est.checkpoint_cost_ci_s)
-        if est.checkpoint_cost_ci_s
-        else None,
-        "checkpoint_cost_source": est.checkpoint_cost_source,
-        "n_checkpoints": est.n_checkpoints,
-        "mtbf_s": est.mtbf_s,
-        "mtbf_ci_s": list(est.mtbf_ci_s) if est.mtbf_ci_s else None,
-        "n_failures": est.n_failures,
-        "failure_classes": dict(est.failure_classes),
-        "exposure_s": est.exposure_s,
-        "restart_cost_s": est.restart_cost_s,
-        "current_interval_s": est.current_interval_s,
-        "young_interval_s": est.young_interval_s,
-        "daly_interval_s": est.daly_interval_s,
-        "recommended_interval_s": est.recommended_interval_s,
-        "recommended_interval_ci_s": (
-            list(est.recommended_interval_ci_s) if est.recommended_interval_ci_s else None
-        ),
-        "step_time_s": est.step_time_s,
-        "current_interval_steps": est.current_interval_steps,
-        "recommended_interval_steps": est.recommended_interval_steps,
-        "recommended_setting": est.recommended_setting,
-        "waste_fraction_current": est.waste_fraction_current,
-        "waste_fraction_recommended": est.waste_fraction_recommended,
-        "drift_ratio": est.drift_ratio,
-        "newest_event": _iso(est.newest_event_s),
-        "notes": [render_note(note) for note in est.notes],
-        "checkpoint_cost_previous_s": est.checkpoint_cost_previous_s,
-        "persist_latency_s": est.persist_latency_s,
-        "mtbf_source": est.mtbf_source,
-        "mtbf_n_failures": est.mtbf_n_failures,
-        "mtbf_by_class": {
-            name: {
-                "mtbf_s": value,
-                "mtbf_ci_s": list(ci) if (ci := est.mtbf_by_class_ci_s.get(name)) else None,
-                "n_failures": est.failure_classes.get(name, 0),
-            }
-            for name, value in est.mtbf_by_class_s.items()
-        },
-        "weibull_shape": est.weibull_shape,
-        "weibull_shape_ci": list(est.weibull_shape_ci) if est.weibull_shape_ci else None,
-        "units": est.units,
-        "mtbf_per_unit_s": est.mtbf_per_unit_s,
-        "gpus": est.gpus,
-        "excess_gpu_hours_per_day": est.excess_gpu_hours_per_day,
-        "excess_cost_per_day": est.excess_cost_per_day,
-        "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
-        "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
-        "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
-        "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
-        "note_data": [note.to_json() for note in est.notes],
-    }
-
-
-def _pair(values: tuple[float, float | None] | None) -> list[float | None] | None:
-    return None if values is None else list(values)
 
 
 class Advisor:
@@ -172,7 +103,7 @@ class Advisor:
         now_s = self._clock().timestamp()
         estimator = self.estimator
         est = estimator.estimate(self.store, job, now_s)
-        self.store.save_estimate(job, now_s, str(est.status), estimate_to_json(est))
+        self.store.save_estimate(job, now_s, str(est.status), estimate_json(est))
         state = self.store.alert_state(job)
         decision = self.rule(est, state, now_s, estimator.policy)
         silenced_until_s = self.store.silenced_until(job, now_s)
@@ -181,7 +112,7 @@ class Advisor:
                 "%s: %s suppressed: silenced until %s",
                 job,
                 decision.action,
-                _iso(silenced_until_s),
+                iso(silenced_until_s),
             )
             return est  # state unchanged: once the silence ends the same decision is posted
         if decision.action is Action.NONE:

@@ -28,8 +28,7 @@ from ckpt_advisor.parsers.events import EventKind
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config
     from ckpt_advisor.agent.status import Heartbeat, Verdict
-    from ckpt_advisor.agent.store import Store
-    from ckpt_advisor.agent.store_read import OutboxItem, StoreReader
+    from ckpt_advisor.agent.store import OutboxItem, Store, StoreReader
 
 EXIT_CONFIG = 2
 MAX_SIMULATED_FAILURES = 2_000_000
@@ -70,19 +69,19 @@ def _slack_token(config: Config) -> str | None:
 
 
 def _open_store(db: str | None, config: str | None) -> Store:
-    from ckpt_advisor.agent.store import Store, StoreError
+    from ckpt_advisor.agent.store import StoreError, open_store
 
     try:
-        return Store(_db_path(db, config))
+        return open_store(_db_path(db, config))
     except StoreError as exc:
         _fail(str(exc))
 
 
 def _lock_for(db_path: Path, command: str) -> int:
-    """Take the store's reader lock (``agent/lock.py``) and return its descriptor (the lock is
+    """Take the store's reader lock (``agent/store/lock.py``) and return its descriptor (the lock is
     held until it is closed or the process exits), or fail: two readers of one log file would
     store its events twice."""
-    from ckpt_advisor.agent.lock import LockedError, lock_store
+    from ckpt_advisor.agent.store.lock import LockedError, lock_store
 
     try:
         return lock_store(db_path, command)
@@ -97,10 +96,10 @@ def _lock_for(db_path: Path, command: str) -> int:
 
 def _read_store(db: str | None, config: str | None) -> StoreReader:
     """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
-    from ckpt_advisor.agent.store_read import StoreError, StoreReader
+    from ckpt_advisor.agent.store import StoreError, open_reader
 
     try:
-        return StoreReader(_db_path(db, config))
+        return open_reader(_db_path(db, config))
     except StoreError as exc:
         _fail(str(exc))
 
@@ -332,32 +331,14 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
     from ckpt_advisor.agent.status import assess, heartbeat_path, read_heartbeat
 
     store = _read_store(db, config_path)
-    hb = read_heartbeat(heartbeat_path(store.path))
+    hb = read_heartbeat(heartbeat_path(_db_path(db, config_path)))
     queued = store.queued_messages()
     now_s = datetime.now(UTC).timestamp()
     verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "healthy": verdict.healthy,
-                    "problems": verdict.problems,
-                    "daemon": hb.to_json() if hb else None,
-                    "lagging": [f.path for f in verdict.lagging],
-                    "queued": [
-                        {
-                            "id": q.id,
-                            "job": q.job,
-                            "action": q.action,
-                            "created_s": q.created_s,
-                            "attempts": q.attempts,
-                        }
-                        for q in queued
-                    ],
-                },
-                indent=2,
-            )
-        )
+        from ckpt_advisor.agent.contracts import status_json
+
+        click.echo(json.dumps(status_json(verdict, hb, queued), indent=2))
     else:
         _print_status(hb, verdict, queued, now_s)
     sys.exit(0 if verdict.healthy else 1)
@@ -412,6 +393,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     timestamp) are counted on stderr with their reasons.
     """
     from ckpt_advisor import parsers
+    from ckpt_advisor.agent.contracts import parsed_event_json
 
     rows: list[dict[str, Any]] = []
     for path in files:
@@ -423,10 +405,10 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
             with open(path, "rb") as fh:
                 for lineno, raw in enumerate(fh, 1):
                     text = raw.rstrip(b"\n").decode("utf-8", "replace")
-                    rows.extend(_event_json(e, path) for e in parser.feed(text, lineno))
+                    rows.extend(parsed_event_json(e, path) for e in parser.feed(text, lineno))
         except OSError as exc:
             _fail(f"{path}: {exc.strerror}")
-        rows.extend(_event_json(e, path) for e in parser.finish())
+        rows.extend(parsed_event_json(e, path) for e in parser.finish())
         if parser.misses:
             click.echo(f"{path}: {parser.misses} line(s) could not be read:", err=True)
             for lineno, reason in list(parser.errors)[:10]:
@@ -459,16 +441,6 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
             for r in rows
         ],
     )
-
-
-def _event_json(event: Any, source: str) -> dict[str, Any]:
-    from ckpt_advisor.agent.store_read import StoredEvent
-
-    stored = StoredEvent(job="", source=source, event=event)
-    row = stored.to_json()
-    del row["job"]
-    row["tier"] = event.tier  # not stored yet: parse shows it, events does not
-    return row
 
 
 @contextmanager
@@ -518,9 +490,9 @@ def ingest(
     """
     from zoneinfo import ZoneInfo
 
-    from ckpt_advisor.agent.advisor import estimate_to_json
     from ckpt_advisor.agent.app import backfill_specs, estimator_of, utc_now
-    from ckpt_advisor.agent.store_read import StoreError
+    from ckpt_advisor.agent.contracts import estimate_json
+    from ckpt_advisor.agent.store import StoreError
     from ckpt_advisor.agent.tail import Tailer
 
     config = _load_config(config_path) if config_path else None
@@ -544,7 +516,7 @@ def ingest(
             os.close(lock_fd)  # what follows only reads the files' events
         now_s = utc_now().timestamp()
         est = estimator.estimate(store, job, now_s)
-        store.save_estimate(job, now_s, str(est.status), estimate_to_json(est))
+        store.save_estimate(job, now_s, str(est.status), estimate_json(est))
     except StoreError as exc:  # e.g. a store file this user may read but not write
         _fail(str(exc))
     click.echo(
@@ -654,8 +626,11 @@ def events(
     as_json: bool,
 ) -> None:
     """Stored events, oldest first."""
+    from ckpt_advisor.agent.contracts import stored_event_json
+
     store = _read_store(db, config_path)
-    rows = [e.to_json() for e in store.events(job=job, kinds=kinds or None, limit=limit)]
+    found = store.events(job=job, kinds=kinds or None, limit=limit)
+    rows = [stored_event_json(e) for e in found]
     if as_json:
         _print_json_lines(rows)
         return
@@ -941,7 +916,7 @@ def simulate(
 
     if job is not None:
         from ckpt_advisor.agent.app import estimator_of
-        from ckpt_advisor.agent.store_read import StoreError
+        from ckpt_advisor.agent.store import StoreError
 
         estimator = estimator_of(_load_config(config_path) if config_path else None)
         store = _read_store(db, config_path)

@@ -56,7 +56,8 @@ from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from ckpt_advisor.agent.notifier import LogNotifier, Notifier, SlackNotifier
 from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from ckpt_advisor.agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
-from ckpt_advisor.agent.store import UPGRADE_S_PER_MILLION_EVENTS, Store, StoreError
+from ckpt_advisor.agent.store import Store, StoreError, open_store
+from ckpt_advisor.agent.store.sqlite.schema import UPGRADE_S_PER_MILLION_EVENTS
 from ckpt_advisor.agent.tail import ScanStats, Tailer, WatchSpec
 from ckpt_advisor.agent.units import format_duration
 
@@ -400,7 +401,7 @@ class Daemon:
             return  # nothing new to say yet: rewriting 1,000 files' lags every poll costs CPU
         self._heartbeat = hb
         try:
-            write_heartbeat(heartbeat_path(self.store.path), hb)
+            write_heartbeat(heartbeat_path(self.config.store.path), hb)
         except OSError as exc:
             if not self._heartbeat_warned:
                 self._heartbeat_warned = True
@@ -482,7 +483,7 @@ class Daemon:
             self._store_error = str(exc)
             return ScanStats()
         if self._store_error is not None:
-            log.info("store writable again: %s", self.store.path)
+            log.info("store writable again: %s", self.store.location)
             self._store_error = None
         self._log_reads(stats)
         if stats.failure_jobs and self.scheduler.running:
@@ -574,7 +575,7 @@ class Daemon:
     def run(self) -> int:
         """Run until stopped; returns the process exit code: 1 if metrics cannot be served or
         the scheduler thread died."""
-        log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.path)
+        log.info("ckpt-advisor starting: %d job(s), store %s", len(self.jobs), self.store.location)
         try:
             self._start_metrics()
         except OSError as exc:
@@ -645,7 +646,7 @@ def build_daemon(
         systemd.status(f"upgrading the store: {n_events} events")
         systemd.extend_timeout(START_EXTEND_S + n_events * UPGRADE_S_PER_MILLION_EVENTS / 1e6)
 
-    store = store or Store(config.store.path, on_upgrade=upgrading)
+    store = store or open_store(config.store.path, on_upgrade=upgrading)
     return Daemon(
         config,
         store=store,

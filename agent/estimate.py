@@ -24,7 +24,7 @@ from ckpt_advisor.rules.sources import FINDING_KINDS
 from ckpt_advisor.rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:
-    from ckpt_advisor.agent.store_read import EventColumns, StoreReader
+    from ckpt_advisor.agent.store import EventColumns, StoreReader
 
 ESTIMATE_KINDS = (
     "checkpoint_start",

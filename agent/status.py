@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ckpt_advisor.agent.store_read import OutboxItem
+from ckpt_advisor.agent.store import OutboxItem
 from ckpt_advisor.agent.units import format_duration
 
 HEARTBEAT_SUFFIX = ".daemon.json"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckpt_advisor.agent.store import FileState, Store
+from ckpt_advisor.agent.store import FileState, Store, open_store
 from ckpt_advisor.agent.synth import SynthJob, simulate
 from ckpt_advisor.parsers.events import Event, EventKind
 
@@ -104,12 +104,12 @@ def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
     after each; written through :meth:`Store.commit_read` in batches, as the tailer does."""
     path = Path(path)
     if path.exists():
-        store = Store(path)
+        store = open_store(path)
         if store.count_events(job) == n_events:
             return store
         store.close()
         remove_store(path)
-    store = Store(path)
+    store = open_store(path)
     rng = np.random.default_rng(7)
     t = START.timestamp()
     next_fail = t + rng.exponential(12 * 3600.0)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ckpt_advisor.agent.estimate import Estimator
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.interval import daly_interval_s
@@ -115,7 +115,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, seed: int = 0) -> Row:
     timings = workdir / "ckpt_timings.jsonl"
     log.write_text("".join(text for _, text in job.log), encoding="utf-8")
     timings.write_text("".join(text for _, text in job.timings), encoding="utf-8")
-    store = Store(workdir / "ckpt.db")
+    store = open_store(workdir / "ckpt.db")
     specs = [
         WatchSpec("sim", (str(log),), timing=False, fmt="auto"),
         WatchSpec("sim", (str(timings),), timing=True, fmt="timing_jsonl"),

@@ -12,8 +12,14 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.agent.estimate import ESTIMATE_KINDS, Estimator, clock_findings, timeline_from
-from ckpt_advisor.agent.store import FileState, Store, StoredEvent, StoreError
-from ckpt_advisor.agent.store_read import StoreReader
+from ckpt_advisor.agent.store import (
+    FileState,
+    Store,
+    StoredEvent,
+    StoreError,
+    open_reader,
+    open_store,
+)
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -84,7 +90,7 @@ def _ingest(store: Store, job: str, *paths: Path) -> None:
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.log")))
 def test_columns_match_objects_on_each_real_log(tmp_path: Path, name: str) -> None:
     """Each captured real log gives the same timeline and estimate through both read paths."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _ingest(store, "j", FIXTURES / name)
     assert store.count_events("j") > 0
     _assert_same_paths(store, "j")
@@ -92,7 +98,7 @@ def test_columns_match_objects_on_each_real_log(tmp_path: Path, name: str) -> No
 
 def test_columns_match_objects_on_all_real_logs_as_one_job(tmp_path: Path) -> None:
     """Several sources in one job: first-of-source marks and ties agree between the paths."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _ingest(store, "j", *sorted(FIXTURES.glob("*.log")))
     columns = store.event_columns("j", ESTIMATE_KINDS)
     assert int(columns.first_of_source.sum()) == len(list(FIXTURES.glob("*.log")))
@@ -104,7 +110,7 @@ def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
     job = simulate(mtbf_s=8 * 3600.0, cost_s=120.0, interval_steps=300, duration_s=5 * 86400.0)
     log = tmp_path / "train.log"
     log.write_text("".join(text for _, text in job.log))
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _ingest(store, "sim", log)
     est = Estimator().estimate(store, "sim", NOW.timestamp())
     assert est.n_failures > 0 and est.n_checkpoints > 0
@@ -115,7 +121,7 @@ def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
 def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_path: Path) -> None:
     """Timing-file rows, events without time, equal times across sources, planned ends and
     unknown steps all come through the columns as through the objects."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     t0 = datetime(2026, 5, 1, tzinfo=UTC)
 
     def at(s: float) -> datetime:
@@ -178,14 +184,14 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
     log = tmp_path / "train.log"
     log.write_text("".join(text for _, text in job.log))
     db = tmp_path / "s.db"
-    store = Store(db)
+    store = open_store(db)
     _ingest(store, "sim", log)
     before = Estimator().estimate(store, "sim", NOW.timestamp())
     store.close()
     downgrade_to_version_3(db)
     with pytest.raises(StoreError, match=r"schema version 3, from an older .* read-write"):
-        StoreReader(db).event_columns("sim", ESTIMATE_KINDS)
-    store = Store(db)
+        open_reader(db).event_columns("sim", ESTIMATE_KINDS)
+    store = open_store(db)
     after = Estimator().estimate(store, "sim", NOW.timestamp())
     assert after == before and after.n_failures > 0
     _assert_same_paths(store, "sim")
@@ -196,7 +202,7 @@ def test_version_3_store_is_upgraded_and_estimates_the_same(tmp_path: Path) -> N
 
 def test_columns_of_a_job_without_events_are_empty(tmp_path: Path) -> None:
     """A job with no stored events reads as empty columns and no parsers."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     columns = store.event_columns("none", ESTIMATE_KINDS)
     assert columns.time_s.size == 0 and columns.kind.size == 0
     assert columns.parser_counts == {} and columns.failure_class == ()

@@ -255,14 +255,15 @@ def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(
     """A store that fails a write mid-ingest (a file this user may read but not write: SQLite's
     "attempt to write a readonly database") ends ``ingest`` with exit 1 and the store's message,
     not a traceback; the lock is released for the next run."""
-    from ckpt_advisor.agent.store import Store, StoreError
+    from ckpt_advisor.agent.store import StoreError
+    from ckpt_advisor.agent.store.sqlite.writer import SqliteStore
 
     db = tmp_path / "s.db"
 
-    def refuse(self: Store, *_args: object, **_kwargs: object) -> None:
+    def refuse(self: SqliteStore, *_args: object, **_kwargs: object) -> None:
         raise StoreError(f"{self.path}: write failed: attempt to write a readonly database")
 
-    monkeypatch.setattr(Store, "commit_read", refuse)
+    monkeypatch.setattr(SqliteStore, "commit_read", refuse)
     result = CliRunner().invoke(
         main, ["ingest", str(FIXTURES / "hf_trainer_crash.log"), "--job", "hf", "--db", str(db)]
     )

@@ -22,7 +22,7 @@ from ckpt_advisor.agent import daemon as agent_daemon
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import Daemon, build_daemon
 from ckpt_advisor.agent.notifier import SlackNotifier
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.processes import start_daemon as _start
@@ -67,7 +67,7 @@ def test_shared_filesystem_is_polled_not_watched(
     config = parse_config(_config(tmp_path))
     daemon = Daemon(
         config,
-        store=Store(config.store.path),
+        store=open_store(config.store.path),
         notifier=agent_daemon.make_notifier(config),
         clock=agent_daemon.utc_now,
         mount_table=str(table),
@@ -165,7 +165,7 @@ def test_ingestion_goes_on_while_slack_rate_limits(
 ) -> None:
     """Scenario 18: while delivery sleeps through a 429 Retry-After, lines are still stored."""
     config = parse_config(_config(tmp_path))
-    store = Store(config.store.path)
+    store = open_store(config.store.path)
     store.record_decision(
         "j", AlertState(True, 1.0, 60.0), message={"text": "hi"}, action="notify", now_s=1.0
     )

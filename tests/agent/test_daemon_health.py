@@ -12,7 +12,7 @@ from typing import Any
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import START_EXTEND_S, build_daemon
 from ckpt_advisor.agent.sdnotify import SystemdNotifier
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.helpers import downgrade_to_version_3
@@ -62,7 +62,7 @@ def test_stuck_estimate_withholds_watchdog_pings_until_it_ends(tmp_path: Path) -
             "jobs": [{"name": "llama", "logs": [f"{runs}/*.log"]}],
         }
     )
-    store = Store(config.store.path)
+    store = open_store(config.store.path)
     store.record_decision(
         "llama", AlertState(), message={"text": "queued before start"}, action="notify", now_s=0
     )
@@ -102,7 +102,7 @@ def test_a_store_upgrade_at_start_extends_the_start_timeout(tmp_path: Path) -> N
     time in proportion to the events before the rewrite (EXTEND_TIMEOUT_USEC); a current store
     asks for nothing."""
     db = tmp_path / "ckpt.db"
-    store = Store(db)
+    store = open_store(db)
     log = tmp_path / "train.log"
     log.write_text(
         "".join(

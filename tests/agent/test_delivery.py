@@ -15,7 +15,7 @@ import pytest
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind, SlackNotifier
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.fake_slack import FakeSlack
@@ -45,7 +45,7 @@ def _slack(fake: FakeSlack, **kwargs: Any) -> SlackNotifier:
 def test_outage_queues_then_delivers_in_order_once(tmp_path: Path, fake_slack: FakeSlack) -> None:
     """Scenario 19: Slack unreachable, then 5xx: messages stay in the outbox; once Slack is back
     they arrive in queue order, each exactly once."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two", "three")
     down = SlackNotifier(fake_slack.token, "#alerts", base_url="http://127.0.0.1:9/api/")
     advisor = _advisor(store, down)
@@ -65,7 +65,7 @@ def test_send_that_timed_out_but_landed_is_not_sent_again(
 ) -> None:
     """Scenario 19: a post whose answer timed out had landed; the next delivery finds it by its
     metadata key in the channel history and records it as sent instead of posting twice."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     fake_slack.script(delay_s=2.0)
     advisor = _advisor(store, _slack(fake_slack, timeout_s=0.3))
@@ -83,7 +83,7 @@ def test_unsure_send_that_cannot_be_checked_is_never_repeated(
 ) -> None:
     """When the channel history cannot be read (missing scope), a maybe-sent message is marked
     failed with a clear reason rather than risk a second copy; the next one goes out."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     advisor = _advisor(store, _slack(fake_slack))
     fake_slack.script(500)
@@ -101,7 +101,7 @@ def test_invalid_auth_gives_one_error_and_keeps_messages(
 ) -> None:
     """Scenario 19: a rejected token gives one clear error across many delivery runs, one
     request, and the messages stay queued for after the fix."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     bad = SlackNotifier("xoxb-wrong", "#alerts", base_url=fake_slack.base_url)
     advisor = _advisor(store, bad)
@@ -133,7 +133,7 @@ class _HungNotifier:
 def test_hung_notifier_times_out_and_the_next_run_still_happens(tmp_path: Path) -> None:
     """Scenario 17: a send that never returns is abandoned after the deadline; the estimate run
     finishes, and the next run runs (without sending again while the hung call may land)."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one")
     hung = _HungNotifier()
     advisor = _advisor(store, hung, send_deadline_s=0.3)
@@ -147,7 +147,7 @@ def test_hung_notifier_times_out_and_the_next_run_still_happens(tmp_path: Path) 
 
 def test_rate_limit_is_waited_out_and_sent_once(tmp_path: Path, fake_slack: FakeSlack) -> None:
     """Scenario 18: 429 with Retry-After: 1 inside the bound: the client waits and sends once."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one")
     fake_slack.script(429, retry_after=1)
     assert _advisor(store, _slack(fake_slack)).deliver() == 1
@@ -166,7 +166,7 @@ class _AlwaysNotify:
 def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> None:
     """Scenario 22: `silence --job` stops messages for that job until the time given without
     recording them as told, so the recommendation still due is posted when the silence ends."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     now = {"t": NOW}
     advisor = Advisor(
         store,
@@ -189,7 +189,7 @@ def test_token_never_in_logs_or_errors(
 ) -> None:
     """Scenario 23: with slack-sdk logging at DEBUG, a successful send, a rate limit and a
     rejected token leave no trace of the token in any log record or stored error."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     fake_slack.script(429, retry_after=0)
     with caplog.at_level(logging.DEBUG):
@@ -211,7 +211,7 @@ def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
     from ckpt_advisor.agent.cli import main
 
     db = tmp_path / "s.db"
-    store = Store(db)
+    store = open_store(db)
     store.save_estimate("llama", 1.0, "ok", {"job": "llama"})
     typo = CliRunner().invoke(main, ["silence", "--job", "lama", "--for", "1h", "--db", str(db)])
     assert typo.exit_code == 2
@@ -222,7 +222,7 @@ def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
         main, ["silence", "--job", "llama", "--for", "24h", "--db", str(db)]
     )
     assert result.exit_code == 0, result.output
-    until_s = Store(db).silenced_until("llama", datetime.now(UTC).timestamp())
+    until_s = open_store(db).silenced_until("llama", datetime.now(UTC).timestamp())
     assert until_s is not None
     assert abs(until_s - datetime.now(UTC).timestamp() - 86400) < 60
 
@@ -255,7 +255,7 @@ class _Recorder:
 def test_concurrent_runs_queue_and_send_one_notification(tmp_path: Path) -> None:
     """Two estimate runs at once (the interval job and the after-failure job) decide one after
     the other: one notify in the outbox and one message sent."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     notifier = _Recorder()
     advisor = Advisor(
         store,

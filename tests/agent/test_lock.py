@@ -14,9 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
-from ckpt_advisor.agent.lock import LockedError, lock_store
-from ckpt_advisor.agent.store import Store
-from ckpt_advisor.agent.store_read import StoreReader
+from ckpt_advisor.agent.store import open_reader, open_store
+from ckpt_advisor.agent.store.lock import LockedError, lock_store
 
 FIXTURE = Path(__file__).parents[2] / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
 
@@ -26,7 +25,8 @@ def test_second_lock_on_one_store_names_the_holder(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         f"from ckpt_advisor.agent.lock import lock_store; from pathlib import Path; import time; "
+         "from ckpt_advisor.agent.store.lock import lock_store; from pathlib import Path; "
+         "import time; "
          f"lock_store(Path({str(db)!r})); print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -94,10 +94,11 @@ def test_ingest_beside_another_reader_of_the_store_stores_nothing(
     exits 1 naming the holder and its pid, and stores no event: both would read a shared file
     from the same offset and store its events twice. Once the holder is gone, it ingests."""
     db = tmp_path / "s.db"
-    Store(db).close()  # an existing store, left as it was
+    open_store(db).close()  # an existing store, left as it was
     holding = subprocess.Popen(
         [sys.executable, "-c",
-         f"from ckpt_advisor.agent.lock import lock_store; from pathlib import Path; import time; "
+         "from ckpt_advisor.agent.store.lock import lock_store; from pathlib import Path; "
+         "import time; "
          f"lock_store(Path({str(db)!r}), {holder!r}); print('locked', flush=True); "
          "time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
@@ -108,10 +109,10 @@ def test_ingest_beside_another_reader_of_the_store_stores_nothing(
         refused = CliRunner().invoke(main, args)
         assert refused.exit_code == 1
         assert f"another ckpt-advisor {named} (pid {holding.pid})" in refused.stderr
-        assert StoreReader(db).events(job="hf") == []
+        assert open_reader(db).events(job="hf") == []
     finally:
         holding.kill()
         holding.wait()
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 0, done.stderr
-    assert len(StoreReader(db).events(job="hf")) == 14
+    assert len(open_reader(db).events(job="hf")) == 14

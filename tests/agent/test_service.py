@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.units import parse_duration_s
 from tests.agent.fake_slack import FakeSlack
@@ -144,7 +144,7 @@ def test_ready_after_first_scan_watchdog_pings_and_stopping_on_sigterm(
 
     ready = notify.wait_for("READY")
     db = tmp_path / "state" / "ckpt.db"
-    stored = Store(db, readonly=True).count_events("llama")
+    stored = open_reader(db).count_events("llama")
     assert stored > 0  # the first scan was committed before READY=1
     assert "1 job(s), 1 file(s)" in ready["STATUS"]
     notify.wait_for("WATCHDOG", n=3)
@@ -194,7 +194,7 @@ def test_sighup_rejects_a_bad_config_then_picks_up_a_new_job(
     daemon.proc.send_signal(signal.SIGHUP)
     daemon.wait_log("config reloaded from")
     shutil.copy(FIXTURES / "hf_trainer_crash.log", second / "train.log")
-    store = Store(tmp_path / "state" / "ckpt.db", readonly=True)
+    store = open_reader(tmp_path / "state" / "ckpt.db")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and store.count_events("job-b") == 0:
         time.sleep(0.1)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.store import FileState, Store, StoreError
+from ckpt_advisor.agent.contracts import stored_event_json
+from ckpt_advisor.agent.store import FileState, StoreError, open_store
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.model import AlertState
 
@@ -37,7 +38,7 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
     """A new store file is created with its directory, in WAL mode, at schema version 4."""
     db = tmp_path / "deep" / "dir" / "s.db"
-    Store(db).close()
+    open_store(db).close()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
@@ -45,7 +46,7 @@ def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
 
 def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
     """Events and the new offset land in one commit and are read back as typed values."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     state = store.commit_read(
         _new_file(), offset=120, lineno=3, events=[_event(2, step=25)], now_s=1.0
     )
@@ -53,12 +54,12 @@ def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
     assert store.find_files("j", 1, 2) == [state]
     [stored] = store.events(job="j")
     assert stored.event == Event(EventKind.CHECKPOINT_START, 2, "hf_trainer", time=T0, step=25)
-    assert stored.to_json()["time"] == "2026-11-01T12:00:00+00:00"
+    assert stored_event_json(stored)["time"] == "2026-11-01T12:00:00+00:00"
 
 
 def test_failed_commit_keeps_old_offset_and_no_events(tmp_path: Path) -> None:
     """If the transaction fails, neither the events nor the offset are stored."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     state = store.commit_read(_new_file(), offset=10, lineno=1, events=[], now_s=1.0)
     bad = Event(EventKind.STEP, 5, "x", time=T0, step=2**70)  # overflows SQLite INTEGER
     with pytest.raises(OverflowError):
@@ -71,11 +72,11 @@ def test_failed_commit_keeps_old_offset_and_no_events(tmp_path: Path) -> None:
 def test_newer_schema_is_refused_naming_the_path(tmp_path: Path) -> None:
     """A store written by a newer ckpt-advisor is not touched; the error names the file."""
     db = tmp_path / "s.db"
-    Store(db).close()
+    open_store(db).close()
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE meta SET value='99' WHERE key='schema'")
     with pytest.raises(StoreError, match=rf"{db}: schema version 99 is newer"):
-        Store(db)
+        open_store(db)
 
 
 def test_not_a_database_is_refused_naming_the_path(tmp_path: Path) -> None:
@@ -83,25 +84,12 @@ def test_not_a_database_is_refused_naming_the_path(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     db.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match=str(db)):
-        Store(db)
-
-
-def test_readonly_reader_sees_committed_data_and_cannot_write(tmp_path: Path) -> None:
-    """A CLI reader opens read-only, sees what the daemon committed, and cannot write."""
-    db = tmp_path / "s.db"
-    writer = Store(db)
-    writer.commit_read(_new_file(), offset=5, lineno=1, events=[_event(1)], now_s=1.0)
-    reader = Store(db, readonly=True)
-    assert reader.count_events() == 1
-    with pytest.raises(StoreError, match="read-only"):
-        reader.save_estimate("j", 1.0, "ok", {})
-    with pytest.raises(StoreError, match="no database here"):
-        Store(tmp_path / "missing.db", readonly=True)
+        open_store(db)
 
 
 def test_estimate_history_latest_per_job(tmp_path: Path) -> None:
     """The latest estimate per job is the newest saved; history keeps them all in order."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     store.save_estimate("a", 1.0, "ok", {"job": "a", "n": 1})
     store.save_estimate("b", 2.0, "drift", {"job": "b", "n": 1})
     store.save_estimate("a", 3.0, "drift", {"job": "a", "n": 2})
@@ -112,7 +100,7 @@ def test_estimate_history_latest_per_job(tmp_path: Path) -> None:
 
 def test_decision_and_message_are_recorded_together_then_delivered_in_order(tmp_path: Path) -> None:
     """Alert state and the queued message are written in one step; the outbox keeps order."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     first = store.record_decision(
         "a", AlertState(True, 10.0, 3600.0), message={"text": "1"}, action="notify", now_s=10.0
     )
@@ -131,7 +119,7 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     """A store written by schema version 2 (no ``files.finished``) is upgraded in place to
     version 3, its files read as not finished."""
     db = tmp_path / "s.db"
-    Store(db).close()
+    open_store(db).close()
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE files DROP COLUMN finished")
     conn.execute(
@@ -141,7 +129,7 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     conn.execute("UPDATE meta SET value='2' WHERE key='schema'")
     conn.commit()
     conn.close()
-    store = Store(db)
+    store = open_store(db)
     assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.store import FileState, Store
-from ckpt_advisor.agent.store_read import StoreError, StoreReader
+from ckpt_advisor.agent.store import FileState, Store, StoreError, open_reader, open_store
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.model import AlertState
 
@@ -21,7 +20,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def _filled(db: Path) -> Store:
-    store = Store(db)
+    store = open_store(db)
     state = FileState(0, "j", "/logs/a.log", 1, 2, "h", 10, 0, 0, 0)
     events = [
         Event(EventKind.STEP, 1, "hf_trainer", time=T0, step=10, duration_s=1.5),
@@ -39,7 +38,7 @@ def _filled(db: Path) -> Store:
 def test_reader_answers_as_the_store_does(tmp_path: Path) -> None:
     """Events (every filter), estimate history, jobs, counts and the outbox read the same."""
     store = _filled(tmp_path / "s.db")
-    reader = StoreReader(tmp_path / "s.db")
+    reader = open_reader(tmp_path / "s.db")
     for kw in ({}, {"job": "j", "kinds": ["failure"]}, {"since_s": T0.timestamp() + 1}):
         assert reader.events(**kw) == store.events(**kw)  # type: ignore[arg-type]
     assert [e.event.kind for e in reader.events(limit=2)] == ["step", "checkpoint_end"]
@@ -56,22 +55,22 @@ def test_reader_refuses_missing_foreign_and_newer_databases_naming_them(tmp_path
     """No file, a non-database, an unrelated SQLite file and a newer schema each give a
     StoreError naming the path."""
     with pytest.raises(StoreError, match="no database here"):
-        StoreReader(tmp_path / "missing.db")
+        open_reader(tmp_path / "missing.db")
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match=str(junk)):
-        StoreReader(junk)
+        open_reader(junk)
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(StoreError, match=rf"{other}: not a ckpt-advisor store"):
-        StoreReader(other)
+        open_reader(other)
     newer = tmp_path / "newer.db"
-    Store(newer).close()
+    open_store(newer).close()
     with sqlite3.connect(newer) as conn:
         conn.execute("UPDATE meta SET value='99' WHERE key='schema'")
     with pytest.raises(StoreError, match=rf"{newer}: schema version 99 is newer"):
-        StoreReader(newer)
+        open_reader(newer)
 
 
 def test_read_commands_import_neither_sqlalchemy_nor_pydantic(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_advisor.agent.estimate import Estimator
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.tail.helpers import FIXTURES, Clock
@@ -38,7 +38,7 @@ def _backfilled(tmp_path: Path, raw: bytes) -> Store:
     path = tmp_path / "backfill" / "train.log"
     path.parent.mkdir()
     path.write_bytes(raw)
-    store = Store(tmp_path / "backfill.db")
+    store = open_store(tmp_path / "backfill.db")
     spec = WatchSpec("j", (str(path),))
     Tailer(store, [spec], clock=lambda: datetime.now(UTC), tz=UTC, backfill=True).scan()
     return store
@@ -50,7 +50,7 @@ def _tailed_live(tmp_path: Path, raw: bytes, skew: timedelta) -> Store:
     path = tmp_path / "live" / "train.log"
     path.parent.mkdir()
     path.write_bytes(b"")
-    store, clock = Store(tmp_path / "live.db"), Clock()
+    store, clock = open_store(tmp_path / "live.db"), Clock()
     tailer = Tailer(store, [WatchSpec("j", (str(path),))], clock=clock, tz=UTC)
     tailer.scan()
     for line in raw.splitlines(keepends=True):
@@ -126,7 +126,7 @@ def test_a_clock_stepping_back_is_logged_naming_file_and_line(
 
     path = tmp_path / "train.log"
     path.write_bytes(b"")
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     tailer = Tailer(store, [WatchSpec("j", (str(path),))], clock=clock, tz=UTC)
     tailer.scan()
     path.write_bytes(

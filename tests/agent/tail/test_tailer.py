@@ -6,7 +6,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
 from tests.agent.tail.helpers import FIXTURES, NOW, record
@@ -28,7 +28,7 @@ def _steps(store: Store) -> list[int | None]:
 
 def test_reads_new_file_from_start_then_only_appended_lines(tmp_path: Path) -> None:
     """A file seen first is read from byte 0; the next scan reads only what was appended."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "ckpt_timings.jsonl"
     path.write_text(record(1) + record(2))
     tailer = _tailer(store, str(tmp_path / "*.jsonl"))
@@ -43,7 +43,7 @@ def test_reads_new_file_from_start_then_only_appended_lines(tmp_path: Path) -> N
 
 def test_partial_last_line_waits_for_its_newline_across_restart(tmp_path: Path) -> None:
     """A line without its newline is not parsed, and is parsed once after a restart completes it."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     rec = record(2)
     path.write_text(record(1) + rec[:20])
@@ -62,7 +62,7 @@ def test_partial_last_line_waits_for_its_newline_across_restart(tmp_path: Path) 
 def test_rename_rotation_drains_old_file_and_reads_new_from_zero(tmp_path: Path) -> None:
     """Lines written to a file just before it is renamed away are still read; the new file
     under the old name is read from its start."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     tailer = _tailer(store, str(path))
@@ -77,7 +77,7 @@ def test_rename_rotation_drains_old_file_and_reads_new_from_zero(tmp_path: Path)
 
 def test_copytruncate_restarts_at_zero_and_is_counted(tmp_path: Path) -> None:
     """A file that became shorter than the offset is read again from 0 and counted."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(record(1) + record(2))
     tailer = _tailer(store, str(path))
@@ -94,7 +94,7 @@ def test_copytruncate_restarts_at_zero_and_is_counted(tmp_path: Path) -> None:
 
 def test_overlong_line_is_skipped_and_later_lines_parsed(tmp_path: Path) -> None:
     """A line longer than the limit is skipped and counted; the lines after it are read."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     with path.open("w") as fh:
         fh.write(record(1))
@@ -108,7 +108,7 @@ def test_overlong_line_is_skipped_and_later_lines_parsed(tmp_path: Path) -> None
 def test_backfill_dates_untimed_failure_from_the_log_not_the_read_time(tmp_path: Path) -> None:
     """In a backfill, a traceback (no timestamp) is dated from the log itself (the tqdm bar
     clock, else the latest earlier timestamp), marked estimated, never the time of reading."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     log = tmp_path / "train.log"
     log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     _tailer(store, str(log), timing=False, backfill=True).scan()
@@ -121,7 +121,7 @@ def test_backfill_dates_untimed_failure_from_the_log_not_the_read_time(tmp_path:
 
 def test_live_untimed_line_gets_the_read_time(tmp_path: Path) -> None:
     """A line with no timestamp appended while tailing gets the time it was read."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     log = tmp_path / "train.log"
     lightning = (FIXTURES / "lightning_crash.log").read_bytes()
     log.write_bytes(b"")

@@ -7,13 +7,15 @@ import sqlite3
 import threading
 import time
 import tracemalloc
+from contextlib import closing
 from datetime import UTC, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from ckpt_advisor.agent.store import FileState, Store, StoreError
+from ckpt_advisor.agent.store import FileState, Store, StoreError, open_reader, open_store
+from ckpt_advisor.agent.store.sqlite.writer import SqliteStore
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -35,7 +37,7 @@ def test_rotation_while_down_finishes_old_file_from_its_offset(tmp_path: Path) -
     """Scenario 4: lines appended and a rename rotation while the daemon is down: the old file
     (found by inode and head hash in its directory, not by name) is finished from its offset
     and the new file is read from 0."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(records(range(1, 3)))
     tailer = _tailer(store, str(path))
@@ -57,7 +59,7 @@ def test_file_rotated_while_down_is_followed_while_its_writer_may_write(
     holding it, is read from its stored offset and then followed through its descriptor while
     it grows, until quiet for rotated_idle_s; one last written to longer ago than that (its
     mtime) is read to its end and released at once."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     path, rotated = tmp_path / "t.jsonl", tmp_path / "t.jsonl.1"
     spec = WatchSpec("j", (str(path),), timing=True)
     path.write_text(records(range(1, 3)))
@@ -92,7 +94,7 @@ def test_empty_file_renamed_away_before_its_first_line_is_followed(tmp_path: Pat
     """Scenario 29 from the first byte: a trainer's log created empty, rotated away before it
     printed anything (import time), then written through the trainer's descriptor: its lines
     are stored, and at shutdown the file is released."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     with path.open("a", buffering=1) as writer:
         tailer = _tailer(store, str(path))
@@ -111,7 +113,7 @@ def test_empty_file_renamed_away_before_its_first_line_is_followed(tmp_path: Pat
 def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path) -> None:
     """Scenario 6: a file truncated and rewritten larger than the old offset before the next
     poll has different first bytes: it is read from 0 (not from the old offset) and counted."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(records(range(1, 3)))
     tailer = _tailer(store, str(path))
@@ -127,7 +129,7 @@ def test_truncate_and_rewrite_larger_between_polls_is_a_new_file(tmp_path: Path)
 def test_inode_reuse_reads_the_new_file_from_zero(tmp_path: Path) -> None:
     """Scenario 7: a file deleted while the daemon is down and recreated with the same inode is
     read from 0, not from the old file's offset."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(records(range(1, 4)))
     _tailer(store, str(path)).scan()
@@ -145,7 +147,7 @@ def test_deleted_while_open_is_read_until_idle_then_forgotten(tmp_path: Path) ->
     """A file deleted after lines were appended is read to its end through the open descriptor,
     and on while it grows; once it has been idle for rotated_idle_s it is released and its
     record dropped, so a later file with its inode cannot inherit its offset."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     spec = WatchSpec("j", (str(path),), timing=True)
@@ -177,7 +179,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
     raw = b"".join(
         (FIXTURES / n).read_bytes() for n in ("hf_trainer_crash.log", "hf_trainer_resume.log")
     )
-    one_pass = Store(tmp_path / "one.db")
+    one_pass = open_store(tmp_path / "one.db")
     whole = tmp_path / "whole" / "train.log"
     whole.parent.mkdir()
     whole.write_bytes(raw)
@@ -185,7 +187,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
     assert any(e.event.kind == "failure" for e in one_pass.events(job="j"))
 
     def read_in_pieces(name: str, *, restart: bool) -> Store:
-        store = Store(tmp_path / f"{name}.db")
+        store = open_store(tmp_path / f"{name}.db")
         path = tmp_path / name / "train.log"
         path.parent.mkdir()
         path.write_bytes(b"")
@@ -214,7 +216,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
 def test_csv_timing_rows_after_a_restart_keep_their_header(tmp_path: Path) -> None:
     """A restart after a CSV timing file's header re-derives the header from the file, so the
     rows that follow are still read (a fresh parser would take the first row as a header)."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "ckpt_timings.csv"
     path.write_text("step,start,end\n100,2026-11-01T00:00:00,2026-11-01T00:00:30\n")
     tailer = _tailer(store, str(path))
@@ -232,7 +234,7 @@ def test_csv_timing_rows_after_a_restart_keep_their_header(tmp_path: Path) -> No
 def test_ten_mib_line_is_skipped_with_bounded_memory(tmp_path: Path) -> None:
     """Scenario 9: a 10 MiB line, arriving over several scans, is skipped and counted once while
     memory stays within a few read chunks; the lines after it are parsed."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     tailer = _tailer(store, str(path))
@@ -261,7 +263,7 @@ def test_invalid_bytes_and_terminal_noise_do_not_stop_the_tailer(tmp_path: Path)
     clean = (FIXTURES / "hf_trainer_crash.log").read_bytes()
     noisy = b"\xff\xfe\x00garbage\x1b[31mred\x1b[0m\r 10%|#  | 1/10\r 20%|## | 2/10\n"
     noisy += b"\x00" * 64 + b"\n" + clean.replace(b"\n", b"\r\n") + b"\xc3\x28\xa0\xa1\n"
-    ref, store = Store(tmp_path / "ref.db"), Store(tmp_path / "s.db")
+    ref, store = open_store(tmp_path / "ref.db"), open_store(tmp_path / "s.db")
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref" / "a.log").write_bytes(clean)
     (tmp_path / "a.log").write_bytes(noisy)
@@ -276,7 +278,7 @@ def test_invalid_bytes_and_terminal_noise_do_not_stop_the_tailer(tmp_path: Path)
 def test_files_and_run_dirs_appearing_later_are_found_by_the_next_scan(tmp_path: Path) -> None:
     """Scenario 11: a run directory and file created after start under a ``**`` glob are read
     by the next scan."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     tailer = _tailer(store, str(tmp_path / "runs" / "**" / "*.jsonl"))
     assert tailer.scan().files == 0
     run = tmp_path / "runs" / "job-7" / "rank0"
@@ -289,7 +291,7 @@ def test_files_and_run_dirs_appearing_later_are_found_by_the_next_scan(tmp_path:
 def test_repointed_symlink_finishes_old_target_and_follows_new(tmp_path: Path) -> None:
     """Scenario 12: a symlink re-pointed to a new file: the old target is finished, the new one
     read from 0; a target reached by the link and by its own name is read once."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     runs, cur = tmp_path / "runs", tmp_path / "cur"
     runs.mkdir()
     cur.mkdir()
@@ -313,7 +315,7 @@ def test_naive_log_times_are_taken_in_the_configured_zone(tmp_path: Path) -> Non
     """Scenario 27: naive timestamps in logs are read in the configured zone (default UTC)."""
     path = tmp_path / "train.log"
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
-    utc, ny = Store(tmp_path / "utc.db"), Store(tmp_path / "ny.db")
+    utc, ny = open_store(tmp_path / "utc.db"), open_store(tmp_path / "ny.db")
     _tailer(utc, str(path), timing=False).scan()
     _tailer(ny, str(path), timing=False, tz=ZoneInfo("America/New_York")).scan()
     t_utc = [e.event.time for e in utc.events(job="j") if not e.event.time_estimated]
@@ -335,21 +337,21 @@ def test_store_on_a_network_filesystem_is_refused_naming_the_path(tmp_path: Path
     """Scenario 24: a database on NFS (from the mount table) is refused with the path and type."""
     db = tmp_path / "state" / "s.db"
     with pytest.raises(StoreError, match=rf"{db}: on a nfs4 network filesystem"):
-        Store(db, mount_table=_mounts(tmp_path, "nfs4"))
+        SqliteStore(db, mount_table=_mounts(tmp_path, "nfs4"))
     assert not db.exists()
 
 
 def test_store_in_a_read_only_place_names_the_path() -> None:
     """Scenario 24: a database that cannot be created (read-only filesystem) names its path."""
     with pytest.raises(StoreError, match=r"/proc/ckpt-advisor/s\.db: cannot create directory"):
-        Store("/proc/ckpt-advisor/s.db")
+        open_store("/proc/ckpt-advisor/s.db")
 
 
 def test_full_disk_loses_nothing_and_names_the_path(tmp_path: Path) -> None:
     """Scenario 24: when SQLite reports a full disk, the scan fails naming the path, the offset
     stays, and once there is room every line is stored exactly once."""
     db = tmp_path / "s.db"
-    store = Store(db)
+    store = SqliteStore(db)  # its engine: to make SQLite's disk full
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     tailer = _tailer(store, str(path))
@@ -377,7 +379,7 @@ def test_corrupt_page_gives_an_error_naming_the_path(tmp_path: Path) -> None:
     """Scenario 24: a database whose pages were damaged gives a StoreError naming it when
     written, never a silent drop."""
     db = tmp_path / "s.db"
-    store = Store(db)
+    store = open_store(db)
     state = FileState(
         0, "j", "/l", dev=1, ino=2, head_hash="h", head_len=1, offset=0, lineno=0, truncations=0
     )
@@ -391,7 +393,7 @@ def test_corrupt_page_gives_an_error_naming_the_path(tmp_path: Path) -> None:
     data[8192:16384] = b"\xa5" * 8192
     db.write_bytes(bytes(data))
     with pytest.raises(StoreError, match=str(db)):
-        again = Store(db)
+        again = open_store(db)
         again.commit_read(state, offset=999, lineno=999, events=[ev] * 50, now_s=2.0)
         again.count_events()
 
@@ -400,14 +402,13 @@ def test_long_reader_transaction_does_not_block_daemon_writes(tmp_path: Path) ->
     """Scenario 25: a CLI reader holding a read transaction open (WAL snapshot) while the
     daemon commits 300 times: every commit lands, the reader's snapshot stays consistent."""
     db = tmp_path / "s.db"
-    store = Store(db)
+    store = open_store(db)
     state = store.commit_read(
         FileState(0, "j", "/l", 1, 2, "h", 1, 0, 0, 0), offset=0, lineno=0, events=[], now_s=0
     )
-    reader = Store(db, readonly=True)
-    with reader.engine.connect() as conn:
-        conn.exec_driver_sql("BEGIN")
-        before = conn.exec_driver_sql("SELECT count(*) FROM events").scalar()
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)) as conn:
+        conn.execute("BEGIN")  # what the CLI's sqlite3 reader sees: one snapshot
+        before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
         done = threading.Event()
 
         def write() -> None:
@@ -421,15 +422,15 @@ def test_long_reader_transaction_does_not_block_daemon_writes(tmp_path: Path) ->
         writer.start()
         writer.join(timeout=60)
         assert done.is_set()
-        assert conn.exec_driver_sql("SELECT count(*) FROM events").scalar() == before == 0
-        conn.exec_driver_sql("COMMIT")
-    assert reader.count_events() == 300
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == before == 0
+        conn.execute("COMMIT")
+    assert open_reader(db).count_events() == 300
     assert store.find_files("j", 1, 2)[0].offset == 300
 
 
 def test_retention_prunes_old_events_in_batches(tmp_path: Path) -> None:
     """Retention deletes only events older than the cutoff, a batch per transaction."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     state = FileState(0, "j", "/l", 1, 2, "h", 1, 0, 0, 0)
     old = [Event(EventKind.STEP, i, "x", time=NOW - timedelta(days=400), step=i) for i in range(25)]
     new = [Event(EventKind.STEP, 99, "x", time=NOW, step=99)]
@@ -441,7 +442,7 @@ def test_retention_prunes_old_events_in_batches(tmp_path: Path) -> None:
 def test_traceback_ending_a_live_file_is_stored_once_the_file_idles(tmp_path: Path) -> None:
     """A crash log copied into a watched directory, its traceback the last thing the parser
     holds, is stored after one idle poll, and stored once across a restart and more lines."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     (tmp_path / "logs").mkdir()
     pattern = str(tmp_path / "logs" / "*.log")
     tailer = live_tailer(store, pattern, clock)
@@ -469,7 +470,7 @@ def test_ingest_then_daemon_on_a_file_ending_mid_traceback_stores_one_failure(
 ) -> None:
     """``ingest`` flushes the traceback at the end of the file; the daemon's replay flushes at
     the same byte, so the line that arrives later does not store the failure a second time."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     path = tmp_path / "train.log"
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     live_tailer(store, str(path), clock, backfill=True).scan()
@@ -489,7 +490,7 @@ def test_traceback_held_when_the_daemon_was_killed_is_stored_after_restart(
 ) -> None:
     """A daemon killed before the file idled never flushed: the restarted one rebuilds the
     pending traceback by replay and stores it once the file idles."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     path = tmp_path / "train.log"
     path.write_bytes(b"")
     tailer = live_tailer(store, str(path), clock)

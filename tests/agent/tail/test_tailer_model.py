@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from ckpt_advisor.agent.store import FileState, Store, StoreError
+from ckpt_advisor.agent.store import FileState, StoreError
+from ckpt_advisor.agent.store.sqlite.writer import SqliteStore
 from ckpt_advisor.agent.tail import Tailer, WatchSpec, reader
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -43,7 +44,7 @@ class Killed(BaseException):
     """The process died (SIGKILL) at this point."""
 
 
-class CrashingStore(Store):
+class CrashingStore(SqliteStore):
     """A real store whose n-th commit raises ``error`` before or after its transaction."""
 
     crash_at: int | None = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.agent.tail.discovery import SETTLED_S
 from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
@@ -47,7 +47,7 @@ def test_idle_poll_reads_no_byte_of_unchanged_files(tmp_path: Path) -> None:
     for i, path in enumerate(paths):
         path.write_text(records(range(10 * i + 1, 10 * i + 11)))  # > 1 KiB: a full head hash
     _age(*paths)
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     tailer = _tailer(store, str(tmp_path / "*.jsonl"))
     assert tailer.scan().lines == 80
     before = _rchar()
@@ -63,7 +63,7 @@ def test_poll_without_discovery_reads_appends_and_follows_rotation(tmp_path: Pat
     files found empty, and a rename rotation (the known name now leads elsewhere) makes it
     search at once: the old file is drained, the new one read from 0. A file in a new place is
     found by the next search."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     log, empty = tmp_path / "t.jsonl", tmp_path / "u.jsonl"
     log.write_text(record(1))
     empty.write_text("")
@@ -90,7 +90,7 @@ def test_poll_without_discovery_reads_appends_and_follows_rotation(tmp_path: Pat
 def test_same_size_rewrite_within_the_mtime_tick_is_still_seen(tmp_path: Path) -> None:
     """A truncation and a same-size rewrite that leave size and mtime as they were are seen:
     a file whose mtime is younger than SETTLED_S is not trusted to be unchanged."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     st = path.stat()
@@ -110,7 +110,7 @@ def test_growing_overlong_line_is_read_once(
     """Once a line without a newline is longer than MAX_LINE_BYTES, each poll reads only the
     bytes appended since the last one, not the line's tail again; when the newline comes, the
     warning gives the line's true length."""
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     tailer = _tailer(store, str(path))
@@ -141,7 +141,7 @@ def test_traceback_ending_a_file_that_leaves_its_glob_is_stored(
     """A file renamed out of its glob or deleted is still followed: the traceback it ends with
     is stored (once) when the file idles, as for a watched file, or at shutdown (drain), when
     the file is read to its end and its parser flushed."""
-    store, clock = Store(tmp_path / "s.db"), Clock()
+    store, clock = open_store(tmp_path / "s.db"), Clock()
     (tmp_path / "logs").mkdir()
     path = tmp_path / "logs" / "train.log"
     path.write_bytes(b"")
@@ -177,7 +177,7 @@ def test_timing_file_recognised_by_content_is_stored_as_exact(tmp_path: Path) ->
     timings, log = tmp_path / "timings.src", tmp_path / "train.log"
     timings.write_text(records(range(1, 4)))
     log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     specs = [WatchSpec("j", (str(timings), str(log)), timing=False)]
     Tailer(store, specs, clock=Clock(), tz=UTC).scan()
     by_source = {(e.source, e.event.parser, e.from_timing_file) for e in store.events(job="j")}

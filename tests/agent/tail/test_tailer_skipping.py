@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec, reader
 from ckpt_advisor.parsers import selection
@@ -30,7 +30,7 @@ def _every_line(path: Path, fmt: str = "auto") -> list[parsers.Event]:
 
 
 def _ingest(tmp_path: Path, path: Path) -> list[parsers.Event]:
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     tailer = Tailer(store, [WatchSpec("j", (str(path),))], clock=lambda: NOW, tz=UTC, backfill=True)
     stats = tailer.scan()
     tailer.close()
@@ -121,7 +121,7 @@ def test_failure_after_bar_lines_keeps_the_last_step_and_ansi_split_keyword(tmp_
         + "after\n"
     )
     every = _every_line(path, "hf_trainer")
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     spec = WatchSpec("j", (str(path),), fmt="hf_trainer")
     Tailer(store, [spec], clock=lambda: NOW, tz=UTC, backfill=True).scan()
     stored = [se.event for se in store.events(job="j")]

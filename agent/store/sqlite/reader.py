@@ -1,136 +1,44 @@
-"""Reading the store with the standard library's sqlite3 only: the CLI's fast path.
+"""The SQLite store's queries, over the standard library's sqlite3 alone.
 
 ``ckpt-advisor estimates``, ``events`` and ``status`` only read, and used to spend most of
-their start-up importing SQLAlchemy (~0.25 s). :class:`StoreReader` opens the database
-read-only (a WAL snapshot: it never blocks the daemon's writes) and runs the read queries in
-plain SQL; :class:`agent.store.Store` inherits them, so each query exists once. The estimator's
-read (:meth:`StoreReader.event_columns`) goes straight into numpy arrays.
+their start-up importing SQLAlchemy (~0.25 s): :class:`SqliteReader` opens the database
+read-only (a WAL snapshot: it never blocks the daemon's writes) and runs these queries in plain
+SQL. The writer (``writer.py``) runs the same queries over a connection it lends
+(:class:`SqliteQueries` is the base of both), so each query exists once. The estimator's read
+(:meth:`SqliteQueries.event_columns`) goes straight into numpy arrays.
 
 Times are stored as Unix epoch seconds (UTC, REAL) and returned as aware UTC datetimes.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
-import math
 import sqlite3
-import struct
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckpt_advisor.agent.store.records import EventColumns, OutboxItem, StoredEvent, StoreError
+from ckpt_advisor.agent.store.sqlite.schema import (
+    NUMBER_FIELDS,
+    SCHEMA_VERSION,
+    check_schema,
+    group_key,
+    schema_version,
+)
 from ckpt_advisor.parsers.events import Event, EventKind
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-SCHEMA_VERSION = 4
-"""1: the first release; 2: adds ``silences``; 3: adds ``files.finished``; 4: adds
-``events.numbers`` (:func:`event_numbers`) and the index that covers it."""
-
-_NUMBERS = struct.Struct("<4dQ")
-"""``events.numbers``: time_s, step, duration_s, persist_s (NaN when unknown), group key."""
-
-
-@functools.lru_cache(maxsize=4096)
-def group_key(source: str, parser: str, from_timing_file: int, kind: str) -> int:
-    """A 64-bit key (BLAKE2b) naming an event's source, parser, timing flag and kind."""
-    text = f"{source}\0{parser}\0{int(from_timing_file)}\0{kind}".encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
-
-
-def event_numbers(
-    time_s: float | None,
-    step: float | None,
-    duration_s: float | None,
-    persist_s: float | None,
-    source: str,
-    parser: str,
-    from_timing_file: int,
-    kind: str,
-) -> bytes:
-    """The ``events.numbers`` blob of one event (40 bytes, little-endian, NULL as NaN).
-
-    The estimator's read (:meth:`StoreReader.event_columns`) concatenates these blobs in SQL
-    and hands them to numpy whole: a million events cost one row, not a million Python tuples.
-    """
-    return _NUMBERS.pack(
-        *(math.nan if v is None else v for v in (time_s, step, duration_s, persist_s)),
-        group_key(source, parser, from_timing_file, kind),
-    )
-
-
-class StoreError(Exception):
-    """The store cannot be opened or written; the message names the database path."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event as stored: the parser's event plus the job, its source file and its kind."""
-
-    job: str
-    source: str
-    event: Event
-    from_timing_file: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``events --json`` contract: the ``parse --json`` keys plus ``job``."""
-        ev = self.event
-        return {
-            "job": self.job,
-            "kind": str(ev.kind),
-            "time": ev.time.isoformat() if ev.time else None,
-            "time_estimated": ev.time_estimated,
-            "step": ev.step,
-            "duration_s": ev.duration_s,
-            "failure_class": ev.failure_class,
-            "planned": ev.planned,
-            "persist_s": ev.persist_s,
-            "detail": ev.detail,
-            "line": ev.line,
-            "source": self.source,
-            "parser": ev.parser,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class EventColumns:
-    """A job's timed events of some kinds as parallel arrays in time order (ties: stored order).
-
-    Attributes:
-        kinds: the kind strings asked for; ``kind`` indexes into them.
-        time_s: shape (n,), Unix epoch seconds, ascending.
-        kind: shape (n,), index into ``kinds``.
-        step, duration_s, persist_s: shape (n,), NaN when unknown (a stored +inf reads as NaN).
-        from_timing_file: shape (n,).
-        first_of_source: shape (n,), True at each log source's first event (timing files: never).
-        failure_class, failure_planned: length f, for the ``failure`` rows in order.
-        parser_counts: log events (time or not) per parser, most first, ties by first seen.
-    """
-
-    kinds: tuple[str, ...]
-    time_s: npt.NDArray[np.float64]
-    kind: npt.NDArray[np.intp]
-    step: npt.NDArray[np.float64]
-    duration_s: npt.NDArray[np.float64]
-    persist_s: npt.NDArray[np.float64]
-    from_timing_file: npt.NDArray[np.bool_]
-    first_of_source: npt.NDArray[np.bool_]
-    failure_class: tuple[str | None, ...]
-    failure_planned: npt.NDArray[np.bool_]
-    parser_counts: dict[str, int]
-
 
 def _parser_counts(timed: list[tuple[str, int, int]], untimed: list[Any]) -> dict[str, int]:
     """Log events per parser, most first, ties by the first seen in time order (events
     without time after those with, by id): the order of ``Counter.most_common`` over
-    :meth:`StoreReader.events`. ``timed``: (parser, count, index of the first) of each group
+    :meth:`SqliteQueries.events`. ``timed``: (parser, count, index of the first) of each group
     of timed log events; ``untimed``: (parser, count, first id) of the events without time."""
     ranks: dict[str, list[Any]] = {}
     for parser, n, first in timed:
@@ -149,19 +57,6 @@ def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         "nan"
     )  # NULL comes back as +inf (1e999): no NaN in SQLite
     return values
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    """A Slack message written before sending, so it is delivered once even across crashes."""
-
-    id: int
-    job: str
-    created_s: float
-    action: str
-    payload: dict[str, Any]
-    attempts: int
-    state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
 
 
 def _dt(s: float | None) -> datetime | None:
@@ -189,58 +84,23 @@ def _stored_event(m: Any) -> StoredEvent:
     )
 
 
-def schema_version(conn: sqlite3.Connection) -> int | None:
-    """The store's schema version, or None in a database without ckpt-advisor's tables."""
-    has_meta = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-    ).fetchone()
-    if not has_meta:
-        return None
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    return int(row[0]) if row else None
+class SqliteQueries:
+    """The read queries of a SQLite store, over the connection :meth:`_reading` lends.
 
+    Args:
+        path: the database file (named in errors).
+        version: its schema version (:data:`~agent.store.sqlite.schema.SCHEMA_VERSION` or
+            older: the columnar read needs version 4).
+    """
 
-def check_schema(path: Path, version: int | None) -> None:
-    """Raise :class:`StoreError` naming ``path`` when its schema is newer than this code."""
-    if version is not None and version > SCHEMA_VERSION:
-        raise StoreError(
-            f"{path}: schema version {version} is newer than this ckpt-advisor "
-            f"understands ({SCHEMA_VERSION}); upgrade ckpt-advisor"
-        )
-
-
-class StoreReader:
-    """Read-only access to a store (events, estimates, the outbox) through sqlite3 alone."""
-
-    def __init__(self, path: str | Path) -> None:
-        """Open the database at ``path`` read-only.
-
-        Raises:
-            StoreError: there is no file, it is not a ckpt-advisor database, or it is from a
-                newer ckpt-advisor. The message names the path.
-        """
-        self.path = Path(path)
-        if not self.path.exists():
-            raise StoreError(f"{self.path}: no database here (has the daemon or ingest run?)")
-        try:
-            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            version = schema_version(self._conn)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
-        if version is None:
-            raise StoreError(f"{self.path}: not a ckpt-advisor store (no schema version)")
-        check_schema(self.path, version)
+    def __init__(self, path: Path, version: int) -> None:
+        self.path = path
+        self.location = str(path)
         self._version = version
 
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        """A sqlite3 connection to read with (:class:`agent.store.Store` lends a pooled one)."""
-        yield self._conn
-
-    def close(self) -> None:
-        """Release the connection (the file stays)."""
-        self._conn.close()
+    def _reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A sqlite3 connection to read with (the subclass's own, or one from its pool)."""
+        raise NotImplementedError
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._reading() as conn:
@@ -281,11 +141,12 @@ class StoreReader:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
 
         The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
-        (:func:`event_numbers`) in time order from an index that holds them, so SQLite hands
-        over one buffer that numpy reads whole; the blobs' group keys name each event's source,
-        parser, timing flag and kind, resolved with one indexed look-up per distinct key. Small
-        queries add the failures' classes and the events without time (for the per-parser
-        counts). Both this and the object path give the same timeline (tests).
+        (:func:`~agent.store.sqlite.schema.event_numbers`) in time order from an index that
+        holds them, so SQLite hands over one buffer that numpy reads whole; the blobs' group
+        keys name each event's source, parser, timing flag and kind, resolved with one indexed
+        look-up per distinct key. Small queries add the failures' classes and the events
+        without time (for the per-parser counts). Both this and :meth:`events` give the same
+        timeline (tests). ``INDEXED BY`` and the BLOB ``group_concat`` are SQLite's own.
 
         Raises:
             StoreError: the store predates schema version 4 (open it once read-write, e.g. by
@@ -308,10 +169,7 @@ class StoreReader:
                 "WHERE job = ? AND time_s IS NOT NULL ORDER BY time_s, id)",
                 (job,),
             ).fetchone()
-            dtype = np.dtype(
-                [(n, "<f8") for n in ("time_s", "step", "duration_s", "persist_s")]
-                + [("key", "<u8")]
-            )
+            dtype = np.dtype([(n, "<f8") for n in NUMBER_FIELDS] + [("key", "<u8")])
             rows = np.frombuffer(packed or b"", dtype)
             if rows.size != count:
                 raise StoreError(f"{self.path}: events of job {job!r} lack their numbers")
@@ -434,3 +292,36 @@ class StoreReader:
             )
             for r in rows
         ]
+
+
+class SqliteReader(SqliteQueries):
+    """A store opened read-only through sqlite3 alone (the CLI's fast path)."""
+
+    def __init__(self, path: str | Path) -> None:
+        """Open the database at ``path`` read-only.
+
+        Raises:
+            StoreError: there is no file, it is not a ckpt-advisor database, or it is from a
+                newer ckpt-advisor. The message names the path.
+        """
+        db = Path(path)
+        if not db.exists():
+            raise StoreError(f"{db}: no database here (has the daemon or ingest run?)")
+        try:
+            self._conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            version = schema_version(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{db}: {exc}") from None
+        if version is None:
+            raise StoreError(f"{db}: not a ckpt-advisor store (no schema version)")
+        check_schema(db, version)
+        super().__init__(db, version)
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        yield self._conn
+
+    def close(self) -> None:
+        """Release the connection (the file stays)."""
+        self._conn.close()

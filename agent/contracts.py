@@ -1,0 +1,200 @@
+"""Every ``--json`` shape of the command line, in one module (docs/DESIGN.md, "Contracts").
+
+These dicts are public interface: keys are added, never renamed or removed, and an unknown
+number is ``null``, never 0. The numbers are computed in :mod:`rules` (or read from the store);
+here they are only put in shape. The stored estimate *is* the ``estimates --json`` object
+(:func:`estimate_json`), so what the daemon stored and what ``estimates`` prints cannot differ.
+Light on purpose: the read-only commands import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ckpt_advisor.agent.notes import render_note
+from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.rules.model import JobEstimate
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.status import Heartbeat, Verdict
+    from ckpt_advisor.agent.store import OutboxItem, StoredEvent
+    from ckpt_advisor.rules.simulate import Replay, SimulatedInterval
+
+
+def iso(epoch_s: float | None) -> str | None:
+    """Unix seconds as ISO 8601 with offset (UTC), or None."""
+    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC).isoformat()
+
+
+def _pair(value: tuple[float, float | None] | None) -> list[float | None] | None:
+    return None if value is None else list(value)
+
+
+def event_json(event: Event, source: str) -> dict[str, Any]:
+    """One ``parse --json`` line: the event's keys, its ``line`` (1-based) and ``source``."""
+    return {
+        "kind": str(event.kind),
+        "time": event.time.isoformat() if event.time else None,
+        "time_estimated": event.time_estimated,
+        "step": event.step,
+        "duration_s": event.duration_s,
+        "failure_class": event.failure_class,
+        "planned": event.planned,
+        "persist_s": event.persist_s,
+        "detail": event.detail,
+        "line": event.line,
+        "source": source,
+        "parser": event.parser,
+    }
+
+
+def parsed_event_json(event: Event, source: str) -> dict[str, Any]:
+    """One ``parse --json`` line: :func:`event_json` plus the timing record's ``tier`` (not
+    stored yet, so ``events`` has no ``tier``); ``parse`` adds each failure's ``interruption``
+    (``agent/interruptions.py``)."""
+    return {**event_json(event, source), "tier": event.tier}
+
+
+def stored_event_json(stored: StoredEvent) -> dict[str, Any]:
+    """One ``events --json`` line: the ``parse --json`` keys plus ``job``."""
+    return {"job": stored.job, **event_json(stored.event, stored.source)}
+
+
+def estimate_json(est: JobEstimate) -> dict[str, Any]:
+    """The ``estimates --json`` object of one estimate (also what the store keeps).
+
+    ``notes`` are the rendered sentences (:func:`agent.notes.render_note`); ``note_data`` the
+    same notes as typed values (``{"code": …, **numbers}``) for machines.
+    """
+    return {
+        "job": est.job,
+        "computed_at": iso(est.computed_at_s),
+        "status": str(est.status),
+        "checkpoint_cost_s": est.checkpoint_cost_s,
+        "checkpoint_cost_ci_s": _pair(est.checkpoint_cost_ci_s),
+        "checkpoint_cost_source": est.checkpoint_cost_source,
+        "n_checkpoints": est.n_checkpoints,
+        "mtbf_s": est.mtbf_s,
+        "mtbf_ci_s": _pair(est.mtbf_ci_s),
+        "n_failures": est.n_failures,
+        "failure_classes": dict(est.failure_classes),
+        "exposure_s": est.exposure_s,
+        "restart_cost_s": est.restart_cost_s,
+        "current_interval_s": est.current_interval_s,
+        "young_interval_s": est.young_interval_s,
+        "daly_interval_s": est.daly_interval_s,
+        "recommended_interval_s": est.recommended_interval_s,
+        "recommended_interval_ci_s": _pair(est.recommended_interval_ci_s),
+        "step_time_s": est.step_time_s,
+        "current_interval_steps": est.current_interval_steps,
+        "recommended_interval_steps": est.recommended_interval_steps,
+        "recommended_setting": est.recommended_setting,
+        "waste_fraction_current": est.waste_fraction_current,
+        "waste_fraction_recommended": est.waste_fraction_recommended,
+        "drift_ratio": est.drift_ratio,
+        "newest_event": iso(est.newest_event_s),
+        "notes": [render_note(note) for note in est.notes],
+        "checkpoint_cost_previous_s": est.checkpoint_cost_previous_s,
+        "persist_latency_s": est.persist_latency_s,
+        "mtbf_source": est.mtbf_source,
+        "mtbf_n_failures": est.mtbf_n_failures,
+        "mtbf_by_class": {
+            name: {
+                "mtbf_s": value,
+                "mtbf_ci_s": _pair(est.mtbf_by_class_ci_s.get(name)),
+                "n_failures": est.failure_classes.get(name, 0),
+            }
+            for name, value in est.mtbf_by_class_s.items()
+        },
+        "weibull_shape": est.weibull_shape,
+        "weibull_shape_ci": _pair(est.weibull_shape_ci),
+        "units": est.units,
+        "mtbf_per_unit_s": est.mtbf_per_unit_s,
+        "gpus": est.gpus,
+        "excess_gpu_hours_per_day": est.excess_gpu_hours_per_day,
+        "excess_cost_per_day": est.excess_cost_per_day,
+        "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
+        "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
+        "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
+        "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
+        "note_data": [note.to_json() for note in est.notes],
+    }
+
+
+def interval_json(
+    mtbf_s: float, cost_s: float, restart_s: float, current_s: float | None
+) -> dict[str, Any]:
+    """The ``interval --json`` calculator object: Young's and Daly's intervals, the waste of
+    Daly's exponential model at each (and at ``current_s`` when given), and ``warnings``
+    (rendered :func:`rules.interval.high_cost_note`)."""
+    from ckpt_advisor.rules.interval import (
+        daly_interval_s,
+        exponential_waste_fraction,
+        high_cost_note,
+        young_interval_s,
+    )
+
+    young = young_interval_s(mtbf_s, cost_s)
+    daly = daly_interval_s(mtbf_s, cost_s)
+    out: dict[str, Any] = {
+        "mtbf_s": mtbf_s,
+        "cost_s": cost_s,
+        "restart_s": restart_s,
+        "young_interval_s": young,
+        "daly_interval_s": daly,
+        "waste_fraction_young": exponential_waste_fraction(young, mtbf_s, cost_s, restart_s),
+        "waste_fraction_daly": exponential_waste_fraction(daly, mtbf_s, cost_s, restart_s),
+    }
+    if current_s is not None:
+        out["current_interval_s"] = current_s
+        out["waste_fraction_current"] = exponential_waste_fraction(
+            current_s, mtbf_s, cost_s, restart_s
+        )
+    warning = high_cost_note(cost_s, mtbf_s, out["waste_fraction_daly"])
+    out["warnings"] = [] if warning is None else [render_note(warning)]
+    return out
+
+
+def replay_json(result: Replay) -> dict[str, Any]:
+    """One interval of a ``simulate --job`` backtest (no standard error: one history)."""
+    return {
+        "interval_s": result.interval_s,
+        "waste_fraction": result.waste_fraction,
+        "waste_stderr": None,
+        "goodput": result.goodput,
+    }
+
+
+def simulated_json(result: SimulatedInterval) -> dict[str, Any]:
+    """One interval of a Monte Carlo ``simulate``."""
+    return {
+        "interval_s": result.interval_s,
+        "waste_fraction": result.waste_fraction,
+        "waste_stderr": result.waste_stderr,
+        "goodput": result.goodput,
+    }
+
+
+def status_json(
+    verdict: Verdict, heartbeat: Heartbeat | None, queued: Sequence[OutboxItem]
+) -> dict[str, Any]:
+    """The ``status --json`` object: the health verdict, the daemon's heartbeat file as it is,
+    the lagging files and what waits in the outbox."""
+    return {
+        "healthy": verdict.healthy,
+        "problems": verdict.problems,
+        "daemon": heartbeat.to_json() if heartbeat else None,
+        "lagging": [f.path for f in verdict.lagging],
+        "queued": [
+            {
+                "id": q.id,
+                "job": q.job,
+                "action": q.action,
+                "created_s": q.created_s,
+                "attempts": q.attempts,
+            }
+            for q in queued
+        ],
+    }

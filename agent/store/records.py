@@ -1,0 +1,96 @@
+"""The records the store hands out and takes in, whatever the backend: plain frozen values.
+
+No SQL here and no backend's types: the tailer, the estimator, the outbox and the CLI see only
+these (and the rules' :class:`~rules.model.AlertState`). Times are Unix epoch seconds (UTC) in
+numbers, aware UTC datetimes in events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ckpt_advisor.parsers.events import Event
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+class StoreError(Exception):
+    """The store cannot be opened, read or written; the message names the database."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What the tailer remembers of one file: its identity and how far it has been read.
+
+    ``offset`` is the byte offset just after the last complete line committed; ``lineno`` the
+    number of lines before it. Identity is device + inode + a hash of the first ``head_len`` bytes.
+    ``finished``: the parser's pending state (a traceback waiting for its next line) was flushed
+    at ``offset``, so a parser rebuilt by replaying the file must be flushed there too. ``id`` 0
+    is a file the store has not seen yet.
+    """
+
+    id: int
+    job: str
+    path: str
+    dev: int
+    ino: int
+    head_hash: str
+    head_len: int
+    offset: int
+    lineno: int
+    truncations: int
+    finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as stored: the parser's event plus the job, its source file and its kind."""
+
+    job: str
+    source: str
+    event: Event
+    from_timing_file: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EventColumns:
+    """A job's timed events of some kinds as parallel arrays in time order (ties: stored order).
+
+    Attributes:
+        kinds: the kind strings asked for; ``kind`` indexes into them.
+        time_s: shape (n,), Unix epoch seconds, ascending.
+        kind: shape (n,), index into ``kinds``.
+        step, duration_s, persist_s: shape (n,), NaN when unknown.
+        from_timing_file: shape (n,).
+        first_of_source: shape (n,), True at each log source's first event (timing files: never).
+        failure_class, failure_planned: length f, for the ``failure`` rows in order.
+        parser_counts: log events (time or not) per parser, most first, ties by first seen.
+    """
+
+    kinds: tuple[str, ...]
+    time_s: npt.NDArray[np.float64]
+    kind: npt.NDArray[np.intp]
+    step: npt.NDArray[np.float64]
+    duration_s: npt.NDArray[np.float64]
+    persist_s: npt.NDArray[np.float64]
+    from_timing_file: npt.NDArray[np.bool_]
+    first_of_source: npt.NDArray[np.bool_]
+    failure_class: tuple[str | None, ...]
+    failure_planned: npt.NDArray[np.bool_]
+    parser_counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """A Slack message written before sending, so it is delivered once even across crashes."""
+
+    id: int
+    job: str
+    created_s: float
+    action: str
+    payload: dict[str, Any]
+    attempts: int
+    state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
