@@ -289,7 +289,9 @@ def slack_test(config_path: str, text: str | None) -> None:
     """
     import socket
 
-    from ckpt_advisor.agent.notifier import NotifyError, SlackNotifier, escape_slack
+    from ckpt_advisor.agent.notify.base import NotifyError
+    from ckpt_advisor.agent.notify.message import escape_slack
+    from ckpt_advisor.agent.notify.slack import SlackNotifier
 
     config = _load_config(config_path)
     token = _slack_token(config)

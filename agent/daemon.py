@@ -53,7 +53,10 @@ from ckpt_advisor.agent.app import estimator_of
 from ckpt_advisor.agent.config import Config, ConfigError, load_config
 from ckpt_advisor.agent.metrics import CountingNotifier, Metrics
 from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
-from ckpt_advisor.agent.notifier import LogNotifier, Notifier, SlackNotifier
+from ckpt_advisor.agent.notify.base import Notifier
+from ckpt_advisor.agent.notify.log import LogNotifier
+from ckpt_advisor.agent.notify.outbox import Outbox
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.sdnotify import SystemdNotifier
 from ckpt_advisor.agent.status import FileLag, Heartbeat, heartbeat_path, write_heartbeat
 from ckpt_advisor.agent.store import Store, StoreError, open_store
@@ -117,19 +120,10 @@ def make_notifier(config: Config) -> Notifier:
     return LogNotifier(logging.getLogger("ckpt_advisor.recommendations"))
 
 
-def make_advisor(
-    config: Config, store: Store, notifier: Notifier, clock: Callable[[], datetime]
-) -> Advisor:
-    """The estimate → decide → notify cycle with the config's policy and job sizes."""
-    return Advisor(
-        store,
-        notifier,
-        estimator=estimator_of(config),
-        clock=clock,
-        currency=config.estimation.currency,
-        # three attempts (429 retry, connect retry) plus the longest Retry-After slept through
-        send_deadline_s=3 * config.slack.timeout + 30.0,
-    )
+def send_deadline_s(config: Config) -> float:
+    """The longest one send may take: three attempts (429 retry, connect retry) plus the
+    longest Retry-After slept through."""
+    return 3 * config.slack.timeout + 30.0
 
 
 class _Wake(FileSystemEventHandler):
@@ -211,7 +205,15 @@ class Daemon:
             idle_flush_s=config.schedule.poll_every,
             rotated_idle_s=config.schedule.rotated_idle,
         )
-        self.advisor = make_advisor(config, store, CountingNotifier(notifier, self.metrics), clock)
+        self.advisor = Advisor(
+            store, estimator=estimator_of(config), clock=clock, currency=config.estimation.currency
+        )
+        self.outbox = Outbox(
+            store,
+            CountingNotifier(notifier, self.metrics),
+            clock=clock,
+            send_deadline_s=send_deadline_s(config),
+        )
         self.jobs = [j.name for j in config.jobs]
         self._wake = threading.Event()
         self._discover = threading.Event()
@@ -293,12 +295,11 @@ class Daemon:
         self.config = new
         self.jobs = [j.name for j in new.jobs]
         self.tailer.set_specs(watch_specs(new))
-        notifier = self.advisor.notifier
+        notifier = self.outbox.notifier
         if not self._notifier_fixed:
             notifier = CountingNotifier(make_notifier(new), self.metrics)
-        advisor = make_advisor(new, self.store, notifier, self.clock)
-        advisor.take_over(self.advisor)
-        self.advisor = advisor
+        self.advisor.configure(estimator_of(new), currency=new.estimation.currency)
+        self.outbox.use(notifier, send_deadline_s=send_deadline_s(new))
         if self.scheduler.running:
             self.scheduler.reschedule_job(
                 "estimate", trigger="interval", seconds=new.schedule.estimate_every
@@ -515,8 +516,8 @@ class Daemon:
             log.info("retention: pruned %d event(s) older than %g days", n, cutoff_s)
 
     def deliver(self) -> None:
-        """The delivery job (through the current advisor: a reload replaces it)."""
-        self.advisor.deliver()
+        """The delivery job."""
+        self.outbox.deliver()
         self.metrics.queued.set(len(self.store.queued_messages()))
 
     def _start_scheduler(self) -> None:
@@ -547,7 +548,7 @@ class Daemon:
         (which runs on its own, so a slow Slack never holds up estimating)."""
         self._estimate_started = start = time.monotonic()
         try:
-            estimates = self.advisor.run(self.jobs, deliver=False)
+            estimates = self.advisor.run(self.jobs)
         finally:
             self._estimate_started = None
             self.metrics.estimate_seconds.observe(time.monotonic() - start)

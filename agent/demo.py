@@ -18,7 +18,7 @@ from typing import Any
 
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import build_daemon
-from ckpt_advisor.agent.notifier import unescape_slack
+from ckpt_advisor.agent.notify.message import unescape_slack
 from ckpt_advisor.agent.synth import SynthJob, simulate
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.interval import daly_interval_s

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ckpt_advisor.agent.notifier import Notifier, NotifyError
+from ckpt_advisor.agent.notify.base import Notifier, NotifyError
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import JobEstimate, Status
 
@@ -245,7 +245,7 @@ class Metrics:
 
 
 class CountingNotifier:
-    """A :class:`~agent.notifier.Notifier` that counts each delivery attempt's result."""
+    """A :class:`~agent.notify.base.Notifier` that counts each delivery attempt's result."""
 
     def __init__(self, inner: Notifier, metrics: Metrics) -> None:
         self.inner = inner

@@ -21,7 +21,7 @@ import pytest
 from ckpt_advisor.agent import daemon as agent_daemon
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon import Daemon, build_daemon
-from ckpt_advisor.agent.notifier import SlackNotifier
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
@@ -174,7 +174,7 @@ def test_ingestion_goes_on_while_slack_rate_limits(
     daemon = Daemon(config, store=store, notifier=notifier, clock=agent_daemon.utc_now)
     running(daemon)
     assert _until(lambda: daemon.scheduler.running)
-    daemon.scheduler.add_job(daemon.advisor.deliver, id="deliver-now")
+    daemon.scheduler.add_job(daemon.outbox.deliver, id="deliver-now")
     fake_slack.wait_for(1)
     (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
     assert _until(lambda: store.count_events() == 1, 2.5)

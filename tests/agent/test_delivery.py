@@ -14,7 +14,9 @@ import pytest
 
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.estimate import Estimator
-from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind, SlackNotifier
+from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
+from ckpt_advisor.agent.notify.outbox import Outbox
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from ckpt_advisor.rules.policy import EstimationPolicy
@@ -23,8 +25,8 @@ from tests.agent.fake_slack import FakeSlack
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def _advisor(store: Store, notifier: Any, **kwargs: Any) -> Advisor:
-    return Advisor(store, notifier, estimator=Estimator(), clock=lambda: NOW, **kwargs)
+def _outbox(store: Store, notifier: Any, **kwargs: Any) -> Outbox:
+    return Outbox(store, notifier, clock=lambda: NOW, **kwargs)
 
 
 def _queue(store: Store, *texts: str) -> None:
@@ -48,14 +50,14 @@ def test_outage_queues_then_delivers_in_order_once(tmp_path: Path, fake_slack: F
     store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two", "three")
     down = SlackNotifier(fake_slack.token, "#alerts", base_url="http://127.0.0.1:9/api/")
-    advisor = _advisor(store, down)
-    assert advisor.deliver() == 0
+    outbox = _outbox(store, down)
+    assert outbox.deliver() == 0
     assert [m["state"] for m in store.messages()] == ["queued"] * 3
-    advisor.notifier = _slack(fake_slack)
+    outbox.notifier = _slack(fake_slack)
     fake_slack.script(503)
-    assert advisor.deliver() == 0  # 5xx: maybe landed, look before resending
+    assert outbox.deliver() == 0  # 5xx: maybe landed, look before resending
     assert [m["state"] for m in store.messages()] == ["unsure", "queued", "queued"]
-    assert advisor.deliver() == 3
+    assert outbox.deliver() == 3
     assert [m["text"] for m in fake_slack.messages] == ["one", "two", "three"]
     assert [m["state"] for m in store.messages()] == ["sent"] * 3
 
@@ -68,11 +70,11 @@ def test_send_that_timed_out_but_landed_is_not_sent_again(
     store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     fake_slack.script(delay_s=2.0)
-    advisor = _advisor(store, _slack(fake_slack, timeout_s=0.3))
-    assert advisor.deliver() == 0
+    outbox = _outbox(store, _slack(fake_slack, timeout_s=0.3))
+    assert outbox.deliver() == 0
     assert store.messages()[0]["state"] == "unsure"
-    advisor._inflight.join(timeout=5)  # type: ignore[union-attr]
-    assert advisor.deliver() == 2
+    outbox._inflight.join(timeout=5)  # type: ignore[union-attr]
+    assert outbox.deliver() == 2
     assert [m["text"] for m in fake_slack.messages if m.get("text")] == ["one", "two"]
     assert len([r for r in fake_slack.requests if r.path.endswith("chat.postMessage")]) == 2
     assert [m["state"] for m in store.messages()] == ["sent", "sent"]
@@ -85,11 +87,11 @@ def test_unsure_send_that_cannot_be_checked_is_never_repeated(
     failed with a clear reason rather than risk a second copy; the next one goes out."""
     store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
-    advisor = _advisor(store, _slack(fake_slack))
+    outbox = _outbox(store, _slack(fake_slack))
     fake_slack.script(500)
-    advisor.deliver()
+    outbox.deliver()
     fake_slack.script(error="missing_scope")
-    assert advisor.deliver() == 1
+    assert outbox.deliver() == 1
     [first, second] = store.messages()
     assert first["state"] == "failed" and "cannot be checked" in first["error"]
     assert second["state"] == "sent"
@@ -104,10 +106,10 @@ def test_invalid_auth_gives_one_error_and_keeps_messages(
     store = open_store(tmp_path / "s.db")
     _queue(store, "one", "two")
     bad = SlackNotifier("xoxb-wrong", "#alerts", base_url=fake_slack.base_url)
-    advisor = _advisor(store, bad)
+    outbox = _outbox(store, bad)
     with caplog.at_level(logging.ERROR):
         for _ in range(3):
-            assert advisor.deliver() == 0
+            assert outbox.deliver() == 0
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "invalid_auth" in errors[0] and "token" in errors[0]
     assert len(fake_slack.requests) == 1
@@ -136,9 +138,11 @@ def test_hung_notifier_times_out_and_the_next_run_still_happens(tmp_path: Path) 
     store = open_store(tmp_path / "s.db")
     _queue(store, "one")
     hung = _HungNotifier()
-    advisor = _advisor(store, hung, send_deadline_s=0.3)
-    advisor.run(["job0"])
-    advisor.run(["job0"])
+    advisor = Advisor(store, estimator=Estimator(), clock=lambda: NOW)
+    outbox = _outbox(store, hung, send_deadline_s=0.3)
+    for _ in range(2):
+        advisor.run(["job0"])
+        outbox.deliver()
     assert len(store.estimate_history(job="job0")) == 2
     assert hung.calls == 1
     assert store.messages()[0]["state"] == "unsure"
@@ -150,7 +154,7 @@ def test_rate_limit_is_waited_out_and_sent_once(tmp_path: Path, fake_slack: Fake
     store = open_store(tmp_path / "s.db")
     _queue(store, "one")
     fake_slack.script(429, retry_after=1)
-    assert _advisor(store, _slack(fake_slack)).deliver() == 1
+    assert _outbox(store, _slack(fake_slack)).deliver() == 1
     assert [r.status for r in fake_slack.requests] == [429, 200]
     assert fake_slack.requests[1].received_s - fake_slack.requests[0].received_s >= 1.0
     assert [m["text"] for m in fake_slack.messages] == ["one"]
@@ -168,13 +172,7 @@ def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> N
     recording them as told, so the recommendation still due is posted when the silence ends."""
     store = open_store(tmp_path / "s.db")
     now = {"t": NOW}
-    advisor = Advisor(
-        store,
-        _HungNotifier(),
-        estimator=Estimator(),
-        rule=_AlwaysNotify(),
-        clock=lambda: now["t"],
-    )
+    advisor = Advisor(store, estimator=Estimator(), rule=_AlwaysNotify(), clock=lambda: now["t"])
     store.silence("llama", NOW.timestamp() + 3600)
     advisor.run_job("llama")
     assert store.messages() == []
@@ -193,10 +191,10 @@ def test_token_never_in_logs_or_errors(
     _queue(store, "one", "two")
     fake_slack.script(429, retry_after=0)
     with caplog.at_level(logging.DEBUG):
-        _advisor(store, _slack(fake_slack)).deliver()
+        _outbox(store, _slack(fake_slack)).deliver()
         fake_slack.script(error="invalid_auth")
         _queue(store, "three")
-        _advisor(store, _slack(fake_slack)).deliver()
+        _outbox(store, _slack(fake_slack)).deliver()
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "chat.postMessage" in text or "Sending a request" in text
     assert fake_slack.token not in text
@@ -254,21 +252,17 @@ class _Recorder:
 
 def test_concurrent_runs_queue_and_send_one_notification(tmp_path: Path) -> None:
     """Two estimate runs at once (the interval job and the after-failure job) decide one after
-    the other: one notify in the outbox and one message sent."""
+    the other, each then delivering: one notify in the outbox and one message sent."""
     store = open_store(tmp_path / "s.db")
     notifier = _Recorder()
-    advisor = Advisor(
-        store,
-        notifier,
-        estimator=Estimator(),
-        rule=_NotifyOutOfDrift(),
-        clock=lambda: NOW,
-    )
+    advisor = Advisor(store, estimator=Estimator(), rule=_NotifyOutOfDrift(), clock=lambda: NOW)
+    outbox = _outbox(store, notifier)
     start = threading.Barrier(2)
 
     def run() -> None:
         start.wait()
         advisor.run(["llama"])
+        outbox.deliver()
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ckpt_advisor.agent.metrics import CountingNotifier, Metrics, metric_names
-from ckpt_advisor.agent.notifier import NotifyError, NotifyErrorKind
+from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import Status
 from tests.agent.helpers import ON_64_GPUS, drifting_estimate

@@ -14,22 +14,20 @@ from hypothesis import strategies as st
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ckpt_advisor.agent.notifier import (
+from ckpt_advisor.agent.notify.base import Notifier, NotifyError, NotifyErrorKind
+from ckpt_advisor.agent.notify.log import LogNotifier
+from ckpt_advisor.agent.notify.message import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
     MAX_SECTION_CHARS,
-    LogNotifier,
-    Notifier,
-    NotifyError,
-    NotifyErrorKind,
-    SlackNotifier,
     escape_slack,
     format_log_line,
     format_message,
     truncate_slack,
     unescape_slack,
 )
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.rules.model import Action, AlertState, Decision, Note, NoteCode
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.helpers import ON_64_GPUS, drifting_estimate
