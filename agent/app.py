@@ -14,6 +14,7 @@ commands start without APScheduler, watchdog or slack-sdk.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +25,14 @@ from ckpt_advisor.rules.policy import EstimationPolicy, JobFacts
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config, EstimationConfig
+    from ckpt_advisor.agent.daemon.loop import Daemon, Parts
+    from ckpt_advisor.agent.daemon.metrics import Metrics
+    from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
+    from ckpt_advisor.agent.notify.base import Notifier
+    from ckpt_advisor.agent.store import Store
     from ckpt_advisor.agent.tail import WatchSpec
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 
@@ -84,3 +92,107 @@ def backfill_specs(
     configured = [j for j in (config.jobs if config else []) if j.name == job]
     custom = tuple(p.compiled() for j in configured for p in j.patterns)
     return [WatchSpec(job, (str(Path(p).resolve()),), fmt=fmt, custom=custom) for p in paths]
+
+
+def watch_specs(config: Config) -> list[WatchSpec]:
+    """The tailer's globs for every configured job: its logs (with the job's format and custom
+    patterns), then its timing files."""
+    from ckpt_advisor.agent.tail import WatchSpec
+
+    specs = []
+    for job in config.jobs:
+        if job.logs:
+            custom = tuple(pattern.compiled() for pattern in job.patterns)
+            specs.append(
+                WatchSpec(job.name, tuple(job.logs), timing=False, fmt=job.format, custom=custom)
+            )
+        if job.timings:
+            specs.append(WatchSpec(job.name, tuple(job.timings), timing=True))
+    return specs
+
+
+def make_notifier(config: Config) -> Notifier:
+    """Slack when a token and a channel are configured; otherwise the daemon's own log.
+
+    Raises:
+        ConfigError: the token is malformed (:meth:`Config.slack_token`).
+    """
+    token = config.slack_token()
+    if token and config.slack.channel:
+        from ckpt_advisor.agent.notify.slack import SlackNotifier
+
+        return SlackNotifier(
+            token,
+            config.slack.channel,
+            base_url=config.slack.base_url,
+            timeout_s=config.slack.timeout,
+        )
+    if token and not config.slack.channel:
+        log.warning(
+            "slack token found but [slack] channel is not set: recommendations go to the log"
+        )
+    from ckpt_advisor.agent.notify.log import LogNotifier
+
+    return LogNotifier(logging.getLogger("ckpt_advisor.recommendations"))
+
+
+def parts_of(config: Config, *, notifier: Notifier | None = None) -> Parts:
+    """What the daemon runs with under ``config``: globs, estimator, notifier (``notifier``, or
+    the one ``[slack]`` gives), and the send deadline: three attempts (429 retry, connect retry)
+    plus the longest Retry-After slept through."""
+    from ckpt_advisor.agent.daemon.loop import Parts
+
+    return Parts(
+        config=config,
+        specs=watch_specs(config),
+        estimator=estimator_of(config),
+        notifier=notifier or make_notifier(config),
+        send_deadline_s=3 * config.slack.timeout + 30.0,
+    )
+
+
+def build_daemon(
+    config: Config,
+    *,
+    store: Store | None = None,
+    notifier: Notifier | None = None,
+    clock: Clock | None = None,
+    systemd: SystemdNotifier | None = None,
+    metrics: Metrics | None = None,
+    config_path: str | Path | None = None,
+    mount_table: str | None = None,
+) -> Daemon:
+    """The daemon of ``config``, each adapter overridable (tests pass real-but-local ones).
+
+    ``config_path`` is the file SIGHUP re-reads. A ``notifier`` passed in is kept across
+    reloads; the default one is rebuilt from the reloaded ``[slack]``. The default store is
+    opened here (upgraded if older: systemd is told and given the time).
+
+    Raises:
+        StoreError: the store cannot be opened.
+        ConfigError: the Slack token is malformed.
+    """
+    from ckpt_advisor.agent.daemon.health import START_EXTEND_S
+    from ckpt_advisor.agent.daemon.loop import Daemon
+    from ckpt_advisor.agent.daemon.metrics import Metrics
+    from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
+    from ckpt_advisor.agent.mounts import MOUNT_TABLE
+    from ckpt_advisor.agent.store import open_store
+    from ckpt_advisor.agent.store.sqlite.schema import UPGRADE_S_PER_MILLION_EVENTS
+
+    notify = systemd or SystemdNotifier()
+
+    def upgrading(n_events: int) -> None:  # systemd must wait for the rewrite of the events
+        notify.status(f"upgrading the store: {n_events} events")
+        notify.extend_timeout(START_EXTEND_S + n_events * UPGRADE_S_PER_MILLION_EVENTS / 1e6)
+
+    return Daemon(
+        parts_of(config, notifier=notifier),
+        store=store or open_store(config.store.path, on_upgrade=upgrading),
+        clock=clock or utc_now,
+        systemd=notify,
+        metrics=metrics or Metrics(),
+        config_path=Path(config_path) if config_path is not None else None,
+        rewire=lambda new: parts_of(new, notifier=notifier),
+        mount_table=mount_table or MOUNT_TABLE,
+    )

@@ -27,7 +27,7 @@ from ckpt_advisor.parsers.events import EventKind
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config
-    from ckpt_advisor.agent.status import Heartbeat, Verdict
+    from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
     from ckpt_advisor.agent.store import OutboxItem, Store, StoreReader
 
 EXIT_CONFIG = 2
@@ -225,7 +225,7 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     config = _load_config(config_path)
     token = _slack_token(config)
     setup_logging(log_level, log_format, secrets=[token] if token else [])
-    from ckpt_advisor.agent.daemon import build_daemon
+    from ckpt_advisor.agent.app import build_daemon
     from ckpt_advisor.agent.store import StoreError
 
     _lock_for(config.store.path, "run")
@@ -330,7 +330,7 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
 
     Shows the last scan and estimate, files that lag, and what is queued for Slack.
     """
-    from ckpt_advisor.agent.status import assess, heartbeat_path, read_heartbeat
+    from ckpt_advisor.agent.daemon.heartbeat import assess, heartbeat_path, read_heartbeat
 
     store = _read_store(db, config_path)
     hb = read_heartbeat(heartbeat_path(_db_path(db, config_path)))

@@ -18,7 +18,7 @@ from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.rules.model import JobEstimate
 
 if TYPE_CHECKING:
-    from ckpt_advisor.agent.status import Heartbeat, Verdict
+    from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
     from ckpt_advisor.rules.simulate import Replay, SimulatedInterval
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ckpt_advisor.agent.app import build_daemon
 from ckpt_advisor.agent.config import parse_config
-from ckpt_advisor.agent.daemon import build_daemon
 from ckpt_advisor.agent.notify.message import unescape_slack
 from ckpt_advisor.agent.synth import SynthJob, simulate
 from ckpt_advisor.agent.units import format_duration

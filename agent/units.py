@@ -55,3 +55,9 @@ def format_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h {(s % 3600) // 60:02d}m"
     return f"{s // 86400}d {(s % 86400) // 3600}h"
+
+
+def format_ago(seconds: float | None) -> str:
+    """How long ago, for people: ``5m 00s ago``; ``never`` for None (a negative age, from a
+    clock that stepped, reads ``0s ago``)."""
+    return "never" if seconds is None else f"{format_duration(max(0.0, seconds))} ago"

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from ckpt_advisor.agent import daemon as agent_daemon
+from ckpt_advisor.agent.app import build_daemon
 from ckpt_advisor.agent.config import parse_config
-from ckpt_advisor.agent.daemon import Daemon, build_daemon
+from ckpt_advisor.agent.daemon import watcher as agent_watcher
+from ckpt_advisor.agent.daemon.loop import Daemon
 from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.rules.model import AlertState
@@ -65,17 +66,11 @@ def test_shared_filesystem_is_polled_not_watched(
     table = tmp_path / "mounts"
     table.write_text(f"/dev/vda / ext4 rw 0 0\nfiler:/x {tmp_path / 'runs'} nfs4 rw 0 0\n")
     config = parse_config(_config(tmp_path))
-    daemon = Daemon(
-        config,
-        store=open_store(config.store.path),
-        notifier=agent_daemon.make_notifier(config),
-        clock=agent_daemon.utc_now,
-        mount_table=str(table),
-    )
+    daemon = build_daemon(config, mount_table=str(table))
     running(daemon)
     (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
     assert _until(lambda: daemon.store.count_events() == 1)
-    assert daemon._observer is None
+    assert daemon.watcher.observer is None
 
 
 def test_inotify_limit_warns_once_and_polls(
@@ -87,11 +82,11 @@ def test_inotify_limit_warns_once_and_polls(
     """Scenario 14: inotify refusing a watch (ENOSPC, the watch limit) gives one warning and
     the daemon keeps ingesting by polling."""
 
-    class Exhausted(agent_daemon.Observer):  # type: ignore[misc,name-defined]
+    class Exhausted(agent_watcher.Observer):  # type: ignore[misc,name-defined]
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(agent_daemon, "Observer", Exhausted)
+    monkeypatch.setattr(agent_watcher, "Observer", Exhausted)
     config = parse_config(_config(tmp_path))
     daemon = build_daemon(config)
     with caplog.at_level("WARNING", logger="ckpt_advisor.agent.daemon"):
@@ -110,13 +105,14 @@ def test_dead_watcher_is_restarted(
     """Scenario 15: the watchdog observer thread dying is noticed and a new one started."""
     daemon = build_daemon(parse_config(_config(tmp_path)))
     running(daemon)
-    assert _until(lambda: daemon._observer is not None and daemon._observer.is_alive())
-    first = daemon._observer
+    watcher = daemon.watcher
+    assert _until(lambda: watcher.observer is not None and watcher.observer.is_alive())
+    first = watcher.observer
     assert first is not None
     first.stop()
     first.join(5)
-    assert _until(lambda: daemon._observer is not None and daemon._observer is not first)
-    assert daemon._observer is not None and daemon._observer.is_alive()
+    assert _until(lambda: watcher.observer is not None and watcher.observer is not first)
+    assert watcher.observer is not None and watcher.observer.is_alive()
     (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
     assert _until(lambda: daemon.store.count_events() == 1)
 
@@ -134,8 +130,8 @@ def test_dead_scheduler_thread_exits_non_zero(tmp_path: Path) -> None:
     def boom() -> float:
         raise RuntimeError("scheduler loop crashed")
 
-    daemon.scheduler._process_jobs = boom
-    daemon.scheduler.wakeup()
+    daemon.scheduler.scheduler._process_jobs = boom  # APScheduler's loop step, to crash it
+    daemon.scheduler.scheduler.wakeup()
     thread.join(timeout=20)
     assert result == [1]
 
@@ -144,9 +140,9 @@ def test_scheduler_is_utc_so_dst_neither_stalls_nor_repeats(tmp_path: Path) -> N
     """Scenario 27: the estimate schedule is in UTC: across the Europe/Berlin autumn change the
     fire times stay exactly estimate_every apart (no hour repeated or skipped)."""
     daemon = build_daemon(parse_config(_config(tmp_path, estimate_every="30m")))
-    daemon._start_scheduler()
+    daemon.scheduler.start()
     try:
-        trigger = daemon.scheduler.get_job("estimate").trigger
+        trigger = daemon.scheduler.scheduler.get_job("estimate").trigger
         t = datetime(2026, 10, 25, 0, 0, tzinfo=UTC)
         prev, gaps = None, set()
         for _ in range(12):
@@ -157,7 +153,7 @@ def test_scheduler_is_utc_so_dst_neither_stalls_nor_repeats(tmp_path: Path) -> N
         assert gaps == {timedelta(minutes=30)}
         assert str(trigger.timezone) == "UTC"
     finally:
-        daemon.scheduler.shutdown(wait=False)
+        daemon.scheduler.shutdown(wait=True)
 
 
 def test_ingestion_goes_on_while_slack_rate_limits(
@@ -171,10 +167,10 @@ def test_ingestion_goes_on_while_slack_rate_limits(
     )
     fake_slack.script(429, retry_after=3)
     notifier = SlackNotifier(fake_slack.token, "#a", base_url=fake_slack.base_url)
-    daemon = Daemon(config, store=store, notifier=notifier, clock=agent_daemon.utc_now)
+    daemon = build_daemon(config, store=store, notifier=notifier)
     running(daemon)
     assert _until(lambda: daemon.scheduler.running)
-    daemon.scheduler.add_job(daemon.outbox.deliver, id="deliver-now")
+    daemon.scheduler.scheduler.add_job(daemon.outbox.deliver, id="deliver-now")
     fake_slack.wait_for(1)
     (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
     assert _until(lambda: store.count_events() == 1, 2.5)

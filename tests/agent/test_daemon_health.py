@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ckpt_advisor.agent.app import build_daemon
 from ckpt_advisor.agent.config import parse_config
-from ckpt_advisor.agent.daemon import START_EXTEND_S, build_daemon
-from ckpt_advisor.agent.sdnotify import SystemdNotifier
+from ckpt_advisor.agent.daemon.health import START_EXTEND_S
+from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.rules.model import AlertState

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent import daemon as agent_daemon
+from ckpt_advisor.agent.app import build_daemon, utc_now
 from ckpt_advisor.agent.config import parse_config
-from ckpt_advisor.agent.daemon import SUMMARY_EVERY_S, Daemon, build_daemon
+from ckpt_advisor.agent.daemon.loop import Daemon
+from ckpt_advisor.agent.daemon.scan import SUMMARY_EVERY_S
 from tests.agent import test_daemon_faults
 from tests.agent.processes import until as _until
 from tests.agent.tail.helpers import record as _record
@@ -55,7 +56,7 @@ def test_reads_are_logged_per_scan_at_debug_and_summarised_at_info_once_a_minute
     offset = [timedelta(0)]
 
     def clock() -> datetime:
-        return agent_daemon.utc_now() + offset[0]
+        return utc_now() + offset[0]
 
     config = parse_config(_config(tmp_path))
     daemon = build_daemon(config, clock=clock)

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ckpt_advisor.agent.metrics import CountingNotifier, Metrics, metric_names
+from ckpt_advisor.agent.daemon.metrics import CountingNotifier, Metrics, metric_names
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import Status

@@ -7,7 +7,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from ckpt_advisor.agent.sdnotify import SystemdNotifier
+from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
 from tests.agent.notify_listener import NotifyListener
 
 

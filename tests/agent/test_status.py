@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.status import (
+from ckpt_advisor.agent.daemon.heartbeat import (
     FileLag,
     Heartbeat,
     assess,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_advisor.agent.store import OutboxItem
-from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.agent.units import format_ago, format_duration
 
 HEARTBEAT_SUFFIX = ".daemon.json"
 
@@ -157,7 +157,7 @@ def assess(
     hb = heartbeat
     problems = []
     if hb.stopped_s is not None:
-        problems.append(f"daemon stopped {_ago(now_s - hb.stopped_s)}")
+        problems.append(f"daemon stopped {format_ago(now_s - hb.stopped_s)}")
     elif not alive(hb.pid):
         problems.append(f"daemon (pid {hb.pid}) is not running")
     else:
@@ -183,7 +183,3 @@ def assess(
                 f"{len(queued)} Slack message(s) queued, oldest for {format_duration(oldest_s)}"
             )
     return Verdict(not problems, problems, lagging)
-
-
-def _ago(seconds: float) -> str:
-    return f"{format_duration(max(0.0, seconds))} ago"
