@@ -9,8 +9,10 @@ Light on purpose: the read-only commands import it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.notes import render_note
@@ -20,7 +22,8 @@ from ckpt_advisor.rules.model import JobEstimate
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
-    from ckpt_advisor.rules.simulate import Replay, SimulatedInterval
+    from ckpt_advisor.rules.simulate import Replay
+    from ckpt_advisor.rules.two_level import TwoTierJob, TwoTierPlan
 
 
 def iso(epoch_s: float | None) -> str | None:
@@ -157,24 +160,144 @@ def interval_json(
     return out
 
 
-def replay_json(result: Replay) -> dict[str, Any]:
-    """One interval of a ``simulate --job`` backtest (no standard error: one history)."""
+def two_tier_json(
+    job: TwoTierJob, best: TwoTierPlan, first: TwoTierPlan, single: TwoTierPlan
+) -> dict[str, Any]:
+    """The two-tier ``interval --json`` object: the job's tiers, the exact optimum pair
+    (top level), the first-order pair and the persistent-only baseline (rules/two_level.py).
+    ``mtbf_memory_s`` is null when no interruption is recoverable."""
+
+    def plan_json(plan: TwoTierPlan) -> dict[str, Any]:
+        return {
+            "memory_interval_s": plan.fast_interval_s,
+            "persistent_interval_s": plan.persistent_interval_s,
+            "saves_per_persistent": plan.saves_per_persistent,
+            "waste_fraction": plan.waste_fraction,
+        }
+
+    m1, m2 = job.mtbf_recoverable_s, job.mtbf_persistent_s
+    return {
+        "memory_cost_s": job.fast_cost_s,
+        "persistent_cost_s": job.persistent_cost_s,
+        "mtbf_memory_s": None if math.isinf(m1) else m1,
+        "mtbf_persistent_s": m2,
+        "recoverable_fraction": m2 / (m1 + m2) if not math.isinf(m1) else 0.0,
+        "memory_restart_s": job.fast_restart_s,
+        "persistent_restart_s": job.persistent_restart_s,
+        **plan_json(best),
+        "first_order": plan_json(first),
+        "persistent_only": {
+            "interval_s": single.fast_interval_s,
+            "waste_fraction": single.waste_fraction,
+        },
+    }
+
+
+def backtest_json(
+    est: JobEstimate, *, tried_s: Sequence[float], grid_s: Sequence[float]
+) -> dict[str, Any]:
+    """The ``simulate --job --json`` object: the job's recorded lives replayed
+    (:func:`rules.simulate.replay`) with its C and R at each tried interval (``intervals``,
+    in order) and, with a grid, the ``best`` of the grid. Needs C and M known."""
+    from ckpt_advisor.rules.simulate import replay
+
+    assert est.mtbf_s is not None and est.checkpoint_cost_s is not None
+    restart_s = est.restart_cost_s or 0.0
+    rows = [
+        _replay_row(
+            replay(
+                est.lives_s,
+                interval_s=t,
+                cost_s=est.checkpoint_cost_s,
+                restart_s=restart_s,
+                tail_s=est.lives_tail_s,
+            )
+        )
+        for t in [*tried_s, *grid_s]
+    ]
+    out = _simulation("backtest", est.mtbf_s, est.checkpoint_cost_s, restart_s, rows, tried_s)
+    out.update(job=est.job, n_failures=len(est.lives_s), current_interval_s=est.current_interval_s)
+    return out
+
+
+def monte_carlo_json(
+    *,
+    mtbf_s: float,
+    cost_s: float,
+    restart_s: float,
+    tried_s: Sequence[float],
+    grid_s: Sequence[float],
+    shape: float,
+    days: float,
+    replicates: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The ``simulate --json`` object: ``replicates`` simulated jobs of ``days``
+    (:func:`rules.simulate.simulate_intervals`) at each tried interval and on the grid."""
+    from ckpt_advisor.rules.simulate import simulate_intervals
+
+    sims = simulate_intervals(
+        [*tried_s, *grid_s],
+        mtbf_s=mtbf_s,
+        cost_s=cost_s,
+        restart_s=restart_s,
+        shape=shape,
+        horizon_s=days * 86400.0,
+        replicates=replicates,
+        seed=seed,
+    )
+    rows = [
+        {
+            "interval_s": r.interval_s,
+            "waste_fraction": r.waste_fraction,
+            "waste_stderr": r.waste_stderr,
+            "goodput": r.goodput,
+        }
+        for r in sims
+    ]
+    out = _simulation("monte_carlo", mtbf_s, cost_s, restart_s, rows, tried_s)
+    out.update(shape=shape, days=days, replicates=replicates, seed=seed)
+    return out
+
+
+def _replay_row(result: Replay) -> dict[str, Any]:
     return {
         "interval_s": result.interval_s,
         "waste_fraction": result.waste_fraction,
-        "waste_stderr": None,
+        "waste_stderr": None,  # one recorded history: no spread to give
         "goodput": result.goodput,
     }
 
 
-def simulated_json(result: SimulatedInterval) -> dict[str, Any]:
-    """One interval of a Monte Carlo ``simulate``."""
-    return {
-        "interval_s": result.interval_s,
-        "waste_fraction": result.waste_fraction,
-        "waste_stderr": result.waste_stderr,
-        "goodput": result.goodput,
+def _simulation(
+    mode: str,
+    mtbf_s: float,
+    cost_s: float,
+    restart_s: float,
+    rows: list[dict[str, Any]],
+    tried_s: Sequence[float],
+) -> dict[str, Any]:
+    """The shape both modes share; each row also gets the first-order formula's waste."""
+    from ckpt_advisor.rules.interval import daly_interval_s, waste_fraction
+
+    for r in rows:
+        r["waste_fraction_formula"] = waste_fraction(r["interval_s"], mtbf_s, cost_s, restart_s)
+    out: dict[str, Any] = {
+        "mode": mode,
+        "mtbf_s": mtbf_s,
+        "cost_s": cost_s,
+        "restart_s": restart_s,
+        "daly_interval_s": daly_interval_s(mtbf_s, cost_s),
+        "intervals": rows[: len(tried_s)],
     }
+    if len(rows) > len(tried_s):
+        out["best"] = min(rows[len(tried_s) :], key=lambda r: float(r["waste_fraction"]))
+    return out
+
+
+def plot_json(job: str, path: Path) -> dict[str, Any]:
+    """The ``plot --json`` object: the job and the PNG written."""
+    return {"job": job, "output": str(path)}
 
 
 def status_json(

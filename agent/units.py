@@ -57,7 +57,9 @@ def format_duration(seconds: float | None) -> str:
     return f"{s // 86400}d {(s % 86400) // 3600}h"
 
 
-def format_ago(seconds: float | None) -> str:
-    """How long ago, for people: ``5m 00s ago``; ``never`` for None (a negative age, from a
-    clock that stepped, reads ``0s ago``)."""
-    return "never" if seconds is None else f"{format_duration(max(0.0, seconds))} ago"
+def format_ago(epoch_s: float | None, now_s: float) -> str:
+    """How long before ``now_s`` the Unix time ``epoch_s`` was, for people: ``5m 00s ago``;
+    ``never`` for None (a time after ``now``, from a clock that stepped, reads ``0s ago``)."""
+    if epoch_s is None:
+        return "never"
+    return f"{format_duration(max(0.0, now_s - epoch_s))} ago"

@@ -157,7 +157,7 @@ def assess(
     hb = heartbeat
     problems = []
     if hb.stopped_s is not None:
-        problems.append(f"daemon stopped {format_ago(now_s - hb.stopped_s)}")
+        problems.append(f"daemon stopped {format_ago(hb.stopped_s, now_s)}")
     elif not alive(hb.pid):
         problems.append(f"daemon (pid {hb.pid}) is not running")
     else:

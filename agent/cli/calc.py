@@ -1,0 +1,335 @@
+"""The calculators: ``interval`` (Young and Daly), ``simulate`` (Monte Carlo, or a backtest of
+a job's own interruptions) and ``plot`` (a job's waste curve)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import click
+
+from ckpt_advisor.agent.cli.common import (
+    EXIT_CONFIG,
+    config_option,
+    db_option,
+    duration,
+    estimating_config_option,
+    fail,
+    load_config,
+    read_store,
+)
+from ckpt_advisor.agent.units import format_duration
+
+MAX_SIMULATED_FAILURES = 2_000_000
+"""``simulate`` refuses runs larger than this (memory and minutes on a shared head node)."""
+
+
+@click.command()
+@click.option("--mtbf", callback=duration, help="Mean time between failures (all of them).")
+@click.option("--cost", callback=duration, help="Checkpoint cost (blocking).")
+@click.option("--restart", default="0", callback=duration, help="Restart cost after a failure.")
+@click.option("--current", callback=duration, help="Current interval, to compare.")
+@click.option("--memory-cost", callback=duration, help="Two tiers: cost of a fast save.")
+@click.option("--persistent-cost", callback=duration, help="Two tiers: cost of a persistent save.")
+@click.option(
+    "--recoverable-fraction",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    help="Two tiers: share of the interruptions a fast copy survives (with --mtbf).",
+)
+@click.option(
+    "--memory-mtbf", callback=duration, help="Two tiers: MTBF of the interruptions it survives."
+)
+@click.option(
+    "--persistent-mtbf", callback=duration, help="Two tiers: MTBF of those it does not survive."
+)
+@click.option(
+    "--memory-restart", callback=duration, help="Two tiers: restart from a fast copy [--restart]."
+)
+@click.option("--json", "as_json", is_flag=True)
+def interval(
+    mtbf: float | None,
+    cost: float | None,
+    restart: float,
+    current: float | None,
+    memory_cost: float | None,
+    persistent_cost: float | None,
+    recoverable_fraction: float | None,
+    memory_mtbf: float | None,
+    persistent_mtbf: float | None,
+    memory_restart: float | None,
+    as_json: bool,
+) -> None:
+    """Young and Daly checkpoint intervals and the waste at each (a calculator).
+
+    Waste fractions use Daly's exponential model (rules.interval.exponential_waste_fraction);
+    a C/M above 0.5 adds a line to ``warnings`` (checkpointing is then nearly pointless).
+
+    Two tiers (--memory-cost and --persistent-cost; the fast tier may be host memory or local
+    disk): the pair of intervals of rules.two_level, with the interruptions split by
+    --recoverable-fraction of --mtbf, or given as --memory-mtbf and --persistent-mtbf (or
+    --memory-mtbf and --mtbf)."""
+    from ckpt_advisor.agent.contracts import interval_json
+
+    if memory_cost is not None or persistent_cost is not None:
+        _interval_two_tier(
+            memory_cost,
+            persistent_cost,
+            mtbf=mtbf,
+            fraction=recoverable_fraction,
+            memory_mtbf=memory_mtbf,
+            persistent_mtbf=persistent_mtbf,
+            restarts=(restart if memory_restart is None else memory_restart, restart),
+            as_json=as_json,
+        )
+        return
+    if mtbf is None or cost is None:
+        fail("give --mtbf and --cost (or --memory-cost and --persistent-cost)", EXIT_CONFIG)
+    if mtbf <= 0 or cost <= 0:
+        fail("--mtbf and --cost must be greater than zero", EXIT_CONFIG)
+    out = interval_json(mtbf, cost, restart, current)
+    young, daly = out["young_interval_s"], out["daly_interval_s"]
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(
+        f"Young interval: {format_duration(young)} ({young:.0f} s), "
+        f"waste {out['waste_fraction_young']:.2%}"
+    )
+    click.echo(
+        f"Daly interval:  {format_duration(daly)} ({daly:.0f} s), "
+        f"waste {out['waste_fraction_daly']:.2%}"
+    )
+    if current is not None:
+        click.echo(
+            f"Current:        {format_duration(current)} ({current:.0f} s), "
+            f"waste {out['waste_fraction_current']:.2%}"
+        )
+    for line in out["warnings"]:
+        click.echo(f"Warning: {line}")
+
+
+def _interval_two_tier(
+    memory_cost: float | None,
+    persistent_cost: float | None,
+    *,
+    mtbf: float | None,
+    fraction: float | None,
+    memory_mtbf: float | None,
+    persistent_mtbf: float | None,
+    restarts: tuple[float, float],
+    as_json: bool,
+) -> None:
+    """``interval`` for two tiers: the exact optimum pair, the first-order pair and the
+    persistent-only baseline (rules/two_level.py), as a table or JSON."""
+    from ckpt_advisor.agent.contracts import two_tier_json
+    from ckpt_advisor.rules.two_level import (
+        TwoTierJob,
+        first_order_plan,
+        optimal_plan,
+        single_tier_plan,
+    )
+
+    if memory_cost is None or persistent_cost is None:
+        fail("two tiers need both --memory-cost and --persistent-cost", EXIT_CONFIG)
+    try:
+        if fraction is not None:
+            if mtbf is None:
+                fail("--recoverable-fraction needs --mtbf (the MTBF of all of them)", EXIT_CONFIG)
+            job = TwoTierJob.from_fraction(
+                fast_cost_s=memory_cost,
+                persistent_cost_s=persistent_cost,
+                mtbf_s=mtbf,
+                recoverable_fraction=fraction,
+                fast_restart_s=restarts[0],
+                persistent_restart_s=restarts[1],
+            )
+        elif memory_mtbf is not None and (persistent_mtbf is not None or mtbf is not None):
+            if persistent_mtbf is None:
+                assert mtbf is not None
+                if memory_mtbf <= mtbf:
+                    fail("--memory-mtbf must exceed --mtbf (it counts fewer)", EXIT_CONFIG)
+                persistent_mtbf = 1.0 / (1.0 / mtbf - 1.0 / memory_mtbf)
+            job = TwoTierJob(memory_cost, persistent_cost, memory_mtbf, persistent_mtbf, *restarts)
+        else:
+            fail(
+                "two tiers need --recoverable-fraction with --mtbf, or --memory-mtbf with "
+                "--persistent-mtbf or --mtbf",
+                EXIT_CONFIG,
+            )
+    except ValueError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    best, first, single = optimal_plan(job), first_order_plan(job), single_tier_plan(job)
+
+    out = two_tier_json(job, best, first, single)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    t1, t2 = best.fast_interval_s, best.persistent_interval_s
+    click.echo(
+        f"Memory tier:     every {format_duration(t1)} ({t1:.0f} s) of compute, "
+        f"{best.saves_per_persistent} saves per persistent save"
+    )
+    click.echo(f"Persistent tier: every {format_duration(t2)} ({t2:.0f} s) of compute")
+    click.echo(
+        f"Waste {best.waste_fraction:.2%} (first order: {format_duration(first.fast_interval_s)}"
+        f" x {first.saves_per_persistent}, {first.waste_fraction:.2%}); persistent saves only: "
+        f"every {format_duration(single.fast_interval_s)}, waste {single.waste_fraction:.2%}"
+    )
+
+
+@click.command()
+@click.option("--mtbf", callback=duration, help="Mean time between failures (not with --job).")
+@click.option("--cost", callback=duration, help="Checkpoint cost, blocking (not with --job).")
+@click.option("--restart", default="0", callback=duration, help="Restart cost after a failure.")
+@click.option("--shape", default=1.0, show_default=True, help="Weibull shape (1: exponential).")
+@click.option(
+    "--interval",
+    "intervals",
+    multiple=True,
+    callback=lambda c, p, v: [duration(c, p, x) for x in v],
+    help="Interval to try (repeatable); Daly's is always tried.",
+)
+@click.option("--sweep", is_flag=True, help="Also find the best fixed interval on a grid.")
+@click.option("--days", default=30.0, show_default=True, help="Simulated job length.")
+@click.option("--replicates", default=200, show_default=True, help="Simulated jobs.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--job", help="Backtest: replay this job's own interruptions from the store.")
+@db_option
+@estimating_config_option
+@click.option("--json", "as_json", is_flag=True)
+def simulate(
+    mtbf: float | None,
+    cost: float | None,
+    restart: float,
+    shape: float,
+    intervals: list[float],
+    sweep: bool,
+    days: float,
+    replicates: int,
+    seed: int,
+    job: str | None,
+    db: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Monte Carlo goodput and waste of checkpoint intervals, or a backtest with --job.
+
+    Without --job: simulate REPLICATES jobs of DAYS with lives of mean MTBF (exponential, or
+    Weibull of SHAPE), C and R, and replay each interval against the same lives. With --job:
+    replay the job's own recorded interruptions (running time between them) with its estimated
+    C and R against its current, recommended and given intervals.
+    """
+    from ckpt_advisor.agent.contracts import backtest_json, monte_carlo_json
+    from ckpt_advisor.rules.interval import daly_interval_s
+    from ckpt_advisor.rules.simulate import interval_grid_s
+
+    if job is not None:
+        from ckpt_advisor.agent.app import estimator_of
+        from ckpt_advisor.agent.store import StoreError
+
+        estimator = estimator_of(load_config(config_path) if config_path else None)
+        store = read_store(db, config_path)
+        try:
+            now_s = datetime.now(UTC).timestamp()
+            est = estimator.estimate(store, job, now_s)
+        except StoreError as exc:  # a store of an older schema, never opened for writing since
+            fail(str(exc))
+        if est.checkpoint_cost_s is None or est.mtbf_s is None:
+            fail(f"job {job!r}: C or M is unknown, nothing to backtest")
+        mtbf, cost = est.mtbf_s, est.checkpoint_cost_s
+        restart = est.restart_cost_s or 0.0
+    elif mtbf is None or cost is None or mtbf <= 0 or cost <= 0:
+        fail("--mtbf and --cost (> 0) are needed without --job", EXIT_CONFIG)
+    if shape < 0.2 or replicates < 2 or days <= 0:
+        fail("--shape must be >= 0.2, --days > 0 and --replicates >= 2", EXIT_CONFIG)
+    if any(t <= 0 for t in intervals):
+        fail("--interval must be greater than zero", EXIT_CONFIG)
+    if cost >= mtbf:
+        fail(
+            f"C ({format_duration(cost)}) is not below M ({format_duration(mtbf)}): the job "
+            "would mostly write checkpoints; see `ckpt-advisor interval` for the numbers",
+            EXIT_CONFIG,
+        )
+    if (failures := days * 86400 / mtbf * replicates) > MAX_SIMULATED_FAILURES:
+        fail(
+            f"that is ~{failures:,.0f} simulated failures (limit {MAX_SIMULATED_FAILURES:,}): "
+            "use fewer --days or --replicates",
+            EXIT_CONFIG,
+        )
+    tried = [daly_interval_s(mtbf, cost), *intervals]
+    if job is not None:
+        tried += [t for t in (est.current_interval_s,) if t]
+    grid = interval_grid_s(mtbf, cost) if sweep else []
+    if job is not None:
+        out = backtest_json(est, tried_s=tried, grid_s=grid)
+    else:
+        out = monte_carlo_json(
+            mtbf_s=mtbf,
+            cost_s=cost,
+            restart_s=restart,
+            tried_s=tried,
+            grid_s=grid,
+            shape=shape,
+            days=days,
+            replicates=replicates,
+            seed=seed,
+        )
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    head = (
+        f"backtest of {job} ({len(est.lives_s)} interruptions)"
+        if job
+        else f"{replicates} simulated jobs of {days:g} days, lives "
+        + ("exponential" if shape == 1.0 else f"Weibull of shape {shape:g}")
+    )
+    click.echo(
+        f"{head}; M {format_duration(mtbf)}, C {format_duration(cost)}, "
+        f"R {format_duration(restart)}"
+    )
+    labels = [
+        "Daly",
+        *(["given"] * len(intervals)),
+        *(["current"] * (len(tried) - 1 - len(intervals))),
+    ]
+    rows = list(zip(labels, out["intervals"], strict=True))
+    if grid:
+        rows.append(("best", out["best"]))
+    for label, r in rows:
+        err = f" ± {r['waste_stderr']:.2%}" if r["waste_stderr"] is not None else ""
+        click.echo(
+            f"{label:8} {format_duration(r['interval_s']):>10}  waste {r['waste_fraction']:.2%}"
+            f"{err} (first-order formula {r['waste_fraction_formula']:.2%}), "
+            f"goodput {r['goodput']:.2%}"
+        )
+
+
+@click.command()
+@click.option("--job", required=True, help="The job to draw.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file.")
+@db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was drawn as JSON.")
+def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
+    """Draw JOB's waste curve with its current and recommended intervals and the optimum's
+    confidence band (from its latest stored estimate)."""
+    from ckpt_advisor.agent.contracts import plot_json
+    from ckpt_advisor.agent.plot import plot_waste_curve
+
+    store = read_store(db, config_path)
+    rows = store.estimate_history(job=job, latest_only=True)
+    if not rows:
+        fail(f"no estimate stored for job {job!r}")
+    try:
+        path = plot_waste_curve(rows[-1], output)
+    except ValueError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror}")
+    if as_json:
+        click.echo(json.dumps(plot_json(job, path)))
+    else:
+        click.echo(f"{job}: waste curve written to {path}", err=True)
+
+
+COMMANDS = (interval, simulate, plot)

@@ -1,0 +1,216 @@
+"""What every command shares: failing with a message, the common options, opening the store
+and the config, tables and JSON lines.
+
+Heavy libraries (pydantic for the config, SQLAlchemy for the writable store, rich for tables)
+are imported inside the helpers that need them, so ``--help`` and the read-only commands stay
+fast (``python -m bench --only cli``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from ckpt_advisor.agent.units import parse_duration_s
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.config import Config
+    from ckpt_advisor.agent.store import Store, StoreReader
+
+EXIT_CONFIG = 2
+"""The exit code of bad input (a config, an option); 1 is any other failure."""
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``ckpt-advisor: message`` on stderr and exit with ``code`` (2: bad input)."""
+    click.echo(f"ckpt-advisor: {message}", err=True)
+    sys.exit(code)
+
+
+def load_config(path: str) -> Config:
+    """The validated config at ``path``, or exit 2 with the message naming file and key."""
+    from ckpt_advisor.agent import config
+
+    try:
+        return config.load_config(path)
+    except config.ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def db_path(db: str | None, config: str | None) -> Path:
+    """The store's file: ``--db``, else the config's ``[store] path``, else the default."""
+    if db:
+        return Path(db)  # no config module (pydantic) on the read commands' path
+    if config:
+        return load_config(config).store.path
+    from ckpt_advisor.agent.config import default_db_path
+
+    return default_db_path()
+
+
+def slack_token(config: Config) -> str | None:
+    """The config's Slack token (None without one), or exit 2 when it is malformed."""
+    from ckpt_advisor.agent.config import ConfigError
+
+    try:
+        return config.slack_token()
+    except ConfigError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def open_store(db: str | None, config: str | None) -> Store:
+    """The store opened for writing (created or upgraded), or exit 1 with its error."""
+    from ckpt_advisor.agent import store
+
+    try:
+        return store.open_store(db_path(db, config))
+    except store.StoreError as exc:
+        fail(str(exc))
+
+
+def lock_for(db_path: Path, command: str) -> int:
+    """Take the store's reader lock (``agent/store/lock.py``) and return its descriptor (the lock is
+    held until it is closed or the process exits), or fail: two readers of one log file would
+    store its events twice."""
+    from ckpt_advisor.agent.store.lock import LockedError, lock_store
+
+    try:
+        return lock_store(db_path, command)
+    except LockedError as exc:
+        fail(
+            f"{exc}; wait for it to end, or let the daemon read these files (add them to a "
+            "job's `logs` in its config)"
+        )
+    except OSError as exc:
+        fail(f"{db_path}.lock: cannot create: {exc.strerror}")
+
+
+def read_store(db: str | None, config: str | None) -> StoreReader:
+    """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
+    from ckpt_advisor.agent.store import StoreError, open_reader
+
+    try:
+        return open_reader(db_path(db, config))
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """Option callback: a duration (``90s``, ``6h``) in seconds, or a usage error naming it."""
+    if value is None:
+        return None
+    try:
+        return parse_duration_s(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+
+
+def zone(_ctx: click.Context, param: click.Parameter, value: str) -> tzinfo:
+    """Option callback: an IANA time zone, or a usage error naming it."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(
+            f"unknown time zone {value!r} (use an IANA name such as UTC or Europe/Paris)",
+            param=param,
+        ) from None
+
+
+def parser_format(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Option callback: a known parser format, or a usage error listing the known ones."""
+    from ckpt_advisor import parsers
+
+    if value not in parsers.available_formats():
+        known = ", ".join(parsers.available_formats())
+        raise click.BadParameter(f"unknown format {value!r}; known: {known}", param=param)
+    return value
+
+
+def job_name(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Option callback: a job name that is not blank."""
+    if not value.strip():
+        raise click.BadParameter("must not be empty", param=param)
+    return value
+
+
+tz_option = click.option(
+    "--tz", default="UTC", show_default=True, callback=zone,
+    help="IANA zone of timestamps printed without an offset.",
+)  # fmt: skip
+format_option = click.option(
+    "--format", "fmt", default="auto", show_default=True, callback=parser_format,
+    help="Parser: auto (detected per file) or a stack: hf_trainer, lightning, deepspeed, "
+    "megatron, nemo, torchtitan, … (an unknown name lists them all).",
+)  # fmt: skip
+
+
+def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
+    """One JSON object per line on stdout (JSON Lines)."""
+    for row in rows:
+        click.echo(json.dumps(row, ensure_ascii=False))
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """Print a table with rich (no row folded when piped: the reader's tools cut)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for col in columns:
+        out.add_column(col, no_wrap=True)
+    for row in rows:
+        out.add_row(*row)
+    console = Console()
+    if not console.is_terminal:  # piped: never fold a row; let the reader's tools cut
+        console.width = 10_000
+    console.print(out, crop=False)
+
+
+def short_time(iso: str | None) -> str:
+    """``2026-11-23T03:15:48.123+00:00`` → ``2026-11-23 03:15:48`` (tables say UTC)."""
+    return "-" if iso is None else iso[:19].replace("T", " ")
+
+
+def num(value: float | None, fmt: str = "{:.3g}") -> str:
+    """``value`` formatted, or ``-`` when unknown."""
+    return "-" if value is None else fmt.format(value)
+
+
+db_option = click.option("--db", type=click.Path(dir_okay=False), help="Store file (SQLite).")
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="The daemon's config: take the store path from it (unless --db).",
+)
+estimating_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="The daemon's config: its store (unless --db), [estimation] policy and job sizes.",
+)
+
+
+@contextmanager
+def progress_bar(what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A transient rich progress bar on a terminal, yielding ``advance(n)``; nothing (and no
+    import of rich, ~0.1 s) when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda _n: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda n: progress.advance(task, n)

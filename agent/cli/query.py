@@ -1,0 +1,149 @@
+"""Commands that query the store: ``estimates``, ``events``, and ``silence`` (the one write)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ckpt_advisor.agent.cli.common import (
+    EXIT_CONFIG,
+    config_option,
+    db_option,
+    duration,
+    fail,
+    load_config,
+    num,
+    open_store,
+    print_json_lines,
+    read_store,
+    short_time,
+    table,
+)
+from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.parsers.events import EventKind
+
+
+@click.command()
+@click.option("--job", required=True, help="The job to keep quiet about.")
+@click.option(
+    "--for",
+    "for_s",
+    required=True,
+    callback=duration,
+    help="How long (e.g. 24h); 0 ends a silence now.",
+)
+@db_option
+@config_option
+def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
+    """Send no Slack message about JOB for a while; estimates go on, and a recommendation still
+    due when the silence ends is posted then."""
+    if for_s > 366 * 86400:
+        fail("--for: at most a year (silence a job for longer by removing it)", EXIT_CONFIG)
+    known = (
+        [j.name for j in load_config(config_path).jobs]
+        if config_path
+        else read_store(db, None).jobs()
+    )
+    if job not in known:
+        fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}", EXIT_CONFIG)
+    store = open_store(db, config_path)
+    until_s = datetime.now(UTC).timestamp() + for_s
+    store.silence(job, until_s)
+    until = datetime.fromtimestamp(until_s, UTC).isoformat(timespec="seconds")
+    click.echo(f"{job}: silenced until {until}", err=True)
+
+
+@click.command()
+@click.option("--job", help="Only this job.")
+@db_option
+@config_option
+@click.option(
+    "--since", callback=duration, help="History over this long (e.g. 7d), not only the latest."
+)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per estimate.")
+def estimates(
+    job: str | None, db: str | None, config_path: str | None, since: float | None, as_json: bool
+) -> None:
+    """The latest estimate of each job (or their history with --since)."""
+    store = read_store(db, config_path)
+    since_s = None if since is None else datetime.now(UTC).timestamp() - since
+    rows = store.estimate_history(job=job, since_s=since_s, latest_only=since is None)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        fail("no estimates stored yet" + (f" for job {job!r}" if job else ""))
+    newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
+    table(
+        f"estimates (computed up to {newest} UTC)",
+        ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"],
+        [_estimate_row(r) for r in rows],
+    )
+
+
+def _estimate_row(r: dict[str, Any]) -> list[str]:
+    ci = r.get("mtbf_ci_s")
+    return [
+        r["job"],
+        r["status"],
+        format_duration(r["checkpoint_cost_s"]),
+        format_duration(r["mtbf_s"]),
+        f"{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
+        str(r["n_failures"]),
+        str(r["n_checkpoints"]),
+        format_duration(r["current_interval_s"]),
+        format_duration(r["recommended_interval_s"]),
+        r.get("recommended_setting") or "-",
+    ]
+
+
+@click.command()
+@click.option("--job", help="Only this job.")
+@click.option(
+    "--kind", "kinds", multiple=True, help="Only this kind (repeatable).",
+    type=click.Choice([k.value for k in EventKind]),
+)  # fmt: skip
+@db_option
+@config_option
+@click.option("--limit", type=click.IntRange(min=1, max=2**62), help="At most this many.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
+def events(
+    job: str | None,
+    kinds: tuple[str, ...],
+    db: str | None,
+    config_path: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """Stored events, oldest first."""
+    from ckpt_advisor.agent.contracts import stored_event_json
+
+    store = read_store(db, config_path)
+    found = store.events(job=job, kinds=kinds or None, limit=limit)
+    rows = [stored_event_json(e) for e in found]
+    if as_json:
+        print_json_lines(rows)
+        return
+    table(
+        f"{len(rows)} event(s); times UTC, ~ = inferred",
+        ["job", "time", "kind", "step", "duration", "class", "source:line"],
+        [
+            [
+                r["job"],
+                short_time(r["time"]) + ("~" if r["time_estimated"] else ""),
+                r["kind"],
+                num(r["step"], "{}"),
+                format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",
+                r["failure_class"] or "-",
+                f"{Path(r['source']).name}:{r['line']}",
+            ]
+            for r in rows
+        ],
+    )
+
+
+COMMANDS = (estimates, events, silence)

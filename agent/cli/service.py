@@ -1,0 +1,229 @@
+"""Commands about the daemon: ``run`` it, ``check-config``, ``slack-test``, its ``status``, and
+the ``demo`` that runs it on a replayed week."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ckpt_advisor.agent.cli.common import (
+    EXIT_CONFIG,
+    config_option,
+    db_option,
+    db_path,
+    duration,
+    fail,
+    load_config,
+    lock_for,
+    read_store,
+    slack_token,
+)
+from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
+from ckpt_advisor.agent.units import format_ago
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
+    from ckpt_advisor.agent.store import OutboxItem
+
+
+@click.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text: one line per event for journald; json: one JSON object per line.",
+)
+def run(config_path: str, log_level: str, log_format: str) -> None:
+    """Run the daemon: tail the configured logs, estimate on a schedule, notify.
+
+    Under systemd it reports readiness and pings the watchdog (Type=notify). SIGHUP re-reads
+    the config; SIGTERM stops it cleanly.
+    """
+    import signal
+
+    # Until the daemon installs its own handlers, SIGTERM ends start-up cleanly (exit 0).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    config = load_config(config_path)
+    token = slack_token(config)
+    setup_logging(log_level, log_format, secrets=[token] if token else [])
+    from ckpt_advisor.agent.app import build_daemon
+    from ckpt_advisor.agent.store import StoreError
+
+    lock_for(config.store.path, "run")
+    try:
+        daemon = build_daemon(config, config_path=config_path)
+    except StoreError as exc:
+        fail(str(exc))
+    daemon.install_signal_handlers()
+    sys.exit(daemon.run())
+
+
+@click.command("check-config")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+def check_config(config_path: str) -> None:
+    """Validate a config file and show what each job's globs match now."""
+    import glob
+
+    config = load_config(config_path)
+    if problem := _store_problem(config.store.path):
+        fail(
+            f"{config_path}: store.path: cannot create {config.store.path}: {problem}", EXIT_CONFIG
+        )
+    click.echo(f"{config_path}: OK")
+    click.echo(f"store: {config.store.path}")
+    if not config.jobs:
+        click.echo("warning: no [[jobs]]: the daemon will watch nothing", err=True)
+    for job in config.jobs:
+        for kind, patterns in (("logs", job.logs), ("timings", job.timings)):
+            for pattern in patterns:
+                n = len(glob.glob(pattern, recursive=True))
+                click.echo(f"job {job.name}: {kind} {pattern}: {n} file(s) now")
+    token = slack_token(config)
+    where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
+    click.echo(f"recommendations go to {where}")
+    listen = config.metrics.address()
+    click.echo(f"metrics at http://{listen[0]}:{listen[1]}/metrics" if listen else "metrics: off")
+
+
+def _store_problem(db_path: Path) -> str | None:
+    """Why the store at ``db_path`` could not be created or written, or None: tries for real
+    (creating its directory and a scratch file there), since permission bits lie to root."""
+    import tempfile
+
+    if db_path.exists():
+        return None if os.access(db_path, os.R_OK | os.W_OK) else "not readable and writable"
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=db_path.parent):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+@click.command("slack-test")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--text", default=None, help="Message text (default: a short test message).")
+def slack_test(config_path: str, text: str | None) -> None:
+    """Post a test message to the configured Slack channel, to check token and channel.
+
+    Exits 2 when no token or channel is configured, 1 when Slack refuses the message.
+    """
+    import socket
+
+    from ckpt_advisor.agent.notify.base import NotifyError
+    from ckpt_advisor.agent.notify.message import escape_slack
+    from ckpt_advisor.agent.notify.slack import SlackNotifier
+
+    config = load_config(config_path)
+    token = slack_token(config)
+    if not token:
+        fail(
+            f"{config_path}: no Slack token: set ${config.slack.token_env} or the credential "
+            f"file $CREDENTIALS_DIRECTORY/{config.slack.token_env}",
+            EXIT_CONFIG,
+        )
+    if not config.slack.channel:
+        fail(f"{config_path}: slack.channel is not set", EXIT_CONFIG)
+    body = escape_slack(text or f"ckpt-advisor test message from {socket.gethostname()}")
+    notifier = SlackNotifier(
+        token, config.slack.channel, base_url=config.slack.base_url, timeout_s=config.slack.timeout
+    )
+    try:
+        ts = notifier.send({"text": body, "blocks": None})
+    except NotifyError as exc:
+        fail(exc.message)
+    click.echo(f"posted to {config.slack.channel} (ts {ts})")
+
+
+@click.command()
+@db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@click.option(
+    "--max-queue-age",
+    default="1h",
+    show_default=True,
+    callback=duration,
+    help="Unhealthy when a Slack message has waited longer.",
+)
+def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age: float) -> None:
+    """Is the daemon alive and current? Exits 1 when unhealthy (usable as a check).
+
+    Shows the last scan and estimate, files that lag, and what is queued for Slack.
+    """
+    from ckpt_advisor.agent.daemon.heartbeat import assess, heartbeat_path, read_heartbeat
+
+    store = read_store(db, config_path)
+    hb = read_heartbeat(heartbeat_path(db_path(db, config_path)))
+    queued = store.queued_messages()
+    now_s = datetime.now(UTC).timestamp()
+    verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
+    if as_json:
+        from ckpt_advisor.agent.contracts import status_json
+
+        click.echo(json.dumps(status_json(verdict, hb, queued), indent=2))
+    else:
+        _print_status(hb, verdict, queued, now_s)
+    sys.exit(0 if verdict.healthy else 1)
+
+
+def _print_status(
+    hb: Heartbeat | None, verdict: Verdict, queued: list[OutboxItem], now_s: float
+) -> None:
+    click.echo("healthy" if verdict.healthy else "UNHEALTHY")
+    for problem in verdict.problems:
+        click.echo(f"  problem: {problem}")
+    if hb is not None:
+        click.echo(
+            f"daemon pid {hb.pid}, up since {format_ago(hb.started_s, now_s)}, jobs: "
+            + (", ".join(hb.jobs) or "none")
+        )
+        click.echo(
+            f"last scan {format_ago(hb.last_scan_s, now_s)}; last estimate "
+            f"{format_ago(hb.last_estimate_s, now_s)}; {len(hb.files)} file(s) followed"
+        )
+    for f in verdict.lagging:
+        click.echo(
+            f"  lagging: {f.path} ({f.job}): {f.lag_bytes:,} bytes behind, last read "
+            f"{format_ago(f.last_read_s, now_s)}"
+        )
+    click.echo(f"{len(queued)} message(s) queued for Slack")
+    for q in queued:
+        click.echo(
+            f"  #{q.id} {q.job} {q.action}, queued {format_ago(q.created_s, now_s)}, "
+            f"{q.attempts} attempt(s)"
+        )
+
+
+@click.command()
+@click.option(
+    "--days", default=7.0, show_default=True, type=click.FloatRange(min=1, max=365),
+    help="Simulated training time.",
+)  # fmt: skip
+@click.option(
+    "--seconds",
+    "replay_s",
+    default=15.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Replay it in this long.",
+)
+@click.option("--dir", "workdir", type=click.Path(file_okay=False), help="Keep the files here.")
+def demo(days: float, replay_s: float, workdir: str | None) -> None:
+    """Replay captured training output into a watched directory; show the recommendation."""
+    from ckpt_advisor.agent.demo import run_demo
+
+    setup_logging("WARNING")
+    sys.exit(run_demo(days=days, replay_s=replay_s, workdir=workdir, echo=click.echo))
+
+
+COMMANDS = (run, check_config, slack_test, status, demo)
