@@ -1,4 +1,8 @@
-"""Suite-wide options: ``@pytest.mark.slow`` tests run only when asked (``pytest -m slow``)."""
+"""Suite-wide options: ``@pytest.mark.slow`` tests run only when asked (``pytest -m slow``).
+
+This hook is the one mechanism: the default run shows them as skipped with the reason (no
+``-m`` in ``addopts``), and any ``-m`` expression decides for itself (``-m slow`` runs only them,
+``-m "slow or not slow"`` everything)."""
 
 from __future__ import annotations
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from ckpt_advisor.agent.daemon.loop import Daemon
 from tests.agent.fake_slack import FakeSlack
 
 
@@ -26,3 +28,22 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[Daemon], threading.Thread]]:
+    """Starts an in-process daemon's main loop on a thread; every daemon started is stopped
+    (and its thread joined) after the test."""
+    started: list[tuple[Daemon, threading.Thread]] = []
+    result: dict[int, int] = {}
+
+    def start(daemon: Daemon) -> threading.Thread:
+        thread = threading.Thread(target=lambda: result.setdefault(id(daemon), daemon.run()))
+        thread.start()
+        started.append((daemon, thread))
+        return thread
+
+    yield start
+    for daemon, thread in started:
+        daemon.stop()
+        thread.join(timeout=20)

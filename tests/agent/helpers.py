@@ -1,5 +1,6 @@
 """Helpers shared by several agent test modules (a module, not a conftest: they are called, not
-injected). Each builds real values; none stands in for a component."""
+injected); the daemon-subprocess ones are in ``processes.py``, the tailer's in ``tail/helpers.py``.
+Each builds real values; none stands in for a component."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_advisor.rules.model import JobEstimate, Note, NoteCode, Status
+
+TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
+"""The variable the daemon subprocesses of the tests read the (fake) Slack token from."""
 
 
 def drifting_estimate(**changes: Any) -> JobEstimate:
@@ -58,3 +62,14 @@ def downgrade_to_version_3(db: Path) -> None:
     conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
     conn.commit()
     conn.close()
+
+
+def daemon_config(tmp: Path, **schedule: str) -> dict[str, Any]:
+    """A config for an in-process daemon: store in ``tmp``, job ``j`` over ``tmp/runs/**`` timing
+    files, polling every 0.1 s, estimating hourly unless ``schedule`` says otherwise."""
+    (tmp / "runs").mkdir(exist_ok=True)
+    return {
+        "store": {"path": str(tmp / "s.db")},
+        "schedule": {"poll_every": "0.1s", "estimate_every": "1h", **schedule},
+        "jobs": [{"name": "j", "timings": [f"{tmp}/runs/**/*.jsonl"]}],
+    }

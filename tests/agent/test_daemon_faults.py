@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,36 +26,9 @@ from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.rules.model import AlertState
 from tests.agent.fake_slack import FakeSlack
-from tests.agent.processes import start_daemon as _start
-from tests.agent.processes import until as _until
-from tests.agent.tail.helpers import record as _record
-from tests.agent.test_e2e import TOKEN_ENV
-
-
-def _config(tmp: Path, **schedule: str) -> dict[str, Any]:
-    (tmp / "runs").mkdir(exist_ok=True)
-    return {
-        "store": {"path": str(tmp / "s.db")},
-        "schedule": {"poll_every": "0.1s", "estimate_every": "1h", **schedule},
-        "jobs": [{"name": "j", "timings": [f"{tmp}/runs/**/*.jsonl"]}],
-    }
-
-
-@pytest.fixture
-def running() -> Iterator[Callable[[Daemon], threading.Thread]]:
-    started: list[tuple[Daemon, threading.Thread]] = []
-    result: dict[int, int] = {}
-
-    def start(daemon: Daemon) -> threading.Thread:
-        thread = threading.Thread(target=lambda: result.setdefault(id(daemon), daemon.run()))
-        thread.start()
-        started.append((daemon, thread))
-        return thread
-
-    yield start
-    for daemon, thread in started:
-        daemon.stop()
-        thread.join(timeout=20)
+from tests.agent.helpers import TOKEN_ENV, daemon_config
+from tests.agent.processes import start_daemon, until
+from tests.agent.tail.helpers import record
 
 
 def test_shared_filesystem_is_polled_not_watched(
@@ -65,11 +38,11 @@ def test_shared_filesystem_is_polled_not_watched(
     lines written there arrive through the stat poll."""
     table = tmp_path / "mounts"
     table.write_text(f"/dev/vda / ext4 rw 0 0\nfiler:/x {tmp_path / 'runs'} nfs4 rw 0 0\n")
-    config = parse_config(_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path))
     daemon = build_daemon(config, mount_table=str(table))
     running(daemon)
-    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
-    assert _until(lambda: daemon.store.count_events() == 1)
+    (tmp_path / "runs" / "t.jsonl").write_text(record(1))
+    assert until(lambda: daemon.store.count_events() == 1)
     assert daemon.watcher.observer is None
 
 
@@ -87,14 +60,14 @@ def test_inotify_limit_warns_once_and_polls(
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
     monkeypatch.setattr(agent_watcher, "Observer", Exhausted)
-    config = parse_config(_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path))
     daemon = build_daemon(config)
     with caplog.at_level("WARNING", logger="ckpt_advisor.agent.daemon"):
         running(daemon)
         for step in range(1, 4):
             with (tmp_path / "runs" / "t.jsonl").open("a") as fh:
-                fh.write(_record(step))
-        assert _until(lambda: daemon.store.count_events() == 3)
+                fh.write(record(step))
+        assert until(lambda: daemon.store.count_events() == 3)
     warnings = [r for r in caplog.records if "notifications unavailable" in r.getMessage()]
     assert len(warnings) == 1
 
@@ -103,29 +76,29 @@ def test_dead_watcher_is_restarted(
     tmp_path: Path, running: Callable[[Daemon], threading.Thread]
 ) -> None:
     """Scenario 15: the watchdog observer thread dying is noticed and a new one started."""
-    daemon = build_daemon(parse_config(_config(tmp_path)))
+    daemon = build_daemon(parse_config(daemon_config(tmp_path)))
     running(daemon)
     watcher = daemon.watcher
-    assert _until(lambda: watcher.observer is not None and watcher.observer.is_alive())
+    assert until(lambda: watcher.observer is not None and watcher.observer.is_alive())
     first = watcher.observer
     assert first is not None
     first.stop()
     first.join(5)
-    assert _until(lambda: watcher.observer is not None and watcher.observer is not first)
+    assert until(lambda: watcher.observer is not None and watcher.observer is not first)
     assert watcher.observer is not None and watcher.observer.is_alive()
-    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
-    assert _until(lambda: daemon.store.count_events() == 1)
+    (tmp_path / "runs" / "t.jsonl").write_text(record(1))
+    assert until(lambda: daemon.store.count_events() == 1)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_dead_scheduler_thread_exits_non_zero(tmp_path: Path) -> None:
     """Scenario 15: the scheduler's thread dying makes the daemon exit with code 1 (systemd's
     Restart=on-failure restarts it), not run on without estimates."""
-    daemon = build_daemon(parse_config(_config(tmp_path)))
+    daemon = build_daemon(parse_config(daemon_config(tmp_path)))
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(daemon.run()))
     thread.start()
-    assert _until(lambda: daemon.scheduler.running)
+    assert until(lambda: daemon.scheduler.running)
 
     def boom() -> float:
         raise RuntimeError("scheduler loop crashed")
@@ -139,7 +112,7 @@ def test_dead_scheduler_thread_exits_non_zero(tmp_path: Path) -> None:
 def test_scheduler_is_utc_so_dst_neither_stalls_nor_repeats(tmp_path: Path) -> None:
     """Scenario 27: the estimate schedule is in UTC: across the Europe/Berlin autumn change the
     fire times stay exactly estimate_every apart (no hour repeated or skipped)."""
-    daemon = build_daemon(parse_config(_config(tmp_path, estimate_every="30m")))
+    daemon = build_daemon(parse_config(daemon_config(tmp_path, estimate_every="30m")))
     daemon.scheduler.start()
     try:
         trigger = daemon.scheduler.scheduler.get_job("estimate").trigger
@@ -160,7 +133,7 @@ def test_ingestion_goes_on_while_slack_rate_limits(
     tmp_path: Path, fake_slack: FakeSlack, running: Callable[[Daemon], threading.Thread]
 ) -> None:
     """Scenario 18: while delivery sleeps through a 429 Retry-After, lines are still stored."""
-    config = parse_config(_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path))
     store = open_store(config.store.path)
     store.record_decision(
         "j", AlertState(True, 1.0, 60.0), message={"text": "hi"}, action="notify", now_s=1.0
@@ -169,13 +142,13 @@ def test_ingestion_goes_on_while_slack_rate_limits(
     notifier = SlackNotifier(fake_slack.token, "#a", base_url=fake_slack.base_url)
     daemon = build_daemon(config, store=store, notifier=notifier)
     running(daemon)
-    assert _until(lambda: daemon.scheduler.running)
+    assert until(lambda: daemon.scheduler.running)
     daemon.scheduler.scheduler.add_job(daemon.outbox.deliver, id="deliver-now")
     fake_slack.wait_for(1)
-    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
-    assert _until(lambda: store.count_events() == 1, 2.5)
+    (tmp_path / "runs" / "t.jsonl").write_text(record(1))
+    assert until(lambda: store.count_events() == 1, 2.5)
     assert fake_slack.messages == []  # still waiting out Retry-After
-    assert _until(lambda: len(fake_slack.messages) == 1)
+    assert until(lambda: len(fake_slack.messages) == 1)
 
 
 # -- as a subprocess ------------------------------------------------------------------------
@@ -202,15 +175,15 @@ def test_sigterm_restart_resumes_without_gap_or_duplicate(
 ) -> None:
     """Scenario 1: append, SIGTERM, append while down, restart: every line stored once."""
     config, db, log = _write_config(tmp_path), tmp_path / "s.db", tmp_path / "runs" / "t.jsonl"
-    log.write_text("".join(_record(s) for s in range(1, 51)))
-    procs.append(proc := _start(config))
-    assert _until(lambda: db.exists() and len(_steps(db)) == 50)
+    log.write_text("".join(record(s) for s in range(1, 51)))
+    procs.append(proc := start_daemon(config))
+    assert until(lambda: db.exists() and len(_steps(db)) == 50)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     with log.open("a") as fh:
-        fh.write("".join(_record(s) for s in range(51, 101)))
-    procs.append(proc := _start(config))
-    assert _until(lambda: len(_steps(db)) >= 100)
+        fh.write("".join(record(s) for s in range(51, 101)))
+    procs.append(proc := start_daemon(config))
+    assert until(lambda: len(_steps(db)) >= 100)
     time.sleep(0.5)
     assert _steps(db) == list(range(1, 101))
 
@@ -224,10 +197,10 @@ def test_sigkill_at_random_moments_loses_and_repeats_nothing(
     step = 0
     with log.open("a") as fh:
         for _ in range(5):
-            procs.append(proc := _start(config))
+            procs.append(proc := start_daemon(config))
             for _ in range(400):
                 step += 1
-                text = _record(step)
+                text = record(step)
                 fh.write(text[:20])
                 fh.flush()
                 fh.write(text[20:])
@@ -235,8 +208,8 @@ def test_sigkill_at_random_moments_loses_and_repeats_nothing(
             time.sleep(0.15)
             proc.kill()
             proc.wait(10)
-    procs.append(_start(config))
-    assert _until(lambda: len(_steps(db)) >= step, 60)
+    procs.append(start_daemon(config))
+    assert until(lambda: len(_steps(db)) >= step, 60)
     time.sleep(0.5)
     assert _steps(db) == list(range(1, step + 1))
 
@@ -247,14 +220,14 @@ def test_suspended_daemon_runs_the_missed_estimate_once(
     """Scenario 16: SIGSTOP for 6 s with a 1 s estimate schedule, then SIGCONT: the missed runs
     are coalesced into one (no burst of estimates on resume)."""
     config, db = _write_config(tmp_path, estimate_every="1s"), tmp_path / "s.db"
-    (tmp_path / "runs" / "t.jsonl").write_text(_record(1))
-    procs.append(proc := _start(config))
+    (tmp_path / "runs" / "t.jsonl").write_text(record(1))
+    procs.append(proc := start_daemon(config))
 
     def times() -> list[float]:
         with sqlite3.connect(db) as conn:
             return sorted(r[0] for r in conn.execute("SELECT computed_at_s FROM estimates"))
 
-    assert _until(lambda: db.exists() and len(times()) >= 2)
+    assert until(lambda: db.exists() and len(times()) >= 2)
     proc.send_signal(signal.SIGSTOP)
     stopped_s = time.time()
     time.sleep(6)
@@ -276,7 +249,7 @@ def test_token_is_not_in_the_process_arguments(
             f'[slack]\nchannel = "#a"\ntoken_env = "{TOKEN_ENV}"\n'
             f'base_url = "{fake_slack.base_url}"\n'
         )
-    procs.append(proc := _start(config, {**os.environ, TOKEN_ENV: fake_slack.token}))
+    procs.append(proc := start_daemon(config, {**os.environ, TOKEN_ENV: fake_slack.token}))
     cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode()
     assert fake_slack.token not in cmdline
     assert str(config) in cmdline

@@ -16,12 +16,9 @@ from ckpt_advisor.agent.app import build_daemon, utc_now
 from ckpt_advisor.agent.config import parse_config
 from ckpt_advisor.agent.daemon.loop import Daemon
 from ckpt_advisor.agent.daemon.scan import SUMMARY_EVERY_S
-from tests.agent import test_daemon_faults
-from tests.agent.processes import until as _until
-from tests.agent.tail.helpers import record as _record
-from tests.agent.test_daemon_faults import _config
-
-running = test_daemon_faults.running  # the fixture: a daemon thread, stopped at the end
+from tests.agent.helpers import daemon_config
+from tests.agent.processes import until
+from tests.agent.tail.helpers import record
 
 
 @pytest.mark.parametrize("file_events", ["true", "false"])
@@ -32,18 +29,18 @@ def test_run_dir_appearing_later_is_found_without_a_glob_search_every_poll(
     "created" notification when file events are on (discover_every is an hour), and within
     ``discover_every`` by polling alone when they are off."""
     every = "1h" if file_events == "true" else "0.3s"
-    raw = _config(tmp_path, discover_every=every)
+    raw = daemon_config(tmp_path, discover_every=every)
     raw["schedule"]["file_events"] = file_events == "true"
     daemon = build_daemon(parse_config(raw))
-    (tmp_path / "runs" / "old.jsonl").write_text(_record(1))
+    (tmp_path / "runs" / "old.jsonl").write_text(record(1))
     running(daemon)
-    assert _until(lambda: daemon.store.count_events() == 1)
+    assert until(lambda: daemon.store.count_events() == 1)
     run = tmp_path / "runs" / "job-7" / "rank0"
     run.mkdir(parents=True)
-    (run / "t.jsonl").write_text(_record(2))
+    (run / "t.jsonl").write_text(record(2))
     with (tmp_path / "runs" / "old.jsonl").open("a") as fh:
-        fh.write(_record(3))
-    assert _until(lambda: daemon.store.count_events() == 3)
+        fh.write(record(3))
+    assert until(lambda: daemon.store.count_events() == 3)
 
 
 def test_reads_are_logged_per_scan_at_debug_and_summarised_at_info_once_a_minute(
@@ -58,15 +55,15 @@ def test_reads_are_logged_per_scan_at_debug_and_summarised_at_info_once_a_minute
     def clock() -> datetime:
         return utc_now() + offset[0]
 
-    config = parse_config(_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path))
     daemon = build_daemon(config, clock=clock)
     path = tmp_path / "runs" / "t.jsonl"
     with caplog.at_level(logging.DEBUG, logger="ckpt_advisor.agent.daemon"):
         running(daemon)
         for step in range(1, 5):
             with path.open("a") as fh:
-                fh.write(_record(step))
-            assert _until(lambda step=step: daemon.store.count_events() == step)
+                fh.write(record(step))
+            assert until(lambda step=step: daemon.store.count_events() == step)
         per_scan = [r for r in caplog.records if r.getMessage().startswith("read ")]
         assert per_scan and {r.levelno for r in per_scan} == {logging.DEBUG}
         assert not [r for r in caplog.records if r.levelno >= logging.INFO and "read" in r.msg]
@@ -79,7 +76,7 @@ def test_reads_are_logged_per_scan_at_debug_and_summarised_at_info_once_a_minute
                 if r.levelno == logging.INFO and r.getMessage().startswith("read in the last")
             ]
 
-        assert _until(lambda: len(summaries()) == 1)
+        assert until(lambda: len(summaries()) == 1)
     assert summaries()[0].endswith(
         "4 line(s), 4 event(s) stored, 1 file(s), 1 job(s) (job lines/events/files: j 4/4/1)"
     )

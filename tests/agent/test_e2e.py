@@ -18,10 +18,10 @@ import pytest
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.rules.interval import daly_interval_s
 from tests.agent.fake_slack import FakeSlack
+from tests.agent.helpers import TOKEN_ENV
 from tests.agent.processes import wait_started
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
-TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
 
 
 def _write_config(tmp: Path, slack: FakeSlack | None, *, estimate_every: str = "1s") -> Path:
@@ -51,7 +51,7 @@ def daemon_env(fake_slack: FakeSlack) -> dict[str, str]:
     return env
 
 
-def _start(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def start_daemon(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config)],
         env=env,
@@ -96,7 +96,7 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     (staging / "train.log").write_text("".join(text for _, text in job.log))
     (staging / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
     config = _write_config(tmp_path, fake_slack)
-    proc = _start(config, daemon_env)
+    proc = start_daemon(config, daemon_env)
     stop_daemon.append(proc)
     time.sleep(1.0)
     shutil.copytree(staging, tmp_path / "runs" / "job-1234")
@@ -135,7 +135,7 @@ def test_live_lines_of_real_hf_runs_are_stored_once(
     """The captured HF crash and resume runs, appended line by line to a watched file while the
     daemon runs, give 5 checkpoints and 1 failure; a restart of the daemon repeats nothing."""
     config = _write_config(tmp_path, fake_slack)
-    proc = _start(config, daemon_env)
+    proc = start_daemon(config, daemon_env)
     stop_daemon.append(proc)
     log = tmp_path / "runs" / "train.log"
     with log.open("ab") as fh:
@@ -164,7 +164,7 @@ def test_live_lines_of_real_hf_runs_are_stored_once(
         check=True,
     ).stdout.splitlines()
 
-    proc2 = _start(config, daemon_env)
+    proc2 = start_daemon(config, daemon_env)
     stop_daemon.append(proc2)
     wait_started(proc2)
     time.sleep(1.0)

@@ -7,14 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ckpt_advisor.parsers import available_formats, make_parser
-from ckpt_advisor.parsers.deepspeed import DeepSpeed
+from ckpt_advisor.parsers import STACKS, available_formats, make_parser
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.generic import Generic
-from ckpt_advisor.parsers.hf_trainer import HfTrainer
-from ckpt_advisor.parsers.lightning import Lightning
-from ckpt_advisor.parsers.megatron import Megatron
-from ckpt_advisor.parsers.nemo import NeMo
 from ckpt_advisor.parsers.stack import Header, Pattern, Stack
 
 
@@ -50,31 +45,48 @@ def test_an_unknown_format_is_named_with_the_known_ones() -> None:
         make_parser("megatron-lm")
 
 
-STACK_CLASSES: list[type[Stack]] = [HfTrainer, Lightning, NeMo, Megatron, DeepSpeed, Generic]
+STACK_CLASSES: list[type[Stack]] = [*STACKS.values(), Generic]
+"""Every registered stack and the generic fallback: a new stack's table is checked here without
+a line of test code."""
+
+
+def _message(stack: type[Stack], sample: str) -> str:
+    """A sample line's message, as the stack's parser sees it: after the first of its headers
+    that matches (the bare line when none does, e.g. a stack's header-less messages)."""
+    for header in stack.headers:
+        m = header.regex.search(sample)
+        if m is not None:
+            return str(m["msg"])
+    return sample
 
 
 @pytest.mark.parametrize(
-    "pattern",
-    [p for stack in STACK_CLASSES for p in stack.patterns],
-    ids=lambda p: p.name,
+    ("stack", "pattern"),
+    [(stack, p) for stack in STACK_CLASSES for p in stack.patterns],
+    ids=lambda v: v.name,
 )
-def test_every_pattern_matches_its_own_sample_line(pattern: Pattern) -> None:
-    """Each table entry's documented real sample line holds its keyword and matches its regex."""
-    assert pattern.keyword in pattern.sample
-    assert pattern.regex.search(pattern.sample)
+def test_every_pattern_matches_its_own_sample_line(stack: type[Stack], pattern: Pattern) -> None:
+    """Each table entry's documented real sample line names its source, and its message (after
+    the stack's header) holds the keyword and is matched by the regex."""
+    message = _message(stack, pattern.sample)
+    assert pattern.keyword in message
+    assert pattern.regex.search(message)
     assert pattern.source
 
 
 @pytest.mark.parametrize(
-    "header",
-    [h for stack in STACK_CLASSES for h in stack.headers],
-    ids=lambda h: h.keyword,
+    ("stack", "header"),
+    [(stack, h) for stack in STACK_CLASSES for h in stack.headers],
+    ids=lambda v: v.keyword if isinstance(v, Header) else v.name,
 )
-def test_every_header_matches_its_own_sample_line(header: Header) -> None:
-    """Each record header's sample line matches and its time parses."""
+def test_every_header_matches_its_own_sample_line(stack: type[Stack], header: Header) -> None:
+    """Each record header's sample line holds its keyword, matches, and its time parses to an
+    aware UTC datetime."""
+    assert header.keyword in header.sample
     m = header.regex.search(header.sample)
     assert m is not None
     assert header.parse_time(m["time"], UTC).tzinfo is UTC
+    assert header.source
 
 
 def test_estimated_at_is_replace_for_every_field() -> None:
