@@ -4,7 +4,7 @@ Discovery searches each job's globs for files (the costlier part; the daemon ask
 ``discover_every`` and on a file notification). A poll ``stat``s only the files already
 followed, one call a file: shared filesystems (NFS, Lustre) deliver no inotify events for other
 hosts' writes, so the poll is always on, and a file whose size and settled mtime did not move
-is not read (RELIABILITY.md scenarios 11 and 13).
+is not read (docs/RELIABILITY.md scenarios 11 and 13).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ read (closed on a read error, to be opened again by name; kept and marked stale 
 error, to be replayed through the same descriptor); once it left its globs it is followed
 through its descriptor as an :class:`~ckpt_advisor.agent.tail.identity.Orphan`, like
 ``tail -F``, until it has been quiet for ``rotated_idle_s``, then *released*: read to its end,
-its parser flushed, closed (RELIABILITY.md scenario 29). At shutdown every such file is
+its parser flushed, closed (docs/RELIABILITY.md scenario 29). At shutdown every such file is
 released, quiet or not; at start, files rotated away while nothing watched them are taken up.
 """
 

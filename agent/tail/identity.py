@@ -3,7 +3,7 @@
 A file is known by device + inode + a hash of its first bytes (:data:`HEAD_BYTES`), never by
 name: a renamed, truncated or recreated file is recognised whatever it is called, a symlink and
 its target are one file, and a new file that got a deleted file's inode does not inherit its
-offset (RELIABILITY.md scenarios 3-7 and 12).
+offset (docs/RELIABILITY.md scenarios 3-7 and 12).
 
 A file that leaves its globs (renamed away by logrotate, deleted, left behind by a re-pointed
 symlink) may still have a writer: logrotate's ``create`` mode and a rotated stdout leave the

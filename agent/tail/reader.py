@@ -3,7 +3,7 @@
 Complete lines are read in large buffers from where the parser stopped, handed to the parser
 (only the lines its ``LineFilter`` asks for, see ``parsers.selection``), and the events, with
 the file's new offset, are committed in ONE store transaction: a crash neither loses nor
-repeats a line (RELIABILITY.md scenarios 1, 2, 8 and 9). What the parsers find about a file's
+repeats a line (docs/RELIABILITY.md scenarios 1, 2, 8 and 9). What the parsers find about a file's
 clock is logged as it is stored, naming the file and the line: a clock that stepped back as a
 warning (scenario 30), a bar clock ignored or a file without timestamps at INFO.
 

@@ -1,4 +1,4 @@
-"""RELIABILITY.md scenarios for the daemon: its threads in-process on real files, watchdog and
+"""docs/RELIABILITY.md scenarios for the daemon: its threads in-process on real files, watchdog and
 APScheduler, and as a subprocess killed, stopped and suspended."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The daemon's polling schedule and its read logs: the globs are searched every
 ``discover_every`` or at once on a file notification, and what was read is summarised at INFO at
-most once a minute. The daemon's threads in-process on real files, watchdog and a real store."""
+most once a minute (docs/RELIABILITY.md, scenario 11). The daemon's threads in-process on real
+files, watchdog and a real store."""
 
 from __future__ import annotations
 

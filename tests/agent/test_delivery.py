@@ -1,5 +1,6 @@
 """The outbox and alert hygiene with the real slack-sdk client against the loopback Slack:
-in order, never twice, bounded in time, one clear error for bad credentials, silences."""
+in order, never twice, bounded in time, one clear error for bad credentials, silences
+(docs/RELIABILITY.md, scenarios 17-19, 22, 23)."""
 
 from __future__ import annotations
 

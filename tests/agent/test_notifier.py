@@ -1,5 +1,5 @@
 """Notifier: Slack message formatting (pure) and delivery with the real slack-sdk client against a
-loopback fake of Slack's Web API (RELIABILITY.md scenarios 18-21, 23)."""
+loopback fake of Slack's Web API (docs/RELIABILITY.md scenarios 18-21, 23)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Dating of untimed lines: a file that prints times is dated by its own clock, live as in a
-backfill; only a file that prints none is dated by the host's clock. Real captured HF logs,
-real files, real SQLite."""
+backfill; only a file that prints none is dated by the host's clock (docs/RELIABILITY.md,
+scenario 30, for a clock that steps back). Real captured HF logs, real files, real SQLite."""
 
 from __future__ import annotations
 

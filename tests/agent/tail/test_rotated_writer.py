@@ -1,6 +1,7 @@
-"""Scenario 29 end to end: a writer process that keeps its descriptor while its file is renamed
-out of the globs and then deleted loses no line, with the daemon as a subprocess, a real writer
-process and a real SQLite store; and what it wrote is read to the end at shutdown."""
+"""Scenario 29 of docs/RELIABILITY.md end to end: a writer process that keeps its descriptor
+while its file is renamed out of the globs and then deleted loses no line, with the daemon as a
+subprocess, a real writer process and a real SQLite store; and what it wrote is read to the end
+at shutdown."""
 
 from __future__ import annotations
 

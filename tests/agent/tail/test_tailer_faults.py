@@ -1,4 +1,4 @@
-"""RELIABILITY.md scenarios for the tailer and the store, on real files and real SQLite."""
+"""docs/RELIABILITY.md scenarios for the tailer and the store, on real files and real SQLite."""
 
 from __future__ import annotations
 

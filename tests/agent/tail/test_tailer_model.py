@@ -1,9 +1,10 @@
 """The tailer against a model, with random write / rotate / truncate / delete / restart / kill
 sequences on real files and a real SQLite store (the way Vector tests its file source).
 
-The invariant (RELIABILITY.md): after every scan, the store holds each complete line ever written
-exactly once, and nothing else. A kill is a store commit that never happens (the process dies
-before or after the transaction): the tailer is thrown away and a new one starts from the store.
+The invariant (docs/RELIABILITY.md): after every scan, the store holds each complete line ever
+written exactly once, and nothing else. A kill is a store commit that never happens (the process
+dies before or after the transaction): the tailer is thrown away and a new one starts from the
+store.
 A store failure is the same commit failing with a StoreError while the process lives on.
 
 Writers may keep their descriptor across renames and deletes (scenario 29: logrotate
