@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import tzinfo
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ckpt_advisor.agent.units import parse_duration_s
+from ckpt_advisor.agent.units import format_duration, parse_duration_s
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config
@@ -174,6 +174,33 @@ def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     if not console.is_terminal:  # piped: never fold a row; let the reader's tools cut
         console.width = 10_000
     console.print(out, crop=False)
+
+
+def event_table(
+    title: str,
+    columns: list[str],
+    rows: list[dict[str, Any]],
+    *,
+    extra: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
+) -> None:
+    """A table of ``parse``/``events`` JSON rows; ``columns`` among ``job``, ``time`` (``~``:
+    inferred), ``kind``, ``step``, ``duration``, ``class``, ``source:line``, ``parser``, and the
+    names of ``extra`` (a cell made from the row)."""
+
+    def cells(r: dict[str, Any]) -> dict[str, str]:
+        return {
+            "job": r.get("job", "-"),
+            "time": short_time(r["time"]) + ("~" if r["time_estimated"] else ""),
+            "kind": r["kind"],
+            "step": num(r["step"], "{}"),
+            "duration": format_duration(r["duration_s"]),
+            "class": r["failure_class"] or "-",
+            "source:line": f"{Path(r['source']).name}:{r['line']}",
+            "parser": r["parser"],
+            **{name: cell(r) for name, cell in (extra or {}).items()},
+        }
+
+    table(title, columns, [[row[c] for c in columns] for row in map(cells, rows)])
 
 
 def short_time(iso: str | None) -> str:

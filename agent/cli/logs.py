@@ -15,20 +15,17 @@ from ckpt_advisor.agent.cli.common import (
     EXIT_CONFIG,
     db_option,
     db_path,
+    event_table,
     fail,
     format_option,
     job_name,
     load_config,
     lock_for,
-    num,
     open_store,
     print_json_lines,
     progress_bar,
-    short_time,
-    table,
     tz_option,
 )
-from ckpt_advisor.agent.units import format_duration
 
 
 @click.command()
@@ -79,22 +76,12 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     if as_json:
         print_json_lines(rows)
         return
-    table(
+    columns = ["source:line", "kind", "time", "step", "duration", "class", "interruption", "parser"]
+    event_table(
         f"{len(rows)} event(s); times UTC; interruption: #id +lines merged into it",
-        ["source:line", "kind", "time", "step", "duration", "class", "interruption", "parser"],
-        [
-            [
-                f"{Path(r['source']).name}:{r['line']}",
-                r["kind"],
-                short_time(r["time"]),
-                num(r["step"], "{}"),
-                format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",
-                r["failure_class"] or "-",
-                interruption_cell(r),
-                r["parser"],
-            ]
-            for r in rows
-        ],
+        columns,
+        rows,
+        extra={"interruption": interruption_cell},
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
@@ -14,13 +13,12 @@ from ckpt_advisor.agent.cli.common import (
     config_option,
     db_option,
     duration,
+    event_table,
     fail,
     load_config,
-    num,
     open_store,
     print_json_lines,
     read_store,
-    short_time,
     table,
 )
 from ckpt_advisor.agent.units import format_duration
@@ -128,22 +126,8 @@ def events(
     if as_json:
         print_json_lines(rows)
         return
-    table(
-        f"{len(rows)} event(s); times UTC, ~ = inferred",
-        ["job", "time", "kind", "step", "duration", "class", "source:line"],
-        [
-            [
-                r["job"],
-                short_time(r["time"]) + ("~" if r["time_estimated"] else ""),
-                r["kind"],
-                num(r["step"], "{}"),
-                format_duration(r["duration_s"]) if r["duration_s"] is not None else "-",
-                r["failure_class"] or "-",
-                f"{Path(r['source']).name}:{r['line']}",
-            ]
-            for r in rows
-        ],
-    )
+    columns = ["job", "time", "kind", "step", "duration", "class", "source:line"]
+    event_table(f"{len(rows)} event(s); times UTC, ~ = inferred", columns, rows)
 
 
 COMMANDS = (estimates, events, silence)

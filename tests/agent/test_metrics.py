@@ -14,7 +14,8 @@ from ckpt_advisor.agent.daemon.metrics import CountingNotifier, Metrics, metric_
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.model import Status
-from tests.agent.helpers import ON_64_GPUS, drifting_estimate
+from tests.agent.helpers import ON_64_GPUS
+from tests.samples import drifting_estimate
 
 DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"
 

@@ -30,7 +30,8 @@ from ckpt_advisor.agent.notify.message import (
 from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.rules.model import Action, AlertState, Decision, Note, NoteCode
 from tests.agent.fake_slack import FakeSlack
-from tests.agent.helpers import ON_64_GPUS, drifting_estimate
+from tests.agent.helpers import ON_64_GPUS
+from tests.samples import drifting_estimate
 
 HOSTILE = "<!channel> <!here> <@U123> <http://x|y> & done"
 _BROKEN_ENTITY = re.compile(r"&(?!amp;|lt;|gt;)")

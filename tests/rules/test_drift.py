@@ -10,36 +10,13 @@ import pytest
 from ckpt_advisor.rules.drift import decide
 from ckpt_advisor.rules.model import Action, AlertState, JobEstimate, Status
 from ckpt_advisor.rules.policy import EstimationPolicy
+from tests.samples import drifting_estimate
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
-BASE = JobEstimate(
-    job="llama",
-    computed_at_s=0.0,
-    checkpoint_cost_s=300.0,
-    checkpoint_cost_ci_s=(280.0, 320.0),
-    checkpoint_cost_source="timing_file",
-    n_checkpoints=20,
-    mtbf_s=86400.0,
-    mtbf_ci_s=(50000.0, 200000.0),
-    n_failures=5,
-    exposure_s=432000.0,
-    restart_cost_s=600.0,
-    current_interval_s=7000.0,
-    young_interval_s=7200.0,
-    daly_interval_s=7000.0,
-    recommended_interval_s=7000.0,
-    recommended_interval_ci_s=(5000.0, 9000.0),
-    step_time_s=2.0,
-    current_interval_steps=3500,
-    recommended_interval_steps=3500,
-    waste_fraction_current=0.08,
-    waste_fraction_recommended=0.08,
-    drift_ratio=1.0,
-    status=Status.OK,
-    newest_event_s=0.0,
-)
+BASE = drifting_estimate(n_checkpoints=20, n_failures=5)
+"""Any estimate: :func:`at` sets every field the drift rule reads."""
 
 
 POLICY = EstimationPolicy()
