@@ -7,8 +7,6 @@ written as text (``"5m"``, ``"6h"``) or seconds and become float seconds here, o
 from __future__ import annotations
 
 import glob
-import inspect
-import json
 import os
 import tomllib
 from pathlib import Path
@@ -369,48 +367,3 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}") from None
     return parse_config(data, str(p))
-
-
-def config_reference() -> str:
-    """Every config key with its default and meaning, as Markdown (``docs/CONFIG.md``).
-
-    Generated from the models' field docstrings, so the reference cannot drift from the code.
-    """
-    from ckpt_advisor.agent.units import format_duration
-
-    def default_of(name: str, field: Any) -> str:
-        if field.is_required():
-            return "required"
-        if name == "path":
-            return "see meaning"
-        value = field.get_default(call_default_factory=True)
-        if value is None or value == []:
-            return "unset"
-        if any(getattr(m, "func", None) is parse_duration_s for m in field.metadata):
-            return f"`{format_duration(float(value))}`"
-        return f"`{json.dumps(value)}`"
-
-    lines = [
-        "# Configuration reference",
-        "",
-        "Generated from `agent/config.py` (`python -c 'import sys; from ckpt_advisor.agent.config "
-        "import config_reference as r; sys.stdout.write(r())' > docs/CONFIG.md`). Every key has a "
-        "default; "
-        "durations are seconds or text such as `90s`, `5m`, `6h`, `2d`.",
-    ]
-    sections: list[tuple[str, type[BaseModel]]] = [
-        (name, field.annotation)  # type: ignore[misc]
-        for name, field in Config.model_fields.items()
-        if name != "jobs"
-    ]
-    sections[3:3] = [("jobs", JobConfig), ("jobs.patterns", PatternConfig)]
-    for name, model in sections:
-        table = f"[[{name}]]" if name.startswith("jobs") else f"[{name}]"
-        lines += ["", f"## `{table}`", "", inspect.cleandoc(model.__doc__ or ""), ""]
-        lines += ["| key | default | meaning |", "| --- | --- | --- |"]
-        for key, field in model.model_fields.items():
-            if key == "patterns":
-                continue
-            text = " ".join((field.description or "").split()).replace("|", "\\|")
-            lines.append(f"| `{key}` | {default_of(key, field)} | {text} |")
-    return "\n".join(lines).replace("``", "`") + "\n"

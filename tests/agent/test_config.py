@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_advisor.agent.config import ConfigError, config_reference, load_config, parse_config
+from ckpt_advisor.agent.config import ConfigError, load_config, parse_config
+from ckpt_advisor.agent.config_reference import config_reference
 
 DESIGN_EXAMPLE = """
 [store]
