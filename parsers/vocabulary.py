@@ -1,6 +1,6 @@
 """The ``failure_class`` vocabulary: every class a parser can give, in one table.
 
-The rules layer relies on these names: ``rules/timeline.py`` ``GENERIC_FAILURE_CLASSES`` must
+The rules layer relies on these names: ``rules/interruptions.py`` ``GENERIC_FAILURE_CLASSES`` must
 equal :data:`GENERIC_CLASSES` (a test checks it), and a burst's root cause is its first class
 that is not generic. ``planned`` classes censor MTBF exposure but are not failures
 (DESIGN.md "Which interruptions count toward M").
@@ -68,7 +68,7 @@ GENERIC_CLASSES = frozenset(
         "unknown",
     }
 )
-"""Classes that say *that* a process died, not *why*; see ``rules/timeline.py``."""
+"""Classes that say *that* a process died, not *why*; see ``rules/interruptions.py``."""
 
 SPECIFIC_CLASSES = frozenset(
     {

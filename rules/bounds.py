@@ -14,12 +14,13 @@ import itertools
 
 import numpy as np
 
-from ckpt_advisor.rules.estimates import CheckpointCost, MtbfEstimate, log_save_durations_s
+from ckpt_advisor.rules.cost import CheckpointCost, log_save_durations_s
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
     exponential_waste_fraction,
 )
+from ckpt_advisor.rules.mtbf import MtbfEstimate
 from ckpt_advisor.rules.timeline import FloatArray, IntArray, Kind, Timeline
 
 GRID_POINTS = 9
@@ -45,11 +46,11 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
 
     Args:
         timeline: the job's observations.
-        run_id: shape (n,), from :func:`rules.timeline.split_runs`.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
 
     Returns:
         Shape (b,) seconds, aligned with the log durations of
-        :func:`rules.estimates.checkpoint_durations_s`; NaN where no bound is known.
+        :func:`rules.cost.checkpoint_durations_s`; NaN where no bound is known.
     """
     ends, logged = log_save_durations_s(timeline, run_id)
     ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
@@ -101,7 +102,7 @@ def excess_range(
     """The excess GPU-hours a day of the current interval over the plausible C.
 
     For each C on a grid over :attr:`CheckpointCost.range_s`, the current interval is the save
-    spacing minus C (as :func:`rules.estimates.current_interval_s` measures it) and the excess
+    spacing minus C (as :func:`rules.progress.current_interval_s` measures it) and the excess
     is :func:`rules.interval.excess_gpu_hours_per_day` of its waste over the waste at Daly's
     interval for that C (:func:`rules.interval.exponential_waste_fraction`).
 

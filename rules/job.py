@@ -10,24 +10,13 @@ import numpy as np
 
 from ckpt_advisor.rules.advice import interval_steps, setting_for
 from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s, excess_range, interval_range_s
-from ckpt_advisor.rules.estimates import (
+from ckpt_advisor.rules.cost import (
     CheckpointCost,
-    MtbfEstimate,
     checkpoint_durations_s,
-    current_interval_s,
-    current_interval_steps,
     estimate_checkpoint_cost,
-    estimate_mtbf,
-    fit_weibull,
-    mtbf_by_class,
     persist_latency_s,
-    redated_failures,
-    restart_cost_s,
-    save_index,
-    scale_mtbf,
-    step_time_s,
-    widen_mtbf_ci,
 )
+from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
@@ -35,6 +24,14 @@ from ckpt_advisor.rules.interval import (
     young_interval_s,
 )
 from ckpt_advisor.rules.model import ClockFinding, JobEstimate, Observation
+from ckpt_advisor.rules.mtbf import (
+    MtbfEstimate,
+    estimate_mtbf,
+    fit_weibull,
+    mtbf_by_class,
+    scale_mtbf,
+    widen_mtbf_ci,
+)
 from ckpt_advisor.rules.notes import (
     cost_notes,
     evidence_notes,
@@ -43,16 +40,17 @@ from ckpt_advisor.rules.notes import (
     timing_notes,
 )
 from ckpt_advisor.rules.policy import DEFAULT_POLICY, NO_FACTS, EstimationPolicy, JobFacts
-from ckpt_advisor.rules.sources import clock_notes, untimed_sources
-from ckpt_advisor.rules.timeline import (
-    IntArray,
-    Interruption,
-    Timeline,
-    cluster_interruptions,
-    exposure_s,
-    lives_s,
-    split_runs,
+from ckpt_advisor.rules.progress import (
+    current_interval_s,
+    current_interval_steps,
+    redated_failures,
+    restart_cost_s,
+    save_index,
+    step_time_s,
 )
+from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs
+from ckpt_advisor.rules.sources import clock_notes, untimed_sources
+from ckpt_advisor.rules.timeline import IntArray, Timeline
 
 MATERIAL_SHIFT_S = 60.0
 """A failure re-dated by more than this is worth a note (less is the bar clock's rounding)."""
@@ -76,31 +74,31 @@ def estimate_job(
     The recommendation is Daly's interval (FGCS 22(3), 2006, eq. 37); its confidence interval is
     Daly evaluated at the corners of the M and C confidence intervals. The current interval is
     the compute time between saves (the measured spacing minus C, as Daly's T;
-    :func:`rules.estimates.current_interval_s`). Waste fractions and the excess GPU-hours use
+    :func:`rules.progress.current_interval_s`). Waste fractions and the excess GPU-hours use
     Daly's exponential model (:func:`rules.interval.exponential_waste_fraction`) with R
     included when known; it never exceeds 1. When C/M exceeds ``policy.high_cost_ratio`` a note
     says that the job mostly writes checkpoints.
 
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
-    the run had got (:func:`rules.estimates.redated_failures`), so exposure and R are not cut
+    the run had got (:func:`rules.progress.redated_failures`), so exposure and R are not cut
     short. A run that stopped with no failure line and no clean end before a new run started
     counts as an interruption of class ``unknown``
     (:meth:`rules.timeline.Timeline.with_unseen_interruptions`). ``n_checkpoints`` counts the
-    job's saves (each once, see :func:`rules.estimates.save_index`), whether or not their
+    job's saves (each once, see :func:`rules.progress.save_index`), whether or not their
     duration is known. The status is :meth:`EstimationPolicy.judge`'s verdict (the one place
     drift is judged).
 
-    M is the exponential MLE (:func:`rules.estimates.estimate_mtbf`) unless one of these holds:
+    M is the exponential MLE (:func:`rules.mtbf.estimate_mtbf`) unless one of these holds:
 
     - with ``facts.units`` (the job's nodes, or GPUs) and a ``facts.fleet`` rate, and fewer than
       ``policy.min_failures`` failures of its own, M is the pooled per-unit MTBF of the job and
-      the fleet divided by ``units`` (:func:`rules.estimates.scale_mtbf`): a new job starts from
+      the fleet divided by ``units`` (:func:`rules.mtbf.scale_mtbf`): a new job starts from
       its fleet's rate;
     - with at least ``policy.min_weibull_failures`` failures, the running time between them is
-      fitted with a Weibull (:func:`rules.estimates.fit_weibull`); when its shape is clearly not
+      fitted with a Weibull (:func:`rules.mtbf.fit_weibull`); when its shape is clearly not
       1 (likelihood-ratio test at 1%), M's interval (and so the optimum's band) is stretched by
-      the fit's coefficient of variation (:func:`rules.estimates.widen_mtbf_ci`). M itself stays
+      the fit's coefficient of variation (:func:`rules.mtbf.widen_mtbf_ci`). M itself stays
       ``E / n``, which estimates the mean life of any renewal process without leaning on the
       fitted tail, and Daly's formula is kept: the best fixed interval of a renewal process
       depends on the lives' mean far more than on their shape (``ckpt-advisor simulate

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the timeline's module imports this one
-    from ckpt_advisor.rules.timeline import Interruption
+    from ckpt_advisor.rules.interruptions import Interruption
 
 
 class Status(StrEnum):

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ckpt_advisor.rules.estimates import CheckpointCost, MtbfEstimate, WeibullFit
+from ckpt_advisor.rules.cost import CheckpointCost
+from ckpt_advisor.rules.interruptions import Interruption
 from ckpt_advisor.rules.interval import daly_interval_s, high_cost_note
 from ckpt_advisor.rules.model import FleetRate, Note, NoteCode
+from ckpt_advisor.rules.mtbf import MtbfEstimate, WeibullFit
 from ckpt_advisor.rules.policy import EstimationPolicy
-from ckpt_advisor.rules.timeline import Interruption
 
 
 def evidence_notes(

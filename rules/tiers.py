@@ -73,7 +73,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ckpt_advisor.rules.estimates import MtbfEstimate, estimate_mtbf
+from ckpt_advisor.rules.mtbf import MtbfEstimate, estimate_mtbf
 
 
 class Tier(StrEnum):
@@ -206,7 +206,7 @@ class TierRates:
 
     Competing risks over one exposure (Meeker & Escobar 1998, section 15.2): the interruptions
     the fast tier survives and the others are two Poisson processes whose rates add up to the
-    job's, each estimated with :func:`rules.estimates.estimate_mtbf` over the same running time.
+    job's, each estimated with :func:`rules.mtbf.estimate_mtbf` over the same running time.
 
     Attributes:
         fast_tier: the tier asked about (memory or local).

@@ -1,4 +1,7 @@
-"""A job's observations as one sorted timeline: interruptions, runs and exposure.
+"""A job's observations as one sorted timeline (numpy columns), and the vocabulary of its kinds.
+
+Interruptions are grouped in :mod:`rules.interruptions`, runs and exposure measured in
+:mod:`rules.runs`.
 
 The estimators work on numpy arrays built once per job (:class:`Timeline`), so a job with
 100k observations costs a few array passes, not 100k Python iterations per question.
@@ -17,7 +20,6 @@ Vocabulary (DESIGN.md, "M from data"):
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -26,7 +28,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ckpt_advisor.rules._checks import require_non_negative, require_positive
 from ckpt_advisor.rules.model import Observation
 
 FloatArray = npt.NDArray[np.float64]
@@ -61,27 +62,6 @@ START_KINDS = (Kind.RUN_START, Kind.RESTART, Kind.RESUME)
 
 PROGRESS_KINDS = (Kind.STEP, Kind.CHECKPOINT_START, Kind.CHECKPOINT_END)
 """Kinds that prove training advances: they close a run of failed restart attempts."""
-
-GENERIC_FAILURE_CLASSES = frozenset(
-    {
-        "python_exception",
-        "child_failed",
-        "exit_code",
-        "killed",
-        "abort",
-        "segfault",
-        "bus_error",
-        "terminated",
-        "signal",
-        "slurm_task_failure",
-        "ray_worker_died",
-        "unknown",
-    }
-)
-"""Failure classes that say *that* a process died, not *why* (a traceback's last line, a signal,
-the launcher's ``ChildFailedError``, srun's exit code); equal to ``parsers/vocabulary.py``
-``GENERIC_CLASSES`` (a test checks it). The root cause of a burst is its first
-class outside this set; a burst with only generic classes keeps its first one."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,8 +245,8 @@ class Timeline:
         opens = self.is_kind(*START_KINDS)
         openings = np.flatnonzero(opens & ~np.concatenate(([False], opens[:-1])))
         # per run between two openings: any progress, any failure or clean end
-        progressed = _any_between(self.is_kind(*PROGRESS_KINDS), openings)
-        ended = _any_between(self.is_kind(Kind.FAILURE, Kind.RUN_END), openings)
+        progressed = any_between(self.is_kind(*PROGRESS_KINDS), openings)
+        ended = any_between(self.is_kind(Kind.FAILURE, Kind.RUN_END), openings)
         dead = openings[1:][progressed & ~ended]
         if dead.size == 0:
             return self, 0
@@ -316,240 +296,7 @@ class Timeline:
         return float(self.time_s[-1]) if self.time_s.size else None
 
 
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """One interruption of training, however many lines reported it.
-
-    Attributes:
-        start_s: epoch seconds of its first failure observation (the run ended here).
-        end_s: epoch seconds of its last failure observation (failed restarts included).
-        failure_class: root cause: the first planned class if the burst holds a planned end,
-            else the first class outside the generic set, else the first class (``unknown``
-            when none is known).
-        planned: True when any observation of the burst is a planned end (time limit,
-            cancel): the other ranks' dying messages are then consequences, not causes.
-        n_observations: how many failure observations it groups.
-        id: its number, 1 for the first in the timeline, in time order.
-        rows: the :attr:`Timeline.row` of each failure observation it groups (-1 for a failure
-            the rules inferred), in time order: which lines were counted as this one.
-    """
-
-    start_s: float
-    end_s: float
-    failure_class: str
-    planned: bool
-    n_observations: int
-    id: int = 0
-    rows: tuple[int, ...] = ()
-
-
-def cluster_interruptions(
-    timeline: Timeline,
-    *,
-    gap_s: float = 60.0,
-    silent_gap_s: float = 1800.0,
-    generic_classes: frozenset[str] = GENERIC_FAILURE_CLASSES,
-) -> list[Interruption]:
-    """Group the timeline's failure observations into interruptions.
-
-    A failure joins the interruption before it when it comes within ``gap_s`` of that
-    interruption's latest failure (all ranks, the launcher and Slurm report one crash within
-    seconds, and other ranks may still flush a progress line meanwhile), or when no progress
-    (``step``, ``checkpoint_start``, ``checkpoint_end``) lies between them and either a start
-    (``run_start``, ``restart``, ``resume``) does — a restart attempt that failed before training
-    progressed — or they are at most ``silent_gap_s`` apart (the NCCL watchdog of the surviving
-    ranks fires 10–30 minutes after the root cause, with nothing logged in between).
-
-    Caveat: a restart that ran a long time without logging any progress before failing again is
-    merged into the interruption before it.
-
-    Args:
-        timeline: the job's observations.
-        gap_s: seconds within which failures always belong together, >= 0.
-        silent_gap_s: seconds within which failures with no progress between belong together.
-        generic_classes: classes that name no root cause (see ``GENERIC_FAILURE_CLASSES``).
-
-    Returns:
-        Interruptions in time order, numbered from 1 (``id``), each with the rows of the
-        failure observations merged into it (``rows``).
-
-    Raises:
-        ValueError: ``gap_s`` or ``silent_gap_s`` is negative or not finite.
-    """
-    gap = require_non_negative("gap_s", gap_s)
-    silent_gap = require_non_negative("silent_gap_s", silent_gap_s)
-    failures = timeline.failure_index
-    times = timeline.time_s[failures]
-    if times.size == 0:
-        return []
-    # between consecutive failures, in timeline order (ties in time keep the lines' order)
-    progressed = _any_between(timeline.is_kind(*PROGRESS_KINDS), failures)
-    restarted = _any_between(timeline.is_kind(*START_KINDS), failures)
-    elapsed = np.diff(times)
-    joins = (elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap)))
-    bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
-    rows = timeline.row[failures]
-    return [
-        replace(
-            _interruption(
-                times[first:last],
-                timeline.failure_class[first:last],
-                timeline.failure_planned[first:last],
-                generic_classes,
-            ),
-            id=number,
-            rows=tuple(rows[first:last].tolist()),
-        )
-        for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
-    ]
-
-
-def _any_between(marked: BoolArray, positions: IntArray) -> BoolArray:
+def any_between(marked: BoolArray, positions: IntArray) -> BoolArray:
     """Per pair of consecutive ``positions``, whether a marked index lies strictly between."""
     counts = np.concatenate(([0], np.cumsum(marked)))  # counts[i] = marked before index i
     return counts[positions[1:]] - counts[positions[:-1] + 1] > 0
-
-
-def _interruption(
-    times: FloatArray,
-    classes: Sequence[str | None],
-    planned: BoolArray,
-    generic_classes: frozenset[str],
-) -> Interruption:
-    known = [c if c is not None else "unknown" for c in classes]
-    if planned.any():
-        root = known[int(np.argmax(planned))]
-    else:
-        root = next((c for c in known if c not in generic_classes), known[0])
-    return Interruption(
-        start_s=float(times[0]),
-        end_s=float(times[-1]),
-        failure_class=root,
-        planned=bool(planned.any()),
-        n_observations=len(known),
-    )
-
-
-def split_runs(
-    timeline: Timeline, interruptions: Sequence[Interruption], *, idle_gap_s: float
-) -> IntArray:
-    """Label each observation with the run it belongs to.
-
-    The gap between two consecutive observations is running time unless it is longer than
-    ``idle_gap_s``, or the earlier one lies inside an interruption (from its first to its last
-    failure, so downtime and failed restart attempts are excluded) or is a clean ``run_end``, or
-    the later one opens a run (a start kind not preceded by another start, or the first line of a
-    new log source). Each such non-running gap starts a new run.
-
-    Args:
-        timeline: the job's observations.
-        interruptions: from :func:`cluster_interruptions` on the same timeline.
-        idle_gap_s: seconds of silence after which the job is taken to have stopped, > 0.
-
-    Returns:
-        Shape (n,) run numbers, non-decreasing from 0; two observations share a run exactly
-        when every gap between them is running time.
-
-    Raises:
-        ValueError: ``idle_gap_s`` is not finite or not > 0.
-    """
-    idle_gap = require_positive("idle_gap_s", idle_gap_s)
-    times = timeline.time_s
-    if times.size == 0:
-        return np.zeros(0, np.intp)
-    interrupted = np.zeros(times.size, np.bool_)
-    if interruptions:
-        starts = np.array([i.start_s for i in interruptions], np.float64)
-        ends = np.array([i.end_s for i in interruptions], np.float64)
-        which = np.searchsorted(starts, times, "right") - 1
-        interrupted = (which >= 0) & (times <= ends[np.maximum(which, 0)])
-    opens = timeline.is_kind(*START_KINDS)
-    breaks = (
-        (np.diff(times) > idle_gap)
-        | interrupted[:-1]
-        | (timeline.kind[:-1] == Kind.RUN_END)
-        | (opens[1:] & ~opens[:-1])
-        | timeline.new_source[1:]
-    )
-    return np.concatenate(([0], np.cumsum(breaks))).astype(np.intp)
-
-
-def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf) -> float:
-    """Running time at or after ``since_s``: the summed length of runs, clipped to the window.
-
-    Args:
-        timeline: the job's observations.
-        run_id: shape (n,), from :func:`split_runs`.
-        since_s: epoch seconds where the window opens (default: all history).
-
-    Returns:
-        Seconds of exposure, >= 0.
-    """
-    times = timeline.time_s
-    running = run_id[1:] == run_id[:-1]
-    lengths = times[1:][running] - np.maximum(times[:-1][running], since_s)
-    return float(np.clip(lengths, 0.0, None).sum())
-
-
-def running_time_at_s(timeline: Timeline, run_id: IntArray, at_s: FloatArray) -> FloatArray:
-    """Running time accumulated from the first observation up to each of ``at_s``.
-
-    The same runs as :func:`exposure_s` (downtime between a failure and the next start is not
-    running time), read as a clock that only ticks while the job runs.
-
-    Args:
-        timeline: the job's observations.
-        run_id: shape (n,), from :func:`split_runs`.
-        at_s: shape (k,), epoch seconds, any order.
-
-    Returns:
-        Shape (k,) seconds of running time before each ``at_s``, >= 0.
-    """
-    times = timeline.time_s
-    running = run_id[1:] == run_id[:-1]
-    starts, ends = times[:-1][running], times[1:][running]
-    done = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    at = np.asarray(at_s, np.float64)
-    if starts.size == 0:
-        return np.zeros(at.shape)
-    full = np.searchsorted(ends, at, "right")  # segments that end at or before each time
-    inside = np.minimum(full, starts.size - 1)
-    partial = np.where(
-        full < starts.size, np.clip(at - starts[inside], 0.0, ends[inside] - starts[inside]), 0.0
-    )
-    running_s: FloatArray = done[full] + partial
-    return running_s
-
-
-def lives_s(
-    timeline: Timeline,
-    run_id: IntArray,
-    interruptions: Sequence[Interruption],
-    *,
-    since_s: float = -np.inf,
-) -> tuple[FloatArray, float]:
-    """Running time between consecutive interruptions, and the censored time since the last.
-
-    The times between failures that a Weibull fit or a backtest needs: each interruption's start
-    on the running-time clock (:func:`running_time_at_s`), differenced, beginning where the
-    window opens.
-
-    Args:
-        timeline: the job's observations.
-        run_id: shape (n,), from :func:`split_runs`.
-        interruptions: the interruptions that count (unplanned ones), in time order.
-        since_s: epoch seconds where the window opens.
-
-    Returns:
-        ``(gaps, tail)``: shape (f,) seconds of running time before each interruption in the
-        window (the first measured from the window's opening), and seconds of running time from
-        the last of them to the newest observation (right-censored; the whole window with none).
-    """
-    newest = timeline.newest_s
-    if newest is None:
-        return np.zeros(0), 0.0
-    starts = np.array([i.start_s for i in interruptions if i.start_s >= since_s], np.float64)
-    opened = max(since_s, float(timeline.time_s[0]))
-    clock = running_time_at_s(timeline, run_id, np.concatenate(([opened], starts, [newest])))
-    gaps = np.diff(clock)
-    return gaps[:-1], float(gaps[-1])

@@ -16,7 +16,7 @@ A labels file (JSON) says what a careful human reads in one log excerpt::
   counts once, and a failure found in any of its ranges is neither a miss nor wrong.
 * ``time`` (naive, UTC, ``YYYY-MM-DD HH:MM:SS[.ffffff]``), ``step``, ``duration_s`` and
   ``class`` are checked when given; ``class`` is the incident's root cause (the first class of
-  its found failures outside the generic set, as ``rules/timeline.py`` picks it).
+  its found failures outside the generic set, as ``rules/interruptions.py`` picks it).
 * ``interruptions`` / ``planned_interruptions``: what the rules layer should make of the whole
   file — counted by :func:`count_interruptions` the way a backfill would.
 
@@ -37,8 +37,9 @@ from zoneinfo import ZoneInfo
 from ckpt_advisor.parsers import StreamParser, make_parser
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES
+from ckpt_advisor.rules.interruptions import cluster_interruptions
 from ckpt_advisor.rules.model import Observation
-from ckpt_advisor.rules.timeline import Timeline, cluster_interruptions
+from ckpt_advisor.rules.timeline import Timeline
 from tests.parsers._helpers import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]

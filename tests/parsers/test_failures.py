@@ -18,7 +18,7 @@ from ckpt_advisor.parsers.failures import RULES
 from ckpt_advisor.parsers.launcher import RULES as LAUNCHER_RULES
 from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, classify_failure
 from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
-from ckpt_advisor.rules.timeline import GENERIC_FAILURE_CLASSES
+from ckpt_advisor.rules.interruptions import GENERIC_FAILURE_CLASSES
 from tests.parsers._helpers import read_lines, utc, without_clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -198,7 +198,7 @@ def test_every_traceback_class_is_in_the_vocabulary() -> None:
 
 
 def test_rules_layer_generic_classes_are_the_vocabularys() -> None:
-    """rules/timeline.py's generic classes equal the vocabulary's, so root causes agree."""
+    """rules/interruptions.py's generic classes equal the vocabulary's, so root causes agree."""
     assert GENERIC_FAILURE_CLASSES == GENERIC_CLASSES
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.rules.interruptions import cluster_interruptions
 from ckpt_advisor.rules.model import Observation
-from ckpt_advisor.rules.timeline import Timeline, cluster_interruptions
+from ckpt_advisor.rules.timeline import Timeline
 from tests.parsers._helpers import parse, read_lines
 
 ATTEMPT = Path(__file__).parent / "fixtures" / "public" / "torchrun"

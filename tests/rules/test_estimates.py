@@ -9,25 +9,31 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
-from ckpt_advisor.rules.estimates import (
-    MtbfEstimate,
+from ckpt_advisor.rules.cost import (
     checkpoint_durations_s,
-    current_interval_s,
-    current_interval_steps,
     estimate_checkpoint_cost,
+    persist_latency_s,
+)
+from ckpt_advisor.rules.interruptions import cluster_interruptions
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.mtbf import (
+    MtbfEstimate,
     estimate_mtbf,
-    failure_times_s,
     fit_weibull,
     mtbf_by_class,
-    persist_latency_s,
-    restart_cost_s,
-    save_index,
     scale_mtbf,
-    step_time_s,
     widen_mtbf_ci,
 )
-from ckpt_advisor.rules.model import Observation
-from ckpt_advisor.rules.timeline import Kind, Timeline, cluster_interruptions, split_runs
+from ckpt_advisor.rules.progress import (
+    current_interval_s,
+    current_interval_steps,
+    failure_times_s,
+    restart_cost_s,
+    save_index,
+    step_time_s,
+)
+from ckpt_advisor.rules.runs import split_runs
+from ckpt_advisor.rules.timeline import Kind, Timeline
 from tests.rules.simulate import T0, hf_like_crash, obs, real_hf_observations
 
 

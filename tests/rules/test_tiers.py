@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, SPECIFIC_CLASSES
-from ckpt_advisor.rules.estimates import estimate_mtbf
+from ckpt_advisor.rules.mtbf import estimate_mtbf
 from ckpt_advisor.rules.tiers import (
     DEFAULT_SURVIVAL,
     MISSING,

@@ -5,16 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ckpt_advisor.rules.interruptions import cluster_interruptions
 from ckpt_advisor.rules.model import Observation
-from ckpt_advisor.rules.timeline import (
-    Kind,
-    Timeline,
-    cluster_interruptions,
-    exposure_s,
-    lives_s,
-    running_time_at_s,
-    split_runs,
-)
+from ckpt_advisor.rules.runs import exposure_s, lives_s, running_time_at_s, split_runs
+from ckpt_advisor.rules.timeline import Kind, Timeline
 from tests.rules.simulate import T0, obs
 
 

@@ -1,0 +1,150 @@
+"""Failure observations grouped into interruptions: one crash reported by every rank, the
+launcher and the scheduler, with its failed restart attempts, is one interruption with one root
+cause (docs/DESIGN.md, "M from data")."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ckpt_advisor.rules._checks import require_non_negative
+from ckpt_advisor.rules.timeline import (
+    PROGRESS_KINDS,
+    START_KINDS,
+    BoolArray,
+    FloatArray,
+    Timeline,
+    any_between,
+)
+
+GENERIC_FAILURE_CLASSES = frozenset(
+    {
+        "python_exception",
+        "child_failed",
+        "exit_code",
+        "killed",
+        "abort",
+        "segfault",
+        "bus_error",
+        "terminated",
+        "signal",
+        "slurm_task_failure",
+        "ray_worker_died",
+        "unknown",
+    }
+)
+"""Failure classes that say *that* a process died, not *why* (a traceback's last line, a signal,
+the launcher's ``ChildFailedError``, srun's exit code); equal to ``parsers/vocabulary.py``
+``GENERIC_CLASSES`` (a test checks it). The root cause of a burst is its first
+class outside this set; a burst with only generic classes keeps its first one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """One interruption of training, however many lines reported it.
+
+    Attributes:
+        start_s: epoch seconds of its first failure observation (the run ended here).
+        end_s: epoch seconds of its last failure observation (failed restarts included).
+        failure_class: root cause: the first planned class if the burst holds a planned end,
+            else the first class outside the generic set, else the first class (``unknown``
+            when none is known).
+        planned: True when any observation of the burst is a planned end (time limit,
+            cancel): the other ranks' dying messages are then consequences, not causes.
+        n_observations: how many failure observations it groups.
+        id: its number, 1 for the first in the timeline, in time order.
+        rows: the :attr:`Timeline.row` of each failure observation it groups (-1 for a failure
+            the rules inferred), in time order: which lines were counted as this one.
+    """
+
+    start_s: float
+    end_s: float
+    failure_class: str
+    planned: bool
+    n_observations: int
+    id: int = 0
+    rows: tuple[int, ...] = ()
+
+
+def cluster_interruptions(
+    timeline: Timeline,
+    *,
+    gap_s: float = 60.0,
+    silent_gap_s: float = 1800.0,
+    generic_classes: frozenset[str] = GENERIC_FAILURE_CLASSES,
+) -> list[Interruption]:
+    """Group the timeline's failure observations into interruptions.
+
+    A failure joins the interruption before it when it comes within ``gap_s`` of that
+    interruption's latest failure (all ranks, the launcher and Slurm report one crash within
+    seconds, and other ranks may still flush a progress line meanwhile), or when no progress
+    (``step``, ``checkpoint_start``, ``checkpoint_end``) lies between them and either a start
+    (``run_start``, ``restart``, ``resume``) does — a restart attempt that failed before training
+    progressed — or they are at most ``silent_gap_s`` apart (the NCCL watchdog of the surviving
+    ranks fires 10–30 minutes after the root cause, with nothing logged in between).
+
+    Caveat: a restart that ran a long time without logging any progress before failing again is
+    merged into the interruption before it.
+
+    Args:
+        timeline: the job's observations.
+        gap_s: seconds within which failures always belong together, >= 0.
+        silent_gap_s: seconds within which failures with no progress between belong together.
+        generic_classes: classes that name no root cause (see ``GENERIC_FAILURE_CLASSES``).
+
+    Returns:
+        Interruptions in time order, numbered from 1 (``id``), each with the rows of the
+        failure observations merged into it (``rows``).
+
+    Raises:
+        ValueError: ``gap_s`` or ``silent_gap_s`` is negative or not finite.
+    """
+    gap = require_non_negative("gap_s", gap_s)
+    silent_gap = require_non_negative("silent_gap_s", silent_gap_s)
+    failures = timeline.failure_index
+    times = timeline.time_s[failures]
+    if times.size == 0:
+        return []
+    # between consecutive failures, in timeline order (ties in time keep the lines' order)
+    progressed = any_between(timeline.is_kind(*PROGRESS_KINDS), failures)
+    restarted = any_between(timeline.is_kind(*START_KINDS), failures)
+    elapsed = np.diff(times)
+    joins = (elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap)))
+    bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
+    rows = timeline.row[failures]
+    return [
+        replace(
+            _interruption(
+                times[first:last],
+                timeline.failure_class[first:last],
+                timeline.failure_planned[first:last],
+                generic_classes,
+            ),
+            id=number,
+            rows=tuple(rows[first:last].tolist()),
+        )
+        for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
+    ]
+
+
+def _interruption(
+    times: FloatArray,
+    classes: Sequence[str | None],
+    planned: BoolArray,
+    generic_classes: frozenset[str],
+) -> Interruption:
+    known = [c if c is not None else "unknown" for c in classes]
+    if planned.any():
+        root = known[int(np.argmax(planned))]
+    else:
+        root = next((c for c in known if c not in generic_classes), known[0])
+    return Interruption(
+        start_s=float(times[0]),
+        end_s=float(times[-1]),
+        failure_class=root,
+        planned=bool(planned.any()),
+        n_observations=len(known),
+    )

@@ -1,0 +1,270 @@
+"""What a job's runs measure besides C and M: which observations are saves, the current
+interval (in seconds and steps), the step time, failure times re-dated by the steps a run
+reached, and the restart cost R.
+
+They read a :class:`rules.timeline.Timeline` and its run labels
+(:func:`rules.runs.split_runs`). Results are seconds; unknown values are ``None``, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.timeline import (
+    PROGRESS_KINDS,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Kind,
+    Timeline,
+)
+
+CLAMP_NOTE_S = 60.0
+"""A failure time clamped to the next line by more than this is counted (less is a bar
+clock's rounding or a step time's noise)."""
+
+
+def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
+    """Indices of the observations that mark when checkpoints were taken, ascending.
+
+    One source only, so a save seen in both is not counted twice: timing-file saves when there
+    are any, else log saves. Per run, ``checkpoint_end`` observations, or ``checkpoint_start``
+    ones in a run that has no end (HF Trainer and Lightning log only the start). A save at the
+    same step as the previous one in the same run (another rank's line) is dropped.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+
+    Returns:
+        Shape (s,) indices into the timeline.
+    """
+    ends = timeline.kind == Kind.CHECKPOINT_END
+    timed = timeline.from_timing_file
+    source = timed if (ends & timed).any() else ~timed
+    source_ends = ends & source
+    source_starts = (timeline.kind == Kind.CHECKPOINT_START) & source
+    runs_with_end = np.unique(run_id[source_ends])
+    chosen = np.flatnonzero(source_ends | (source_starts & ~np.isin(run_id, runs_with_end)))
+    steps, runs = timeline.step[chosen], run_id[chosen]
+    keep = np.ones(chosen.size, np.bool_)
+    keep[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
+    return chosen[keep]
+
+
+def current_interval_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    window: int,
+    cost_s: float | None = None,
+) -> float | None:
+    """The job's checkpoint interval now, as compute time between saves (Daly's T).
+
+    The median spacing of consecutive saves of one run (one save's mark to the next one's) is
+    ``T + C`` when saves block training for C; Daly (FGCS 22(3), 2006) and Young (1974) define
+    the interval T as the compute time between checkpoints, without the checkpoint, so C is
+    subtracted when known (the spacing itself is returned when C is unknown, or when it does
+    not exceed C).
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+        saves: from :func:`save_index`.
+        window: how many of the most recent intervals to use, >= 1.
+        cost_s: blocking checkpoint cost C, seconds, or None when unknown.
+
+    Returns:
+        Seconds, or None when no run has two saves.
+    """
+    gaps_s = _within_runs(timeline.time_s[saves], run_id[saves])
+    recent = gaps_s[gaps_s > 0.0][-window:]
+    if not recent.size:
+        return None
+    spacing_s = float(np.median(recent))
+    if cost_s is not None and spacing_s > cost_s:
+        return spacing_s - cost_s
+    return spacing_s
+
+
+def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray) -> int | None:
+    """Median step distance between consecutive saves of one run (the training steps computed
+    between them, e.g. ``save_steps``), or None without steps."""
+    steps = _within_runs(timeline.step[saves], run_id[saves])
+    steps = steps[steps > 0]  # NaN compares False
+    return round(float(np.median(steps))) if steps.size else None
+
+
+def step_time_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    cost_s: float | None,
+    since_s: float,
+) -> float | None:
+    """Seconds per training step, from observations at or after ``since_s``.
+
+    The first source that gives a value wins, most direct first:
+
+    1. the median ``duration_s`` of ``step`` observations: the framework's own seconds per step
+       (the HF Trainer parser reads tqdm's rate into it);
+    2. consecutive saves of one run that carry steps: the median of ``(Δt − C)/Δstep`` (one save
+       stalls training for C per pair); needs C. Save lines carry their own time stamps, which
+       step lines often lack (a parser then gives them the last stamp seen);
+    3. consecutive ``step`` observations of one run: the median of ``(Δt − k·C)/Δstep``, k the
+       saves between them (k·C left out when C is unknown).
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+        saves: from :func:`save_index`.
+        cost_s: checkpoint cost C in seconds, or None when unknown.
+        since_s: epoch seconds where the window opens.
+
+    Returns:
+        Seconds per step (> 0), or None when nothing gives it.
+    """
+    recent = timeline.time_s >= since_s
+    stepped = np.flatnonzero(recent & (timeline.kind == Kind.STEP) & np.isfinite(timeline.step))
+    for per_step in (
+        timeline.duration_s[stepped],
+        _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
+        _step_time_from_steps(timeline, run_id, saves, stepped, cost_s),
+    ):
+        per_step = per_step[np.isfinite(per_step) & (per_step > 0.0)]
+        if per_step.size:
+            return float(np.median(per_step))
+    return None
+
+
+def _step_time_from_saves(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
+) -> FloatArray:
+    """Per pair of consecutive saves of one run with Δstep > 0: ``(Δt − C)/Δstep``."""
+    useful = saves[np.isfinite(timeline.step[saves])]
+    if cost_s is None or useful.size < 2:
+        return np.zeros(0)
+    elapsed_s = _within_runs(timeline.time_s[useful], run_id[useful]) - cost_s
+    return _per_step(elapsed_s, _within_runs(timeline.step[useful], run_id[useful]))
+
+
+def _step_time_from_steps(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, stepped: IntArray, cost_s: float | None
+) -> FloatArray:
+    """Per pair of consecutive step observations of one run with Δstep > 0:
+    ``(Δt − k·C)/Δstep``."""
+    times = timeline.time_s[stepped]
+    elapsed_s = np.diff(times)
+    if cost_s is not None:
+        save_s = timeline.time_s[saves]
+        stalls = np.searchsorted(save_s, times[1:]) - np.searchsorted(save_s, times[:-1])
+        elapsed_s = elapsed_s - stalls * cost_s
+    same = run_id[stepped][1:] == run_id[stepped][:-1]
+    return _per_step(elapsed_s[same], np.diff(timeline.step[stepped])[same])
+
+
+def _per_step(elapsed_s: FloatArray, steps: FloatArray) -> FloatArray:
+    """``elapsed_s / steps`` where the step advanced: a bar line and the timed record of the
+    same step (HF Trainer) give Δstep = 0, a resume from an earlier save read without its
+    start line gives Δstep < 0; neither says anything about the step time."""
+    forward = steps > 0.0  # NaN compares False
+    per_step: FloatArray = elapsed_s[forward] / steps[forward]
+    return per_step
+
+
+def failure_times_s(
+    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
+) -> FloatArray:
+    """Failure times moved forward to where the failed run's steps say it had got: the times
+    of :func:`redated_failures`."""
+    return redated_failures(timeline, interruptions, step_time_s=step_time_s)[0]
+
+
+def redated_failures(
+    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
+) -> tuple[FloatArray, int]:
+    """Failure times moved forward to where the failed run's steps say it had got, and how
+    many were clamped to the next line.
+
+    Tracebacks and progress bars carry no wall-clock time, so a failure is often stamped with
+    the time of the last stamped line, up to a whole checkpoint interval too early, which
+    would shrink the exposure and inflate R. Every observation at step ``s_a`` and time ``t_a``
+    bounds the time step ``s`` was reached from below by ``t_a + (s − s_a)·step_time`` (and a
+    carried time, being early, keeps it a bound). Per interruption, with ``s`` the highest step
+    its failures report, the bound from the observations since the previous interruption moves
+    the interruption later (all its failures by the same shift), but never past the first
+    non-failure line of a log after its first failure (the next run's first line). Interruptions
+    whose failures report no step keep their times.
+
+    Args:
+        timeline: the job's observations.
+        interruptions: from :func:`rules.interruptions.cluster_interruptions` on ``timeline``.
+        step_time_s: seconds per training step, > 0.
+
+    Returns:
+        ``(times, clamped)``: shape (f,) epoch seconds, aligned with
+        ``timeline.failure_index``; how many interruptions the steps would have put more than
+        :data:`CLAMP_NOTE_S` after the next line, and were clamped to it (the step time, or
+        the step a failure reports, is off).
+    """
+    times, steps = timeline.time_s, timeline.step
+    failures = timeline.failure_index
+    moved_s = times[failures].copy()
+    anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE)
+    next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
+    member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
+    since = clamped = 0
+    for k in range(len(interruptions)):
+        members = np.flatnonzero(member == k)
+        first = failures[members[0]]
+        after = np.searchsorted(next_lines, first, "right")
+        until = int(next_lines[after]) if after < next_lines.size else times.size
+        until_s = float(times[until]) if until < times.size else np.inf
+        reached = steps[failures[members]]
+        if np.isfinite(reached).any():
+            step = np.nanmax(reached)
+            window = np.arange(since, until)
+            window = window[anchors[window] & (steps[window] <= step)]
+            if window.size:
+                bound_s = float(np.max(times[window] + (step - steps[window]) * step_time_s))
+                clamped += bound_s - until_s > CLAMP_NOTE_S
+                shift_s = max(0.0, min(bound_s, until_s) - times[first])
+                early = members[moved_s[members] < until_s]
+                moved_s[early] = np.minimum(moved_s[early] + shift_s, until_s)
+        since = int(failures[members[-1]]) + 1
+    return moved_s, clamped
+
+
+def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) -> float | None:
+    """Restart cost R: median time from an interruption to training progressing again.
+
+    Measured from the interruption's first failure to the first ``step`` or checkpoint
+    observation after its last failure, so it holds detection, queueing, start-up, loading the
+    checkpoint and failed restart attempts. Interruptions the job never recovered from are
+    skipped.
+
+    Args:
+        timeline: the job's observations.
+        interruptions: the interruptions to measure (usually the unplanned ones in the window).
+
+    Returns:
+        Seconds, or None when no interruption was followed by progress.
+    """
+    progress_s = timeline.time_s[timeline.is_kind(*PROGRESS_KINDS)]
+    starts = np.array([i.start_s for i in interruptions], np.float64)
+    ends = np.array([i.end_s for i in interruptions], np.float64)
+    following = np.searchsorted(progress_s, ends, "right")
+    recovered = following < progress_s.size
+    costs_s = progress_s[following[recovered]] - starts[recovered]
+    return float(np.median(costs_s)) if costs_s.size else None
+
+
+def _within_runs(values: FloatArray, runs: IntArray) -> FloatArray:
+    """Differences of consecutive ``values`` whose two ends lie in the same run."""
+    same: BoolArray = runs[1:] == runs[:-1]
+    return np.diff(values)[same]

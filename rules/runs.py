@@ -1,0 +1,137 @@
+"""Runs and running time: which observations belong to one stretch of running, the exposure
+behind the MTBF, a running-time clock, and the lives between interruptions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ckpt_advisor.rules._checks import require_positive
+from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.timeline import START_KINDS, FloatArray, IntArray, Kind, Timeline
+
+
+def split_runs(
+    timeline: Timeline, interruptions: Sequence[Interruption], *, idle_gap_s: float
+) -> IntArray:
+    """Label each observation with the run it belongs to.
+
+    The gap between two consecutive observations is running time unless it is longer than
+    ``idle_gap_s``, or the earlier one lies inside an interruption (from its first to its last
+    failure, so downtime and failed restart attempts are excluded) or is a clean ``run_end``, or
+    the later one opens a run (a start kind not preceded by another start, or the first line of a
+    new log source). Each such non-running gap starts a new run.
+
+    Args:
+        timeline: the job's observations.
+        interruptions: from :func:`cluster_interruptions` on the same timeline.
+        idle_gap_s: seconds of silence after which the job is taken to have stopped, > 0.
+
+    Returns:
+        Shape (n,) run numbers, non-decreasing from 0; two observations share a run exactly
+        when every gap between them is running time.
+
+    Raises:
+        ValueError: ``idle_gap_s`` is not finite or not > 0.
+    """
+    idle_gap = require_positive("idle_gap_s", idle_gap_s)
+    times = timeline.time_s
+    if times.size == 0:
+        return np.zeros(0, np.intp)
+    interrupted = np.zeros(times.size, np.bool_)
+    if interruptions:
+        starts = np.array([i.start_s for i in interruptions], np.float64)
+        ends = np.array([i.end_s for i in interruptions], np.float64)
+        which = np.searchsorted(starts, times, "right") - 1
+        interrupted = (which >= 0) & (times <= ends[np.maximum(which, 0)])
+    opens = timeline.is_kind(*START_KINDS)
+    breaks = (
+        (np.diff(times) > idle_gap)
+        | interrupted[:-1]
+        | (timeline.kind[:-1] == Kind.RUN_END)
+        | (opens[1:] & ~opens[:-1])
+        | timeline.new_source[1:]
+    )
+    return np.concatenate(([0], np.cumsum(breaks))).astype(np.intp)
+
+
+def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf) -> float:
+    """Running time at or after ``since_s``: the summed length of runs, clipped to the window.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`split_runs`.
+        since_s: epoch seconds where the window opens (default: all history).
+
+    Returns:
+        Seconds of exposure, >= 0.
+    """
+    times = timeline.time_s
+    running = run_id[1:] == run_id[:-1]
+    lengths = times[1:][running] - np.maximum(times[:-1][running], since_s)
+    return float(np.clip(lengths, 0.0, None).sum())
+
+
+def running_time_at_s(timeline: Timeline, run_id: IntArray, at_s: FloatArray) -> FloatArray:
+    """Running time accumulated from the first observation up to each of ``at_s``.
+
+    The same runs as :func:`exposure_s` (downtime between a failure and the next start is not
+    running time), read as a clock that only ticks while the job runs.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`split_runs`.
+        at_s: shape (k,), epoch seconds, any order.
+
+    Returns:
+        Shape (k,) seconds of running time before each ``at_s``, >= 0.
+    """
+    times = timeline.time_s
+    running = run_id[1:] == run_id[:-1]
+    starts, ends = times[:-1][running], times[1:][running]
+    done = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    at = np.asarray(at_s, np.float64)
+    if starts.size == 0:
+        return np.zeros(at.shape)
+    full = np.searchsorted(ends, at, "right")  # segments that end at or before each time
+    inside = np.minimum(full, starts.size - 1)
+    partial = np.where(
+        full < starts.size, np.clip(at - starts[inside], 0.0, ends[inside] - starts[inside]), 0.0
+    )
+    running_s: FloatArray = done[full] + partial
+    return running_s
+
+
+def lives_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    interruptions: Sequence[Interruption],
+    *,
+    since_s: float = -np.inf,
+) -> tuple[FloatArray, float]:
+    """Running time between consecutive interruptions, and the censored time since the last.
+
+    The times between failures that a Weibull fit or a backtest needs: each interruption's start
+    on the running-time clock (:func:`running_time_at_s`), differenced, beginning where the
+    window opens.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`split_runs`.
+        interruptions: the interruptions that count (unplanned ones), in time order.
+        since_s: epoch seconds where the window opens.
+
+    Returns:
+        ``(gaps, tail)``: shape (f,) seconds of running time before each interruption in the
+        window (the first measured from the window's opening), and seconds of running time from
+        the last of them to the newest observation (right-censored; the whole window with none).
+    """
+    newest = timeline.newest_s
+    if newest is None:
+        return np.zeros(0), 0.0
+    starts = np.array([i.start_s for i in interruptions if i.start_s >= since_s], np.float64)
+    opened = max(since_s, float(timeline.time_s[0]))
+    clock = running_time_at_s(timeline, run_id, np.concatenate(([opened], starts, [newest])))
+    gaps = np.diff(clock)
+    return gaps[:-1], float(gaps[-1])
