@@ -16,6 +16,7 @@ from ckpt_advisor.rules.cost import (
     estimate_checkpoint_cost,
     persist_latency_s,
 )
+from ckpt_advisor.rules.goodput_spans import goodput_spans
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
@@ -49,6 +50,7 @@ from ckpt_advisor.rules.progress import (
     step_time_s,
 )
 from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs
+from ckpt_advisor.rules.simulate import simulated_goodput
 from ckpt_advisor.rules.sources import clock_notes, untimed_sources
 from ckpt_advisor.rules.timeline import IntArray, Timeline
 
@@ -213,6 +215,15 @@ def estimate_job(
                     excess_gpu_h_range = excess_range(
                         mtbf.mtbf_s, cost, spacing_s, restart_s or 0.0, gpus
                     )
+    goodput_now = goodput_best = None
+    if daly_s is not None and mtbf.mtbf_s is not None and cost_s is not None:
+        shape = weibull.shape if mtbf_source == "weibull" and weibull is not None else 1.0
+        tried_s = [daly_s] if current_s is None else [daly_s, current_s]
+        simulated = simulated_goodput(
+            tried_s, mtbf_s=mtbf.mtbf_s, cost_s=cost_s, restart_s=restart_s or 0.0, shape=shape
+        )
+        goodput_best = simulated[0]
+        goodput_now = simulated[1] if current_s is not None else None
     n_checkpoints = int(saves.size)
     status = policy.judge(
         ratio=ratio,
@@ -290,6 +301,9 @@ def estimate_job(
         recommended_interval_range_s=range_s if daly_s is not None else None,
         excess_gpu_hours_per_day_range=excess_gpu_h_range,
         interruptions=tuple(interruptions),
+        goodput_current=goodput_now,
+        goodput_recommended=goodput_best,
+        goodput_spans=goodput_spans(timeline, interruptions, run_id, saves, step_time_s=step_s),
     )
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the timeline's module imports this one
+    from ckpt_advisor.rules.goodput import GoodputSpans
     from ckpt_advisor.rules.interruptions import Interruption
 
 
@@ -173,8 +174,13 @@ class JobEstimate:
     interruption of the timeline the estimate was made from, numbered, with the rows of the
     failure observations merged into each (``interruptions``: what ``parse`` and ``events``
     show per failure line; not part of the JSON); the recommended interval as the job's own
-    setting (``save_steps=570``; None for a stack without one). ``notes`` are typed caveats
-    (:class:`Note`), rendered to sentences by the agent.
+    setting (``save_steps=570``; None for a stack without one); the goodput (kept work over
+    wall time) of the job's own C, M, R (and Weibull shape when clearly not 1) simulated at the
+    current and at the recommended interval (``goodput_current``, ``goodput_recommended``:
+    :func:`rules.simulate.simulated_goodput`; None when C, M or that interval is unknown); its
+    wall time labelled productive, checkpoint, lost, restart or idle (``goodput_spans``:
+    :func:`rules.goodput.goodput_spans`, what ``goodput`` and the gauges sum; not part of the
+    JSON). ``notes`` are typed caveats (:class:`Note`), rendered to sentences by the agent.
     """
 
     job: str
@@ -224,6 +230,9 @@ class JobEstimate:
     excess_gpu_hours_per_day_range: tuple[float, float] | None = None
     interruptions: tuple[Interruption, ...] = ()
     recommended_setting: str | None = None
+    goodput_current: float | None = None
+    goodput_recommended: float | None = None
+    goodput_spans: GoodputSpans | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,3 +226,61 @@ def interval_grid_s(
     require_count("points", points, minimum=2)
     center = daly_interval_s(mtbf_s, cost_s)
     return [float(x) for x in center * np.geomspace(1.0 / span, span, points)]
+
+
+SIMULATED_DAYS_MAX = 30.0
+"""Longest simulated job behind :func:`simulated_goodput`, days (shorter when M is short: the
+goodput of a job of a thousand lives is as good as that of a longer one)."""
+
+
+def simulated_goodput(
+    intervals_s: Sequence[float],
+    *,
+    mtbf_s: float,
+    cost_s: float,
+    restart_s: float,
+    shape: float = 1.0,
+    replicates: int = 200,
+    seed: int = 0,
+) -> list[float]:
+    """Goodput at each interval over simulated jobs with a job's own M, C and R.
+
+    :func:`simulate_intervals` (common random numbers: every interval sees the same lives, so
+    the difference between two intervals is not noise between draws) over ``replicates`` jobs of
+    ``min(30 d, 1000·(M + R))``, and at least 20 cycles of the longest interval (but never more
+    than 5,000 lives: then goodput is about 0 anyway). With M = 6 h
+    and 200 replicates a goodput's standard error is about 0.1 point (20 ms).
+
+    Args:
+        intervals_s: compute times between saves T, seconds, each > 0.
+        mtbf_s: mean life M, seconds, > 0.
+        cost_s: blocking save time C, seconds, >= 0.
+        restart_s: downtime after a failure R, seconds, >= 0.
+        shape: Weibull shape of the lives (1: exponential), > 0.
+        replicates: simulated jobs, >= 2.
+        seed: seed of the lives (the same seed gives the same goodput).
+
+    Returns:
+        Goodput (kept work over wall time, in [0, 1]) per interval, in the order given.
+
+    Raises:
+        ValueError: an argument out of range.
+    """
+    mtbf = require_positive("mtbf_s", mtbf_s)
+    restart = require_non_negative("restart_s", restart_s)
+    cost = require_non_negative("cost_s", cost_s)
+    longest = max((require_positive("interval_s", t) for t in intervals_s), default=0.0)
+    life_s = mtbf + restart
+    horizon_s = max(min(SIMULATED_DAYS_MAX * 86400.0, 1000.0 * life_s), 20.0 * (longest + cost))
+    horizon_s = min(horizon_s, 5000.0 * life_s)  # at most ~5,000 lives a job
+    runs = simulate_intervals(
+        intervals_s,
+        mtbf_s=mtbf,
+        cost_s=cost,
+        restart_s=restart,
+        shape=shape,
+        horizon_s=horizon_s,
+        replicates=replicates,
+        seed=seed,
+    )
+    return [r.goodput for r in runs]

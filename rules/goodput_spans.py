@@ -1,0 +1,270 @@
+"""Every second of a job's wall time put in one goodput bucket (:mod:`rules.goodput` defines
+them), from the estimate's timeline, interruptions, runs and saves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
+from ckpt_advisor.rules.cost import log_save_durations_s
+from ckpt_advisor.rules.goodput import Bucket, GoodputSpans
+from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.timeline import (
+    PROGRESS_KINDS,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Kind,
+    Timeline,
+)
+
+
+def goodput_spans(
+    timeline: Timeline,
+    interruptions: Sequence[Interruption],
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    step_time_s: float | None,
+) -> GoodputSpans:
+    """Label every second from the timeline's first observation to its newest.
+
+    Each bucket is the set of times :mod:`rules.goodput` describes; an instant in several
+    takes the first of restart, idle (not running), checkpoint, idle (a run's start-up), lost,
+    productive. A run's first progress is re-dated to when its steps began,
+    ``t − (s − s₀)·τ`` (``s₀`` its ``resume`` step, else the step of the last save before it,
+    else 0; τ the step time), never before the run's first line nor after the progress line;
+    without τ a run's progress is taken to begin at its first line (a first save may come a
+    whole interval after the start: better a start-up counted as progress than an interval
+    counted as restart).
+
+    Args:
+        timeline: the job's observations, failures re-dated
+            (:func:`rules.progress.redated_failures`) and silent deaths added
+            (:meth:`Timeline.with_unseen_interruptions`), as the estimate uses them.
+        interruptions: :func:`rules.interruptions.cluster_interruptions` on ``timeline``, all
+            of them (a planned end loses the work since the last save too).
+        run_id: shape (n,), :func:`rules.runs.split_runs` on ``timeline``.
+        saves: :func:`rules.progress.save_index` on ``timeline``.
+        step_time_s: seconds per step, or None when unknown.
+
+    Returns:
+        The labelled spans (adjacent spans of one label merged).
+    """
+    times = timeline.time_s
+    saves_at = _Saves.of(timeline, run_id, saves)
+    int_start = np.array([i.start_s for i in interruptions], np.float64)
+    int_end = np.array([i.end_s for i in interruptions], np.float64)
+    ids = np.array([i.id for i in interruptions], np.intp)
+    if not times.size:
+        return GoodputSpans(
+            start_s=np.zeros(0),
+            end_s=np.zeros(0),
+            bucket=np.zeros(0, np.int8),
+            unlogged=np.zeros(0, np.bool_),
+            interruption=np.zeros(0, np.intp),
+            checkpoint_source=saves_at.source,
+            save_end_s=saves_at.end_s,
+            save_unbounded=saves_at.unbounded,
+            interruption_start_s=int_start,
+            interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
+            step_dated=step_time_s is not None,
+        )
+    # runs: first and last line, and the moment their progress began
+    first_of_run = np.flatnonzero(np.concatenate(([True], run_id[1:] != run_id[:-1])))
+    last_of_run = np.concatenate((first_of_run[1:] - 1, [times.size - 1]))
+    run_first_s, run_last_s = times[first_of_run], times[last_of_run]
+    began_s = _progress_began_s(timeline, run_id, saves_at, step_time_s, run_first_s, run_last_s)
+    restart_end_s, resumed = _recoveries(timeline, run_id, int_end, began_s)
+    kept_s = saves_at.kept_s(int_start, resumed)
+    # every edge, then the label of each elementary stretch by its midpoint
+    edges = (
+        run_first_s, run_last_s, began_s, saves_at.start_s, saves_at.block_end_s,
+        saves_at.upper_end_s, int_start, restart_end_s, kept_s,
+    )  # fmt: skip
+    points = np.clip(np.concatenate((times[[0, -1]], *edges)), times[0], times[-1])
+    points = np.unique(points[np.isfinite(points)])  # NaN: no such edge
+    if points.size < 2:
+        points = times[[0, -1]]  # a single moment: one empty span
+    mids = (points[:-1] + points[1:]) / 2.0
+    label = np.full(mids.size, Bucket.PRODUCTIVE, np.int8)
+    label[_covered(mids, kept_s, int_start)] = Bucket.LOST
+    label[_covered(mids, run_first_s, began_s)] = Bucket.IDLE
+    label[_covered(mids, saves_at.start_s, saves_at.block_end_s)] = Bucket.CHECKPOINT
+    label[~_covered(mids, run_first_s, run_last_s)] = Bucket.IDLE
+    restarting = _covered(mids, int_start, restart_end_s)
+    label[restarting] = Bucket.RESTART
+    unlogged = _covered(mids, saves_at.block_end_s, saves_at.upper_end_s)
+    unlogged &= np.isin(label, (Bucket.PRODUCTIVE, Bucket.LOST))
+    owner = np.zeros(mids.size, np.intp)
+    if ids.size:
+        lost = label == Bucket.LOST
+        owner[restarting] = ids[np.searchsorted(int_start, mids[restarting], "right") - 1]
+        owner[lost] = ids[_lost_to(mids[lost], kept_s, int_start)]
+    keep = np.concatenate(([True], np.diff(label) != 0))
+    keep[1:] |= (unlogged[1:] != unlogged[:-1]) | (owner[1:] != owner[:-1])
+    starts = np.flatnonzero(keep)
+    return GoodputSpans(
+        start_s=points[:-1][starts],
+        end_s=np.concatenate((points[:-1][starts[1:]], [points[-1]])),
+        bucket=label[starts],
+        unlogged=unlogged[starts],
+        interruption=owner[starts],
+        checkpoint_source=saves_at.source,
+        save_end_s=saves_at.end_s,
+        save_unbounded=saves_at.unbounded,
+        interruption_start_s=int_start,
+        interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
+        step_dated=step_time_s is not None,
+    )
+
+
+def _recoveries(
+    timeline: Timeline, run_id: IntArray, int_end_s: FloatArray, began_s: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Per interruption (its last failure at ``int_end_s``): when the progress after it began
+    (the newest observation when the job never recovered), and the ``resume`` step of the run
+    that recovered (NaN unknown)."""
+    times = timeline.time_s
+    failures = timeline.failure_index
+    last_failure = failures[np.searchsorted(times[failures], int_end_s, "right") - 1]
+    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
+    following = np.searchsorted(progress, last_failure, "right")
+    recovered = following < progress.size
+    end_s = np.full(int_end_s.size, times[-1])
+    resumed = np.full(int_end_s.size, np.nan)
+    if recovered.any():
+        at = progress[following[recovered]]
+        end_s[recovered] = np.minimum(times[at], began_s[run_id[at]])
+        resumed[recovered] = _resume_step(timeline, run_id)[run_id[at]]
+    return np.maximum(end_s, int_end_s), resumed
+
+
+@dataclass(frozen=True, eq=False)
+class _Saves:
+    """The saves of :func:`rules.progress.save_index` as spans: when each blocked training
+    (``start_s`` to ``block_end_s``), when it completed (``end_s``, its mark), its step, and for
+    log saves the end of its plausible unlogged part (``upper_end_s``, NaN when none)."""
+
+    start_s: FloatArray
+    block_end_s: FloatArray
+    end_s: FloatArray
+    step: FloatArray
+    upper_end_s: FloatArray
+    unbounded: BoolArray
+    source: str | None
+
+    @classmethod
+    def of(cls, timeline: Timeline, run_id: IntArray, saves: IntArray) -> _Saves:
+        end_s = timeline.time_s[saves]
+        timed = timeline.from_timing_file[saves]
+        blocking_s = np.where(timed, timeline.duration_s[saves], np.nan)
+        log_ends, logged_s = log_save_durations_s(timeline, run_id)
+        at = np.minimum(np.searchsorted(log_ends, saves), max(log_ends.size - 1, 0))
+        is_log_end = log_ends.size > 0
+        if is_log_end:
+            matched = log_ends[at] == saves
+            blocking_s[matched] = logged_s[at[matched]]
+        blocking_s = np.where(np.isfinite(blocking_s) & (blocking_s > 0), blocking_s, 0.0)
+        persist_s = timeline.persist_s[saves]
+        whole_s = np.where(np.isfinite(persist_s) & (persist_s > blocking_s), persist_s, blocking_s)
+        start_s = end_s - whole_s
+        upper_end_s = np.full(saves.size, np.nan)
+        if is_log_end and not timed.any():
+            bounded = log_ends[np.isfinite(logged_s)]  # aligned with the upper bounds
+            uppers = checkpoint_upper_bounds_s(timeline, run_id)
+            where = np.searchsorted(bounded, saves)
+            hit = where < bounded.size
+            hit[hit] = bounded[where[hit]] == saves[hit]
+            upper_end_s[hit] = start_s[hit] + uppers[where[hit]]
+        source = None if not saves.size else "timing_file" if timed.any() else "log_lines"
+        return cls(
+            start_s=start_s,
+            block_end_s=start_s + blocking_s,
+            end_s=end_s,
+            step=timeline.step[saves],
+            upper_end_s=upper_end_s,
+            unbounded=~timed & ~np.isfinite(upper_end_s),
+            source=source,
+        )
+
+    def kept_s(self, before_s: FloatArray, step: FloatArray) -> FloatArray:
+        """Per interruption (its start ``before_s`` and its next run's ``resume`` step, NaN
+        unknown), when the work it kept was saved: the latest save at that step completed
+        before it, else the latest save completed before it, else -inf (nothing saved)."""
+        out = np.full(before_s.size, -np.inf)
+        for i, (limit, wanted) in enumerate(zip(before_s.tolist(), step.tolist(), strict=True)):
+            done = self.end_s <= limit
+            exact = np.flatnonzero(done & (self.step == wanted))
+            if exact.size:
+                out[i] = self.end_s[exact[-1]]
+            elif done.any():
+                out[i] = self.end_s[np.flatnonzero(done)[-1]]
+        return out
+
+
+def _progress_began_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: _Saves,
+    step_time_s: float | None,
+    run_first_s: FloatArray,
+    run_last_s: FloatArray,
+) -> FloatArray:
+    """Per run, when its progress began (see :func:`goodput_spans`); its last line's time for
+    a run with no progress."""
+    began_s = run_last_s.copy()
+    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
+    runs, first = np.unique(run_id[progress], return_index=True)
+    at = progress[first]
+    shown_s = timeline.time_s[at]
+    if step_time_s is None:
+        began_s[runs] = run_first_s[runs]
+        return began_s
+    start_step = _resume_step(timeline, run_id)[runs]
+    unknown = np.isnan(start_step)
+    before = np.searchsorted(saves.end_s, run_first_s[runs[unknown]], "right") - 1
+    saved_step = np.concatenate(([0.0], saves.step))  # 0: nothing saved before the run
+    start_step[unknown] = saved_step[before + 1]
+    steps = timeline.step[at]
+    dated = shown_s - np.where(np.isfinite(steps), steps - start_step, 0.0) * step_time_s
+    dated = np.where(np.isfinite(dated), dated, shown_s)
+    began_s[runs] = np.clip(dated, run_first_s[runs], shown_s)
+    return began_s
+
+
+def _resume_step(timeline: Timeline, run_id: IntArray) -> FloatArray:
+    """Per run (indexed by run number), the step of its first ``resume`` line, NaN if none."""
+    out = np.full(int(run_id[-1]) + 1 if run_id.size else 0, np.nan)
+    resumes = np.flatnonzero((timeline.kind == Kind.RESUME) & np.isfinite(timeline.step))
+    runs, first = np.unique(run_id[resumes], return_index=True)
+    out[runs] = timeline.step[resumes[first]]
+    return out
+
+
+def _covered(at_s: FloatArray, starts_s: FloatArray, ends_s: FloatArray) -> BoolArray:
+    """Shape of ``at_s``: True where a time lies inside one of the intervals
+    ``[starts_s[i], ends_s[i])`` (any order, overlapping allowed; NaN or -inf starts are taken
+    as open below, NaN ends as empty)."""
+    starts = np.where(np.isnan(starts_s), np.inf, starts_s)
+    ends = np.where(np.isnan(ends_s), -np.inf, ends_s)
+    if not starts.size:
+        return np.zeros(at_s.shape, np.bool_)
+    order = np.argsort(starts, kind="stable")
+    reach = np.maximum.accumulate(ends[order])
+    which = np.searchsorted(starts[order], at_s, "right") - 1
+    return (which >= 0) & (at_s < reach[np.maximum(which, 0)])
+
+
+def _lost_to(at_s: FloatArray, kept_s: FloatArray, int_start_s: FloatArray) -> IntArray:
+    """Per lost moment, the index of the first interruption after it that it was not kept
+    through (the first ``i`` with ``kept_s[i] <= t < int_start_s[i]``)."""
+    out = np.searchsorted(int_start_s, at_s, "right")
+    out = np.minimum(out, int_start_s.size - 1)
+    for j in np.flatnonzero(kept_s[out] > at_s).tolist():  # kept through that one: rare
+        later = np.flatnonzero((kept_s <= at_s[j]) & (int_start_s > at_s[j]))
+        out[j] = later[0] if later.size else out[j]
+    return out

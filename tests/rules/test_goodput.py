@@ -1,0 +1,174 @@
+"""Goodput spans (rules/goodput_spans.py), their sums (rules/goodput.py) and the simulated
+goodput of an interval (rules/simulate.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ckpt_advisor.rules.goodput import BUCKETS, Bucket, GoodputSpans
+from ckpt_advisor.rules.interval import exponential_waste_fraction
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.policy import EstimationPolicy
+from ckpt_advisor.rules.simulate import simulated_goodput
+from tests.rules.simulate import T0, hf_like_crash, obs, real_hf_observations, simulate_trace
+
+
+def _spans(observations: list[Observation], **policy: float) -> GoodputSpans:
+    est = estimate_job("j", observations, now_s=0.0, policy=EstimationPolicy(**policy))
+    assert est.goodput_spans is not None
+    return est.goodput_spans
+
+
+def _table(observations: list[Observation]) -> list[tuple[float, float, str, int]]:
+    spans = _spans(observations)
+    return [
+        (round(a - T0, 3), round(b - T0, 3), BUCKETS[c], int(i))
+        for a, b, c, i in zip(
+            spans.start_s.tolist(),
+            spans.end_s.tolist(),
+            spans.bucket.tolist(),
+            spans.interruption.tolist(),
+            strict=True,
+        )
+    ]
+
+
+def test_a_crash_stamped_early_splits_into_the_five_buckets() -> None:
+    """HF-like backfill: progress to the save at 1,000 s, the save's 40 s, the 600 s of steps
+    until the failure (re-dated from 1,040 to 1,640 s by its step 800) lost, and restart until
+    the next run's first step (dated back by 2 s a step, but never before its start at 2,500 s)."""
+    assert _table(hf_like_crash()) == [
+        (0.0, 1000.0, "productive", 0),
+        (1000.0, 1040.0, "checkpoint", 0),
+        (1040.0, 1640.0, "lost", 1),
+        (1640.0, 2500.0, "restart", 1),
+    ]
+    g = _spans(hf_like_crash()).breakdown()
+    assert g.goodput == pytest.approx(1000.0 / 2500.0)
+    assert g.checkpoint_is_lower_bound
+    assert g.checkpoint_upper_s is None  # the step after the save carries the save's stamp
+    assert g.goodput_range == (None, pytest.approx(0.4))
+    assert (g.n_saves, g.n_saves_unbounded, g.n_interruptions, g.n_inferred) == (1, 1, 1, 0)
+
+
+def test_the_captured_hf_runs_are_accounted_second_by_second() -> None:
+    """The real HF Trainer crash and resume logs: the 1.2 s of steps after checkpoint-50 are
+    lost, restart runs from the crash to the resumed run's step 55 dated back by its 0.14 s a
+    step (the checkpoint load included), and four saves are checkpoint time."""
+    g = _spans(real_hf_observations()).breakdown()
+    assert g[Bucket.LOST] == pytest.approx(1.27, abs=0.01)
+    assert g[Bucket.RESTART] == pytest.approx(6.02, abs=0.01)
+    assert g[Bucket.CHECKPOINT] == pytest.approx(0.072 + 0.037 + 0.061 + 0.008 + 0.007, abs=1e-3)
+    assert g[Bucket.IDLE] == 0.0
+    assert g.n_interruptions == 1 and g.n_saves == 5
+
+
+def test_a_silent_death_is_an_inferred_interruption() -> None:
+    """Without its failure lines the crash is still an interruption (the run stopped and a new
+    one began), taken at the dead run's last line, and flagged as inferred."""
+    g = _spans(real_hf_observations(drop_failures=True)).breakdown()
+    assert (g.n_interruptions, g.n_inferred) == (1, 1)
+    assert g[Bucket.LOST] == pytest.approx(1.22, abs=0.01)
+
+
+def test_a_run_s_start_up_after_a_clean_end_is_idle() -> None:
+    """After a clean end, the silence and the next run's start-up before its first step (its
+    step 100 at 2 s a step began at 5,000 s though logged at 5,200 s; the run started at
+    4,900 s) are idle; nothing is lost or restarting."""
+    table = _table(
+        [
+            obs("run_start", 0),
+            obs("step", 1000, step=500, duration_s=2.0),
+            obs("run_end", 1000),
+            obs("run_start", 4900),
+            obs("step", 5200, step=100, duration_s=2.0),
+            obs("step", 6000, step=500, duration_s=2.0),
+        ]
+    )
+    assert table == [
+        (0.0, 1000.0, "productive", 0),
+        (1000.0, 5000.0, "idle", 0),
+        (5000.0, 6000.0, "productive", 0),
+    ]
+
+
+def test_spans_cover_the_history_and_days_add_up() -> None:
+    """On simulated month-long traces the spans are contiguous, start at the first observation
+    and end at the newest; any cut of the window into days sums to the window's buckets."""
+    for seed in range(5):
+        trace = simulate_trace(
+            np.random.default_rng(seed), mtbf_s=8 * 3600.0, horizon_s=30 * 86400.0
+        )
+        spans = _spans(trace.observations, mtbf_window_s=1e9)
+        times = [o.time_s for o in trace.observations]
+        assert spans.first_s == min(times) and spans.last_s == max(times)
+        assert (spans.start_s[1:] == spans.end_s[:-1]).all()
+        assert (spans.end_s >= spans.start_s).all()
+        whole = spans.breakdown()
+        assert whole.wall_s == pytest.approx(max(times) - min(times))
+        edges = np.linspace(whole.since_s, whole.until_s, 31)
+        by_day = spans.seconds(edges)
+        assert by_day.sum(axis=0) == pytest.approx(whole.seconds)
+        half = spans.breakdown(since_s=edges[15])
+        assert half.seconds == pytest.approx(by_day[15:].sum(axis=0))
+        assert (
+            whole.n_interruptions
+            == half.n_interruptions
+            + spans.breakdown(until_s=np.nextafter(edges[15], -np.inf)).n_interruptions
+        )
+
+
+def test_an_empty_timeline_has_no_wall_time() -> None:
+    """No observations: no spans, a breakdown of nothing and no goodput (not 0)."""
+    g = _spans([]).breakdown(since_s=T0)
+    assert g.wall_s == 0.0 and g.goodput is None
+    assert g.goodput_range == (None, None)
+    with pytest.raises(ValueError, match="before since_s"):
+        _spans([]).breakdown(since_s=2.0, until_s=1.0)
+
+
+def test_simulated_goodput_follows_daly_and_is_repeatable() -> None:
+    """The simulated goodput at an interval is within half a point of Daly's exponential model
+    (common random numbers), lower far from the optimum, and the same for the same seed."""
+    mtbf_s, cost_s, restart_s = 6 * 3600.0, 240.0, 600.0
+    current, best = simulated_goodput(
+        [7200.0, 3400.0], mtbf_s=mtbf_s, cost_s=cost_s, restart_s=restart_s
+    )
+    for interval_s, good in ((7200.0, current), (3400.0, best)):
+        model = 1.0 - exponential_waste_fraction(interval_s, mtbf_s, cost_s, restart_s)
+        assert good == pytest.approx(model, abs=0.005)
+    assert best - current == pytest.approx(0.045, abs=0.005)
+    assert simulated_goodput([7200.0], mtbf_s=mtbf_s, cost_s=cost_s, restart_s=restart_s) == [
+        current
+    ]
+
+
+def test_simulated_goodput_bounds_its_lives() -> None:
+    """An interval of a day against a 1-minute MTBF keeps almost nothing (only the unfinished
+    last lives of the ~5,000 a simulated job is cut to, not millions); a zero interval is an
+    error naming it."""
+    [good] = simulated_goodput([86400.0], mtbf_s=60.0, cost_s=10.0, restart_s=0.0)
+    assert 0.0 <= good < 0.001
+    with pytest.raises(ValueError, match="interval_s"):
+        simulated_goodput([0.0], mtbf_s=60.0, cost_s=10.0, restart_s=0.0)
+
+
+def test_the_estimate_carries_goodput_now_and_at_the_recommended_interval() -> None:
+    """An estimate with C and M known has the simulated goodput at its current interval and at
+    Daly's, near Daly's model; saving every hour where ~19 min is best, the recommended
+    interval keeps more."""
+    trace = simulate_trace(
+        np.random.default_rng(3), mtbf_s=6 * 3600.0, horizon_s=30 * 86400.0, save_steps=3600
+    )
+    est = estimate_job("j", trace.observations, now_s=0.0)
+    assert est.goodput_current is not None and est.goodput_recommended is not None
+    assert est.daly_interval_s is not None and est.current_interval_s is not None
+    expected = 1.0 - exponential_waste_fraction(
+        est.daly_interval_s, est.mtbf_s or 0.0, est.checkpoint_cost_s or 0.0,
+        est.restart_cost_s or 0.0,
+    )  # fmt: skip
+    assert est.goodput_recommended == pytest.approx(expected, abs=0.01)
+    assert est.current_interval_s / est.daly_interval_s > 2.5
+    assert est.goodput_recommended - est.goodput_current > 0.01
