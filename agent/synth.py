@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -117,6 +117,19 @@ class SynthJob:
     n_saves: int = 0
     exposure_s: float = 0.0
     save_durations_s: list[float] = field(default_factory=list)
+    truth: list[tuple[str, datetime, datetime]] = field(default_factory=list)
+
+    def truth_seconds(self, since: datetime, until: datetime) -> dict[str, float]:
+        """The true seconds of each goodput bucket (``productive``, ``checkpoint``, ``lost``,
+        ``restart``, ``idle``) between ``since`` and ``until``, as the simulation spent them
+        (:attr:`truth`: completed saves block for their duration; the work since the last
+        completed save, a save cut short included, is lost at each failure; restart is the
+        downtime after it, and a run that dies again before it shows progress is part of the
+        same restart; the job never idles)."""
+        out = dict.fromkeys(("productive", "checkpoint", "lost", "restart", "idle"), 0.0)
+        for bucket, start, end in self.truth:
+            out[bucket] += max(0.0, (min(end, until) - max(start, since)).total_seconds())
+        return out
 
     @property
     def interval_s(self) -> float:
@@ -173,6 +186,7 @@ def simulate(
     shape: float = 1.0,
     cost_sigma: float = 0.0,
     frozen_bar_s: float | None = None,
+    lives_s: Sequence[float] | None = None,
 ) -> SynthJob:
     """Simulate a job for ``duration_s`` of wall time.
 
@@ -182,6 +196,9 @@ def simulate(
     each, the job is down for ``restart_s`` and resumes from its last save. The log shows the
     start of each save and, ``logged_cost_fraction``·C later, its last "saved in" line (HF logs
     nothing when the optimizer state finishes), so the log alone underestimates C, as in life.
+
+    With ``lives_s`` the running time before each failure is given instead of drawn (after the
+    last one the job runs to the end without failing): a job of a known shape.
 
     With ``frozen_bar_s`` the bar's clock does not advance: every redraw shows that elapsed
     time and 99:00:00 remaining (``[12:00:00<99:00:00, 6.00s/it]``), as the bars of wrappers,
@@ -197,6 +214,7 @@ def simulate(
     scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
     tpl = Templates.load()
     rng = np.random.default_rng(seed)
+    lives = None if lives_s is None else iter(lives_s)
     job = SynthJob(mtbf_s, cost_s, restart_s, step_time_s, interval_steps)
     t = start or datetime(2026, 11, 1, tzinfo=UTC)
     end = t + timedelta(seconds=duration_s)
@@ -205,8 +223,11 @@ def simulate(
     run = 0
     while t < end:
         run_start = t
-        life_s = rng.exponential(mtbf_s) if shape == 1.0 else scale_s * rng.weibull(shape)
-        fail_at = t + timedelta(seconds=float(life_s))
+        if lives is not None:
+            life_s = next(lives, math.inf)
+        else:
+            life_s = rng.exponential(mtbf_s) if shape == 1.0 else scale_s * rng.weibull(shape)
+        fail_at = t + timedelta(seconds=min(float(life_s), duration_s + 1.0))  # inf: never
         header = tpl.resume_header if saved_step else tpl.fresh_header
         for line in header:
             text = line.replace(f"{_RUN_DIR}/checkpoint-50", f"{_RUN_DIR}/checkpoint-{saved_step}")
@@ -220,6 +241,7 @@ def simulate(
             job.log.append((t, stamp(text, t) + "\n"))
         step = restart_step = saved_step
         failed = False
+        kept = t  # the work since then is not saved yet
         while t < end:
             nxt = t + timedelta(seconds=step_time_s)
             if nxt > fail_at:
@@ -241,18 +263,27 @@ def simulate(
                     failed = True
                     break
                 _append_save(job, tpl, t, save_end, step, logged_cost_fraction)
-                t, saved_step = save_end, step
+                job.truth += [("productive", kept, t), ("checkpoint", t, save_end)]
+                t, saved_step, kept = save_end, step, save_end
         if failed:
             t = min(fail_at, end)
             if fail_at <= end:
                 job.n_failures += 1
-                job.n_interruptions += int(step - restart_step >= bar_every_steps or run == 0)
+                new = step - restart_step >= bar_every_steps or run == 0
+                job.n_interruptions += int(new)
                 job.log.extend((t, text) for text in traceback_lines(tpl, run))
+                job.truth += [
+                    ("lost" if new else "restart", kept, t),
+                    ("restart", t, min(end, t + timedelta(seconds=restart_s))),
+                ]
+            else:
+                job.truth.append(("productive", kept, end))
             job.exposure_s += (t - run_start).total_seconds()
             t += timedelta(seconds=restart_s)
             run += 1
         else:
             job.exposure_s += (t - run_start).total_seconds()
+            job.truth.append(("productive", kept, min(t, end)))
     return job
 
 
