@@ -22,6 +22,7 @@ from ckpt_advisor.rules.model import JobEstimate
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
+    from ckpt_advisor.rules.goodput import Goodput
     from ckpt_advisor.rules.simulate import Replay
     from ckpt_advisor.rules.two_level import TwoTierJob, TwoTierPlan
 
@@ -123,6 +124,51 @@ def estimate_json(est: JobEstimate) -> dict[str, Any]:
         "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
         "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
         "note_data": [note.to_json() for note in est.notes],
+        "goodput_current": est.goodput_current,
+        "goodput_recommended": est.goodput_recommended,
+    }
+
+
+def goodput_json(
+    est: JobEstimate,
+    g: Goodput,
+    *,
+    since_s: float | None,
+    by_day: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``goodput --json`` object: the window (``window_start``, ``window_end``, the asked
+    ``since_s``), ``wall_s`` split into ``productive_s``, ``checkpoint_s``, ``lost_s``,
+    ``restart_s``, ``idle_s`` (they sum to it), ``goodput`` = productive / wall with its
+    ``goodput_range`` (``[low, high]``: log saves may hide part of their cost), how each bucket
+    was measured (``measured_by``: :func:`agent.goodput.measured_by`), the counts, GPU-hours per
+    bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
+    recommended interval (as in ``estimates``) and the same split per UTC day (``by_day``)."""
+    from ckpt_advisor.agent.goodput import measured_by
+    from ckpt_advisor.rules.goodput import BUCKETS
+
+    seconds = {"wall_s": g.wall_s}
+    seconds.update(
+        (f"{name}_s", float(value)) for name, value in zip(BUCKETS, g.seconds, strict=True)
+    )
+    return {
+        "job": est.job,
+        "window_start": iso(g.since_s),
+        "window_end": iso(g.until_s),
+        "since_s": since_s,
+        **seconds,
+        "goodput": g.goodput,
+        "goodput_range": list(g.goodput_range),
+        "checkpoint_is_lower_bound": g.checkpoint_is_lower_bound,
+        "measured_by": measured_by(g),
+        "n_saves": g.n_saves,
+        "n_interruptions": g.n_interruptions,
+        "gpus": est.gpus,
+        "gpu_hours": None
+        if est.gpus is None
+        else {name: seconds[f"{name}_s"] * est.gpus / 3600.0 for name in (*BUCKETS, "wall")},
+        "goodput_current": est.goodput_current,
+        "goodput_recommended": est.goodput_recommended,
+        "by_day": list(by_day),
     }
 
 

@@ -78,7 +78,19 @@ def estimates(
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
     table(
         f"estimates (computed up to {newest} UTC)",
-        ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"],
+        [
+            "job",
+            "status",
+            "C",
+            "MTBF",
+            "90% CI",
+            "fails",
+            "saves",
+            "now",
+            "best",
+            "setting",
+            "goodput",
+        ],
         [_estimate_row(r) for r in rows],
     )
 
@@ -96,7 +108,15 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
         format_duration(r["current_interval_s"]),
         format_duration(r["recommended_interval_s"]),
         r.get("recommended_setting") or "-",
+        _goodput_change(r.get("goodput_current"), r.get("goodput_recommended")),
     ]
+
+
+def _goodput_change(now: float | None, best: float | None) -> str:
+    """Simulated goodput now → at the recommended interval (``72.4%→80.1%``), ``-`` unknown."""
+    if best is None:
+        return "-"
+    return f"{'?' if now is None else f'{now:.1%}'}→{best:.1%}"
 
 
 @click.command()

@@ -128,6 +128,20 @@ def test_estimates_json_carries_the_new_facts(week_db: tuple[Path, int]) -> None
     assert row["excess_gpu_hours_per_day"] is None
 
 
+def test_estimates_show_the_simulated_goodput_now_and_at_the_recommended_interval(
+    week_db: tuple[Path, int],
+) -> None:
+    """estimates --json has goodput_current and goodput_recommended (the job's own C, M and R
+    simulated at each interval): a job saving every 2 h where ~50 min is best gains; the table
+    shows them in one column."""
+    db, _ = week_db
+    [row] = json.loads(_run("estimates", "--db", str(db), "--json"))
+    now, best = row["goodput_current"], row["goodput_recommended"]
+    assert 0.5 < now < best < 1.0
+    assert best - now > 0.02
+    assert f"{now:.1%}→{best:.1%}" in _run("estimates", "--db", str(db))
+
+
 def test_fleet_rate_pools_the_other_jobs_per_unit() -> None:
     """Other jobs' exposure × units and failures add up; the job itself and jobs of unknown size
     are left out; no such job gives None."""

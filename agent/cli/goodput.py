@@ -1,0 +1,189 @@
+"""``goodput``: a job's wall time split into productive, checkpoint, lost, restart and idle time,
+from its stored events (no instrumentation), with the history by day, a plot and an export."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+from ckpt_advisor.agent.cli.common import (
+    db_option,
+    duration,
+    estimating_config_option,
+    fail,
+    load_config,
+    read_store,
+    short_time,
+    table,
+)
+from ckpt_advisor.agent.units import format_duration
+
+if TYPE_CHECKING:
+    from ckpt_advisor.rules.goodput import GoodputSpans
+    from ckpt_advisor.rules.model import JobEstimate
+
+
+@click.command()
+@click.option("--job", required=True, help="The job to account for.")
+@click.option(
+    "--since",
+    callback=duration,
+    help="Only the last DURATION before the job's newest event (e.g. 7d); default: all of it.",
+)
+@db_option
+@estimating_config_option
+@click.option("--by-day", is_flag=True, help="Also print the split of each UTC day.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Draw the badput buckets over time (stacked, by day) to this PNG.",
+)
+@click.option(
+    "--spans",
+    "spans_path",
+    type=click.Path(dir_okay=False),
+    help="Write every labelled stretch of wall time to this CSV (for a notebook).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (docs/DESIGN.md).")
+def goodput(
+    job: str,
+    since: float | None,
+    db: str | None,
+    config_path: str | None,
+    by_day: bool,
+    plot_path: str | None,
+    spans_path: str | None,
+    as_json: bool,
+) -> None:
+    """Goodput of JOB: how its wall time split into productive compute (progress that was kept),
+    blocking checkpoints, lost progress (since the last completed save before each
+    interruption), restart (interruption to the next run's first progress) and idle time, each
+    with how it was measured; and the goodput simulated at the current and recommended
+    intervals with the job's own C, M and R. The window ends at the job's newest event."""
+    from ckpt_advisor.agent.app import estimator_of
+    from ckpt_advisor.agent.contracts import goodput_json
+    from ckpt_advisor.agent.goodput import by_day_json, by_period, spans_frame
+    from ckpt_advisor.agent.store import StoreError
+    from ckpt_advisor.rules.goodput import BUCKETS
+
+    estimator = estimator_of(load_config(config_path) if config_path else None)
+    store = read_store(db, config_path)
+    known = store.jobs()
+    if job not in known:
+        fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}")
+    try:
+        est = estimator.estimate(store, job, datetime.now(UTC).timestamp())
+    except StoreError as exc:  # a store of an older schema, never opened for writing since
+        fail(str(exc))
+    spans = est.goodput_spans
+    if spans is None or spans.last_s is None:
+        fail(f"job {job!r} has no events with a time: nothing to account for")
+    until_s = spans.last_s
+    g = spans.breakdown(since_s=-float("inf") if since is None else until_s - since)
+    days = by_period(spans, since_s=g.since_s, until_s=g.until_s)
+    if spans_path:
+        try:
+            spans_frame(spans).to_csv(spans_path, index=False)
+        except OSError as exc:
+            fail(f"{spans_path}: {exc.strerror}")
+    if plot_path:
+        _plot(spans, g.since_s, g.until_s, plot_path, job, g.goodput, g.checkpoint_is_lower_bound)
+    out = goodput_json(est, g, since_s=since, by_day=by_day_json(days))
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    gpus = est.gpus
+    head = ["bucket", "time", "share", *(["GPU-h"] if gpus else []), "measured by"]
+    rows = []
+    for name in BUCKETS:
+        seconds = out[f"{name}_s"]
+        low, high = out["measured_by"][name]["range_s"]
+        shown = format_duration(seconds)
+        if low != high:
+            shown = f"{format_duration(low) if low is not None else '?'} – " + (
+                format_duration(high) if high is not None else "?"
+            )
+        share = f"{seconds / g.wall_s:.1%}" if g.wall_s else "-"
+        gpu_h = [f"{out['gpu_hours'][name]:,.1f}"] if gpus else []
+        rows.append([name, shown, share, *gpu_h, out["measured_by"][name]["how"]])
+    good = "-" if g.goodput is None else f"{g.goodput:.1%}"
+    low_good = out["goodput_range"][0]
+    if g.checkpoint_is_lower_bound:
+        good = f"{'?' if low_good is None else f'{low_good:.1%}'} to {good}"
+    table(
+        f"{job}: goodput {good} of {format_duration(g.wall_s)} wall time, "
+        f"{short_time(out['window_start'])} to {short_time(out['window_end'])} UTC; "
+        f"{g.n_saves} save(s), {g.n_interruptions} interruption(s)",
+        head,
+        rows,
+    )
+    if by_day:
+        table(
+            "by UTC day",
+            ["day", "wall", "goodput", *BUCKETS[1:]],
+            [
+                [
+                    r["day"],
+                    format_duration(r["wall_s"]),
+                    "-" if r["goodput"] is None else f"{r['goodput']:.1%}",
+                    *(format_duration(r[f"{name}_s"]) for name in BUCKETS[1:]),
+                ]
+                for r in out["by_day"]
+            ],
+        )
+    click.echo(_simulated_line(est))
+
+
+def _simulated_line(est: JobEstimate) -> str:
+    """What the recommended interval would change, in one line (or why it is unknown)."""
+    current, best = est.goodput_current, est.goodput_recommended
+    if best is None:
+        return "simulated goodput: unknown (C or M is not known yet)"
+    at_best = (
+        f"{best:.1%} at the recommended interval ({format_duration(est.recommended_interval_s)})"
+    )
+    if current is None:
+        return f"simulated with this job's C, M and R: {at_best}; current interval unknown"
+    return (
+        f"simulated with this job's C, M and R: goodput {current:.1%} at the current interval "
+        f"({format_duration(est.current_interval_s)}), {at_best}: "
+        f"{(best - current) * 100:+.1f} points"
+    )
+
+
+def _plot(
+    spans: GoodputSpans,
+    since_s: float,
+    until_s: float,
+    path: str,
+    job: str,
+    good: float | None,
+    lower_bound: bool,
+) -> None:
+    from ckpt_advisor.agent.goodput import by_period
+    from ckpt_advisor.agent.goodput_plot import HOURLY_BELOW_S, plot_badput
+
+    hourly = until_s - since_s < HOURLY_BELOW_S
+    frame = by_period(spans, since_s=since_s, until_s=until_s, freq="h" if hourly else "D")
+    shown = "-" if good is None else f"{good:.1%}"
+    try:
+        plot_badput(
+            frame,
+            path,
+            title=f"{job}: badput over time (goodput {shown} of "
+            f"{format_duration(until_s - since_s)})",
+            hourly=hourly,
+            lower_bound=lower_bound,
+        )
+    except ValueError as exc:
+        fail(f"{job}: {exc}")
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror}")
+    click.echo(f"{job}: badput plot written to {path}", err=True)
+
+
+COMMANDS = (goodput,)

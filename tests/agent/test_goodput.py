@@ -1,0 +1,296 @@
+"""``goodput``: each bucket on real HF Trainer lines of a known shape, and every bucket within 2%
+of wall time on generated weeks with known truth (timing file, and logs alone)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.synth import SynthJob, Templates, simulate, stamp
+from ckpt_advisor.rules.goodput import BUCKETS
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+HOUR = 3600.0
+SHAPE: dict[str, Any] = {
+    "mtbf_s": 1.0,  # unused: the lives are given
+    "cost_s": 240.0,
+    "interval_steps": 600,  # an hour of 6 s steps
+    "restart_s": 600.0,
+    "duration_s": 8 * HOUR,
+}
+"""A job of known shape: saves of 4 min every hour of compute, 10 min restarts."""
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _goodput(
+    tmp: Path, log: str, timings: str | None = None, *args: str, job: str = "j"
+) -> dict[str, Any]:
+    """Write the log (and timing file), ingest them and return ``goodput --json``."""
+    db = tmp / "s.db"
+    (tmp / "train.log").write_text(log)
+    files = [tmp / "train.log"]
+    if timings is not None:
+        (tmp / "ckpt_timings.jsonl").write_text(timings)
+        files.append(tmp / "ckpt_timings.jsonl")
+    for path in files:
+        _run("ingest", str(path), "--job", job, "--db", str(db))
+    out: dict[str, Any] = json.loads(
+        _run("goodput", "--job", job, "--db", str(db), "--json", *args)
+    )
+    return out
+
+
+def _text(job: SynthJob) -> tuple[str, str]:
+    return "".join(t for _, t in job.log), "".join(t for _, t in job.timings)
+
+
+def _truth(job: SynthJob, out: dict[str, Any]) -> dict[str, float]:
+    since = datetime.fromisoformat(out["window_start"])
+    until = datetime.fromisoformat(out["window_end"])
+    return job.truth_seconds(since, until)
+
+
+def test_checkpoint_from_a_timing_file_is_each_saves_blocking_time(tmp_path: Path) -> None:
+    """With a timing file, checkpoint time is the saves' recorded durations, exactly, and says
+    it comes from the timing file; a job that never failed loses nothing and restarts never."""
+    job = simulate(**SHAPE, lives_s=[])
+    out = _goodput(tmp_path, *_text(job))
+    assert out["n_saves"] == job.n_saves == 7
+    assert out["checkpoint_s"] == pytest.approx(7 * 240.0, abs=0.01)
+    assert out["lost_s"] == out["restart_s"] == out["idle_s"] == 0.0
+    assert out["productive_s"] + out["checkpoint_s"] == pytest.approx(out["wall_s"])
+    assert out["goodput"] == pytest.approx(out["productive_s"] / out["wall_s"])
+    checkpoint = out["measured_by"]["checkpoint"]
+    assert checkpoint["source"] == "timing_file"
+    assert checkpoint["bound"] is None
+    assert checkpoint["range_s"] == [out["checkpoint_s"], out["checkpoint_s"]]
+    assert out["goodput_range"] == [out["goodput"], out["goodput"]]
+
+
+def test_checkpoint_from_log_lines_is_a_lower_bound_closed_by_the_next_step(
+    tmp_path: Path,
+) -> None:
+    """From log lines alone a save lasts from its first line to its "Model weights saved" line
+    (40% of the true 240 s here): a lower bound, said so, with an upper bound from the first
+    step shown after each save that holds the truth; goodput's range holds the true goodput."""
+    job = simulate(**SHAPE, lives_s=[])
+    log, _ = _text(job)
+    out = _goodput(tmp_path, log)
+    truth = _truth(job, out)
+    assert out["checkpoint_s"] == pytest.approx(7 * 96.0, abs=0.01)
+    low, high = out["measured_by"]["checkpoint"]["range_s"]
+    assert low == out["checkpoint_s"]
+    assert truth["checkpoint"] <= high <= truth["checkpoint"] + 7 * 1.5  # tqdm's 1 s resolution
+    assert out["checkpoint_is_lower_bound"] is True
+    checkpoint = out["measured_by"]["checkpoint"]
+    assert (checkpoint["source"], checkpoint["bound"]) == ("log_lines", "lower")
+    assert "lower bound" in checkpoint["how"]
+    assert out["measured_by"]["productive"]["bound"] == "upper"
+    good_low, good_high = out["goodput_range"]
+    assert good_low <= truth["productive"] / out["wall_s"] <= good_high == out["goodput"]
+
+
+def test_lost_is_the_work_since_the_last_completed_save(tmp_path: Path) -> None:
+    """A failure 5,000 s into the run, 1,160 s after the save that completed at 3,840 s, loses
+    those 1,160 s (less up to one bar redraw, 10 steps, since the traceback is dated by the last
+    bar); the lost stretch is owed to interruption 1."""
+    job = simulate(**SHAPE, lives_s=[5000.0])
+    out = _goodput(tmp_path, *_text(job))
+    assert _truth(job, out)["lost"] == pytest.approx(1160.0)
+    assert 1160.0 - 60.0 <= out["lost_s"] <= 1160.0
+    assert out["n_interruptions"] == 1
+    assert out["measured_by"]["lost"]["source"] == "log_lines"
+
+
+def test_lost_runs_from_the_older_save_a_restart_resumed_from(tmp_path: Path) -> None:
+    """When the next run resumes from an older save than the last one (its log says "global step
+    600" where step 1200 was saved too), the work since that older save is lost, less the later
+    save's own blocking time (checkpoint time either way)."""
+    job = simulate(**SHAPE, lives_s=[9000.0])
+    log, timings = _text(job)
+    head, _, tail = log.partition("Resuming training from checkpoint")
+    tail = tail.replace("global step 1200", "global step 600", 1).replace(
+        "past 0 epochs and 1200 batches", "past 0 epochs and 600 batches", 1
+    )
+    out = _goodput(tmp_path, f"{head}Resuming training from checkpoint{tail}", timings)
+    # saves at 3,600-3,840 s (step 600) and 7,440-7,680 s (step 1200); failure at 9,000 s
+    expected = (7440.0 - 3840.0) + (9000.0 - 7680.0)
+    assert expected - 60.0 <= out["lost_s"] <= expected
+
+
+def test_restart_runs_from_the_failure_to_the_next_runs_first_step(tmp_path: Path) -> None:
+    """The 600 s down after a failure are restart time (plus up to one bar redraw: the failure
+    is dated by the last bar before it); the next run's first step is dated back by the step
+    time to the run's start."""
+    job = simulate(**SHAPE, lives_s=[5000.0])
+    out = _goodput(tmp_path, *_text(job))
+    assert 600.0 <= out["restart_s"] <= 660.0
+    assert "dated back by the step time" in out["measured_by"]["restart"]["how"]
+    assert out["lost_s"] + out["restart_s"] == pytest.approx(1160.0 + 600.0, abs=1.0)
+
+
+def test_a_failed_restart_attempt_is_part_of_the_restart(tmp_path: Path) -> None:
+    """A restarted run that dies 30 s in, before any progress, is one interruption with the
+    first: its restart holds both downtimes and the attempt (600 + 30 + 600 s), not a loss."""
+    job = simulate(**SHAPE, lives_s=[5000.0, 30.0])
+    out = _goodput(tmp_path, *_text(job))
+    assert out["n_interruptions"] == job.n_interruptions == 1
+    assert 1230.0 <= out["restart_s"] <= 1290.0
+    truth = _truth(job, out)
+    assert truth["restart"] == pytest.approx(1230.0)
+    assert out["lost_s"] == pytest.approx(truth["lost"], abs=60.0)
+
+
+def test_idle_is_the_time_between_a_clean_end_and_the_next_run(tmp_path: Path) -> None:
+    """A run that ends with "Training completed." and a new run two hours later: the two hours
+    are idle (no interruption, nothing lost), measured as inferred; the rest is saves and
+    kept progress."""
+    tpl = Templates.load()
+    first = simulate(**{**SHAPE, "duration_s": 4 * HOUR}, lives_s=[])
+    end = T0 + timedelta(hours=4)
+    done = "".join(stamp(line, end) + "\n" for line in tpl.completed)
+    second = simulate(
+        **{**SHAPE, "duration_s": 4 * HOUR}, lives_s=[], start=end + timedelta(hours=2)
+    )
+    log = _text(first)[0] + done + _text(second)[0]
+    out = _goodput(tmp_path, log, _text(first)[1] + _text(second)[1])
+    assert out["idle_s"] == pytest.approx(2 * HOUR, abs=1.0)
+    assert out["n_interruptions"] == 0
+    assert out["lost_s"] == out["restart_s"] == 0.0
+    assert out["measured_by"]["idle"]["source"] == "inferred"
+    assert out["checkpoint_s"] == pytest.approx((first.n_saves + second.n_saves) * 240.0, abs=0.1)
+
+
+def test_productive_is_the_kept_work_and_goodput_its_share(tmp_path: Path) -> None:
+    """Productive time is the compute that ended up saved (or not lost yet): the buckets add up
+    to the wall time, and goodput is productive over wall; the by-day rows add up to the
+    window, and GPU-hours follow the job's gpus from --config."""
+    job = simulate(**{**SHAPE, "duration_s": 30 * HOUR}, lives_s=[5000.0, 20000.0])
+    log, timings = _text(job)
+    (tmp_path / "config.toml").write_text(
+        f'[store]\npath = "{tmp_path / "s.db"}"\n[[jobs]]\nname = "j"\n'
+        f'logs = ["{tmp_path}/train.log"]\ngpus = 8\n'
+    )
+    out = _goodput(tmp_path, log, timings, "--config", str(tmp_path / "config.toml"))
+    truth = _truth(job, out)
+    assert out["productive_s"] == pytest.approx(truth["productive"], abs=1.0)
+    assert sum(out[f"{b}_s"] for b in BUCKETS) == pytest.approx(out["wall_s"])
+    assert out["goodput"] == pytest.approx(truth["productive"] / out["wall_s"], abs=1e-4)
+    days = out["by_day"]
+    assert [d["day"] for d in days] == ["2026-11-01", "2026-11-02"]
+    for name in (*BUCKETS, "wall"):
+        assert sum(d[f"{name}_s"] for d in days) == pytest.approx(out[f"{name}_s"])
+    assert out["gpus"] == 8
+    assert out["gpu_hours"]["lost"] == pytest.approx(out["lost_s"] * 8 / 3600.0)
+
+
+def test_since_keeps_the_last_stretch_before_the_newest_event(tmp_path: Path) -> None:
+    """--since 6h splits only the six hours before the job's newest event, and says so."""
+    job = simulate(**{**SHAPE, "duration_s": 30 * HOUR}, lives_s=[5000.0, 20000.0])
+    out = _goodput(tmp_path, *_text(job), "--since", "6h")
+    assert out["since_s"] == 6 * HOUR
+    assert out["wall_s"] == pytest.approx(6 * HOUR)
+    end = datetime.fromisoformat(out["window_end"])
+    assert datetime.fromisoformat(out["window_start"]) == end - timedelta(hours=6)
+    truth = _truth(job, out)
+    for name in BUCKETS:
+        assert out[f"{name}_s"] == pytest.approx(truth[name], abs=61.0)
+
+
+def test_table_plot_and_spans_export(tmp_path: Path) -> None:
+    """Without --json the command prints each bucket with how it was measured and the simulated
+    goodput; --plot writes a PNG, --spans a CSV of labelled stretches that add up to the wall
+    time; an unknown job exits 1 naming the known ones."""
+    import pandas as pd
+
+    job = simulate(mtbf_s=6 * HOUR, cost_s=240.0, interval_steps=1200, seed=3, duration_s=3 * 86400)
+    out = _goodput(tmp_path, *_text(job))
+    png, csv = tmp_path / "badput.png", tmp_path / "spans.csv"
+    db = str(tmp_path / "s.db")
+    args = [
+        "goodput",
+        "--job",
+        "j",
+        "--db",
+        db,
+        "--by-day",
+        "--plot",
+        str(png),
+        "--spans",
+        str(csv),
+    ]
+    text = _run(*args)
+    assert "timing file: the blocking part of each of" in text
+    assert "at the recommended interval" in text
+    assert "by UTC day" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    spans = pd.read_csv(csv)
+    assert set(spans["bucket"]) <= set(BUCKETS)
+    assert spans["seconds"].sum() == pytest.approx(out["wall_s"])
+    assert spans.groupby("bucket")["seconds"].sum()["lost"] == pytest.approx(out["lost_s"])
+    result = CliRunner().invoke(main, ["goodput", "--job", "nope", "--db", db])
+    assert result.exit_code == 1
+    assert "no job 'nope' here; known: j" in result.output
+
+
+def _accuracy(job: SynthJob, out: dict[str, Any]) -> dict[str, float]:
+    """Per bucket, (measured − truth) as a share of wall time."""
+    truth = _truth(job, out)
+    return {b: (out[f"{b}_s"] - truth[b]) / out["wall_s"] for b in BUCKETS}
+
+
+WEEKS = [
+    {"mtbf_s": 6 * HOUR, "cost_s": 240.0, "interval_steps": 1200, "seed": 0},
+    {"mtbf_s": 2 * HOUR, "cost_s": 600.0, "interval_steps": 600, "restart_s": 1800.0, "seed": 5},
+    {"mtbf_s": 6 * HOUR, "cost_s": 240.0, "interval_steps": 1200, "shape": 0.7, "seed": 6},
+]
+"""Generated weeks: the demo's job, a short-MTBF job with long saves and restarts, and one with
+Weibull failures (k = 0.7)."""
+
+
+@pytest.mark.parametrize("week", WEEKS, ids=["demo", "short-mtbf", "weibull"])
+def test_every_bucket_is_within_2_percent_of_wall_time_with_a_timing_file(
+    tmp_path: Path, week: dict[str, Any]
+) -> None:
+    """On a generated week with a timing file every bucket is within 2% of wall time of the
+    truth the job was made with (the failures are dated by the last bar before them: up to 10
+    steps moved from lost to restart per interruption)."""
+    job = simulate(**week)
+    out = _goodput(tmp_path, *_text(job))
+    errors = _accuracy(job, out)
+    assert max(abs(e) for e in errors.values()) < 0.02, errors
+    assert out["n_interruptions"] == job.n_interruptions
+
+
+@pytest.mark.parametrize("week", WEEKS, ids=["demo", "short-mtbf", "weibull"])
+def test_log_only_buckets_hold_the_truth_within_their_bounds(
+    tmp_path: Path, week: dict[str, Any]
+) -> None:
+    """From the log alone restart and idle are within 2% of wall time; checkpoint is a lower
+    bound and productive and lost upper bounds whose ranges hold the truth, each range's far
+    end within 2% of wall time of it."""
+    job = simulate(**week)
+    out = _goodput(tmp_path, _text(job)[0])
+    truth, wall = _truth(job, out), out["wall_s"]
+    errors = _accuracy(job, out)
+    assert abs(errors["restart"]) < 0.02 and abs(errors["idle"]) < 0.02, errors
+    for name in ("checkpoint", "productive", "lost"):
+        low, high = out["measured_by"][name]["range_s"]
+        # a failure is dated by the last bar before it: up to 10 steps early
+        slack = 60.0 * out["n_interruptions"] if name == "lost" else 0.0
+        assert low - slack <= truth[name] <= high + slack, (name, low, truth[name], high)
+        far = low if name == "checkpoint" else high
+        near = high if name == "checkpoint" else low
+        assert abs(near - truth[name]) < 0.02 * wall, (name, near, truth[name])
+        assert far == out[f"{name}_s"]
