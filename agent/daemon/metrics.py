@@ -4,7 +4,9 @@ Three kinds of families:
 
 * per job, from the latest estimate of each job (``set_estimates``): C and M with their
   confidence bounds, the current and recommended interval, the waste fractions, the excess
-  GPU-hours per day, the drift ratio and state;
+  GPU-hours per day, the drift ratio and state; goodput over the day before the job's newest
+  event, split into buckets in seconds and (with ``gpus``) GPU-hours, and the goodput simulated
+  at the current and recommended intervals;
 * per followed file, from the tailer after each scan (``set_files``): bytes behind and the time
   of the last read;
 * counters and histograms the daemon adds to as it goes: lines, events, parse misses, skipped
@@ -29,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from ckpt_advisor.agent.notify.base import Notifier, NotifyError
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
+from ckpt_advisor.rules.goodput import BUCKETS
 from ckpt_advisor.rules.model import JobEstimate, Status
 
 PREFIX: Final = "ckpt_advisor_"
@@ -50,13 +53,25 @@ _JOB_GAUGES: Final = {
     "drift": "1 while the estimate's status is drift, else 0.",
     "job_status": "1 for the estimate's status (status=ok|drift|insufficient_data), else 0.",
     "estimate_timestamp_seconds": "Unix time of the job's latest estimate.",
+    "goodput": "Productive share of the wall time of the day before the job's newest event "
+    "(progress that was kept / wall time).",
+    "goodput_seconds": "Wall time of the day before the job's newest event by bucket "
+    "(bucket=productive|checkpoint|lost|restart|idle), seconds.",
+    "goodput_gpu_hours": "The same wall time by bucket in GPU-hours (jobs with gpus set).",
+    "goodput_simulated": "Goodput simulated with the job's own C, M and R "
+    "(interval=current|recommended).",
 }
 _SECOND_LABEL: Final = {
     "checkpoint_cost_bound_seconds": ("bound",),
     "mtbf_bound_seconds": ("bound",),
     "waste_fraction": ("interval",),
     "job_status": ("status",),
+    "goodput_seconds": ("bucket",),
+    "goodput_gpu_hours": ("bucket",),
+    "goodput_simulated": ("interval",),
 }
+GOODPUT_WINDOW_S: Final = 86400.0
+"""The goodput gauges cover this much wall time before each job's newest event."""
 _FILE_GAUGES: Final = {
     "file_lag_bytes": "Bytes written to a followed file but not read yet.",
     "file_last_read_timestamp_seconds": "Unix time new bytes were last read from the file.",
@@ -136,6 +151,17 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
     for status in Status:
         put("job_status", float(e.status is status), str(status))
     put("estimate_timestamp_seconds", e.computed_at_s)
+    put("goodput_simulated", e.goodput_current, "current")
+    put("goodput_simulated", e.goodput_recommended, "recommended")
+    spans = e.goodput_spans
+    if spans is None or spans.last_s is None:
+        return
+    day = spans.breakdown(since_s=spans.last_s - GOODPUT_WINDOW_S)
+    put("goodput", day.goodput)
+    for name, seconds in zip(BUCKETS, day.seconds.tolist(), strict=True):
+        put("goodput_seconds", seconds, name)
+        if e.gpus is not None:
+            put("goodput_gpu_hours", seconds * e.gpus / 3600.0, name)
 
 
 class Metrics:

@@ -13,8 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from ckpt_advisor.agent.daemon.metrics import CountingNotifier, Metrics, metric_names
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
+from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Status
+from ckpt_advisor.rules.policy import JobFacts
 from tests.agent.helpers import ON_64_GPUS
+from tests.rules.simulate import hf_like_crash
 from tests.samples import drifting_estimate
 
 DASHBOARD = Path(__file__).parents[2] / "grafana" / "ckpt-advisor.json"
@@ -100,3 +103,26 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     assert used - exported == set()
     families = {fam.name for fam in metrics.registry.collect()}
     assert families - {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in used} == set()
+
+
+def test_goodput_gauges_split_the_last_day_by_bucket() -> None:
+    """Per job, goodput and its buckets over the day before the newest event are exported in
+    seconds and, for a job with gpus, GPU-hours; the simulated goodput per interval too; a job
+    without spans exports none of them."""
+    metrics = Metrics()
+    est = estimate_job("crash", hf_like_crash(), now_s=0.0, facts=JobFacts(gpus=8))
+    metrics.set_estimates(
+        [est, drifting_estimate(job="plain", goodput_current=0.7, goodput_recommended=0.8)]
+    )
+    s = _samples(metrics)
+    crash = ("job", "crash")
+    seconds = {"productive": 1000.0, "checkpoint": 40.0, "lost": 600.0, "restart": 860.0}
+    for bucket, value in seconds.items():
+        key = (("bucket", bucket), crash)
+        assert s[("ckpt_advisor_goodput_seconds", key)] == pytest.approx(value)
+        assert s[("ckpt_advisor_goodput_gpu_hours", key)] == pytest.approx(value * 8 / 3600)
+    assert s[("ckpt_advisor_goodput", (crash,))] == pytest.approx(0.4)
+    plain = ("job", "plain")
+    assert s[("ckpt_advisor_goodput_simulated", (("interval", "current"), plain))] == 0.7
+    assert s[("ckpt_advisor_goodput_simulated", (("interval", "recommended"), plain))] == 0.8
+    assert ("ckpt_advisor_goodput", (plain,)) not in s
