@@ -29,6 +29,7 @@ def goodput_spans(
     saves: IntArray,
     *,
     step_time_s: float | None,
+    upper_by_row: FloatArray | None = None,
 ) -> GoodputSpans:
     """Label every second from the timeline's first observation to its newest.
 
@@ -50,12 +51,15 @@ def goodput_spans(
         run_id: shape (n,), :func:`rules.runs.split_runs` on ``timeline``.
         saves: :func:`rules.progress.save_index` on ``timeline``.
         step_time_s: seconds per step, or None when unknown.
+        upper_by_row: the upper bound of each log save's blocking time by its observation's
+            :attr:`Timeline.row` (:func:`save_upper_bounds_by_row`; the estimate has them from
+            before it re-dated the failures); computed from ``timeline`` when None.
 
     Returns:
         The labelled spans (adjacent spans of one label merged).
     """
     times = timeline.time_s
-    saves_at = _Saves.of(timeline, run_id, saves)
+    saves_at = _Saves.of(timeline, run_id, saves, upper_by_row)
     int_start = np.array([i.start_s for i in interruptions], np.float64)
     int_end = np.array([i.end_s for i in interruptions], np.float64)
     ids = np.array([i.id for i in interruptions], np.intp)
@@ -122,6 +126,22 @@ def goodput_spans(
     )
 
 
+def save_upper_bounds_by_row(
+    timeline: Timeline, run_id: IntArray, upper_s: FloatArray | None = None
+) -> FloatArray:
+    """The upper bound of each log save's blocking time (:func:`rules.bounds.
+    checkpoint_upper_bounds_s`, or ``upper_s``, its result on the same timeline and runs),
+    indexed by the save's :attr:`Timeline.row`: rows survive the re-sorting of
+    :meth:`Timeline.with_failure_times`, indices do not. Shape (max row + 1,), NaN elsewhere."""
+    log_ends, logged_s = log_save_durations_s(timeline, run_id)
+    bounded = log_ends[np.isfinite(logged_s)]  # aligned with the upper bounds
+    uppers = checkpoint_upper_bounds_s(timeline, run_id) if upper_s is None else upper_s
+    rows = timeline.row[bounded]
+    out = np.full(int(timeline.row.max()) + 1 if timeline.row.size else 0, np.nan)
+    out[rows[rows >= 0]] = uppers[rows >= 0]
+    return out
+
+
 def _recoveries(
     timeline: Timeline, run_id: IntArray, int_end_s: FloatArray, began_s: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
@@ -158,7 +178,13 @@ class _Saves:
     source: str | None
 
     @classmethod
-    def of(cls, timeline: Timeline, run_id: IntArray, saves: IntArray) -> _Saves:
+    def of(
+        cls,
+        timeline: Timeline,
+        run_id: IntArray,
+        saves: IntArray,
+        upper_by_row: FloatArray | None,
+    ) -> _Saves:
         end_s = timeline.time_s[saves]
         timed = timeline.from_timing_file[saves]
         blocking_s = np.where(timed, timeline.duration_s[saves], np.nan)
@@ -174,12 +200,11 @@ class _Saves:
         start_s = end_s - whole_s
         upper_end_s = np.full(saves.size, np.nan)
         if is_log_end and not timed.any():
-            bounded = log_ends[np.isfinite(logged_s)]  # aligned with the upper bounds
-            uppers = checkpoint_upper_bounds_s(timeline, run_id)
-            where = np.searchsorted(bounded, saves)
-            hit = where < bounded.size
-            hit[hit] = bounded[where[hit]] == saves[hit]
-            upper_end_s[hit] = start_s[hit] + uppers[where[hit]]
+            if upper_by_row is None:
+                upper_by_row = save_upper_bounds_by_row(timeline, run_id)
+            rows = timeline.row[saves]
+            known = (rows >= 0) & (rows < upper_by_row.size)
+            upper_end_s[known] = start_s[known] + upper_by_row[rows[known]]
         source = None if not saves.size else "timing_file" if timed.any() else "log_lines"
         return cls(
             start_s=start_s,

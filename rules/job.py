@@ -16,7 +16,7 @@ from ckpt_advisor.rules.cost import (
     estimate_checkpoint_cost,
     persist_latency_s,
 )
-from ckpt_advisor.rules.goodput_spans import goodput_spans
+from ckpt_advisor.rules.goodput_spans import goodput_spans, save_upper_bounds_by_row
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
@@ -149,9 +149,11 @@ def estimate_job(
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - policy.mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
+    upper_s = checkpoint_upper_bounds_s(timeline, run_id)
+    upper_by_row = save_upper_bounds_by_row(timeline, run_id, upper_s)  # for goodput_spans
     cost = estimate_checkpoint_cost(
         *checkpoint_durations_s(timeline, run_id),
-        logged_upper_s=checkpoint_upper_bounds_s(timeline, run_id),
+        logged_upper_s=upper_s,
         window=window,
         confidence=confidence,
     )
@@ -303,7 +305,9 @@ def estimate_job(
         interruptions=tuple(interruptions),
         goodput_current=goodput_now,
         goodput_recommended=goodput_best,
-        goodput_spans=goodput_spans(timeline, interruptions, run_id, saves, step_time_s=step_s),
+        goodput_spans=goodput_spans(
+            timeline, interruptions, run_id, saves, step_time_s=step_s, upper_by_row=upper_by_row
+        ),
     )
 
 
