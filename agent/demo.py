@@ -18,9 +18,11 @@ from typing import Any
 
 from ckpt_advisor.agent.app import build_daemon
 from ckpt_advisor.agent.config import parse_config
+from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notify.message import unescape_slack
 from ckpt_advisor.agent.synth import SynthJob, simulate
 from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.rules.goodput import Goodput
 from ckpt_advisor.rules.interval import daly_interval_s
 
 JOB = "demo-llama-8b"
@@ -114,8 +116,15 @@ def run_demo(
     finally:
         daemon.stop()
         thread.join(timeout=30)
+    spans = Estimator().estimate(daemon.store, JOB, time.time()).goodput_spans
+    goodput = None if spans is None or not len(spans) else spans.breakdown()
     return _report(
-        root, job, daemon.store.estimate_history(job=JOB, latest_only=True), messages, echo
+        root,
+        job,
+        daemon.store.estimate_history(job=JOB, latest_only=True),
+        messages,
+        echo,
+        goodput,
     )
 
 
@@ -134,6 +143,7 @@ def _report(
     latest: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     echo: Callable[[str], None],
+    goodput: Goodput | None = None,
 ) -> int:
     if not messages or not latest:
         echo("The daemon made no recommendation (see the log above).")
@@ -157,6 +167,12 @@ def _report(
         echo(f"{name:24}{format_duration(truth):>14}{shown:>14}")
     if est.get("recommended_setting"):
         echo(f"{'recommended setting':24}{'':>14}{est['recommended_setting']:>14}")
+    if goodput is not None and goodput.goodput is not None:
+        since, until = (datetime.fromtimestamp(t, UTC) for t in (goodput.since_s, goodput.until_s))
+        spent = job.truth_seconds(since, until)
+        true_goodput = spent["productive"] / max(sum(spent.values()), 1.0)
+        echo(f"{'goodput (kept / wall)':24}{true_goodput:>14.1%}{goodput.goodput:>14.1%}")
     echo(f"\nFiles, config and store: {root}")
     echo(f"Try: ckpt-advisor estimates --db {root / 'state' / 'ckpt-advisor.db'}")
+    echo(f"     ckpt-advisor goodput --job {JOB} --db {root / 'state' / 'ckpt-advisor.db'}")
     return 0
