@@ -64,16 +64,49 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
         return uppers
     step_s = float(np.median(rates))
     times, steps = timeline.time_s, timeline.step
-    for i, (end, logged_s) in enumerate(zip(ends.tolist(), logged.tolist(), strict=True)):
-        saved = steps[end]
-        after = stepped[np.searchsorted(stepped, end, "right") :]
-        after = after[run_id[after] == run_id[end]]
-        after = after[steps[after] > saved] if np.isfinite(saved) else after[:0]
-        if after.size and times[after[0]] - times[end] >= 1.0:
-            k = int(after[0])
-            upper_s = times[k] + 1.0 - (times[end] - logged_s) - (steps[k] - saved) * step_s
-            uppers[i] = upper_s if upper_s >= logged_s else np.nan
+    first = _first_step_past(stepped, steps, run_id, ends)
+    bounded = (first >= 0) & (times[np.maximum(first, 0)] - times[ends] >= 1.0)
+    k, at, logged_s = first[bounded], ends[bounded], logged[bounded]
+    upper_s = times[k] + 1.0 - (times[at] - logged_s) - (steps[k] - steps[at]) * step_s
+    uppers[bounded] = np.where(upper_s >= logged_s, upper_s, np.nan)
     return uppers
+
+
+def _first_step_past(
+    stepped: IntArray, steps: FloatArray, run_id: IntArray, ends: IntArray
+) -> IntArray:
+    """For each save end: the timeline index of the first ``step`` observation after it, in
+    its run, whose step exceeds the save's, else -1 (also for a save with no step).
+
+    Linear in the observations when the first steps after a save pass it (a bar counts up):
+    a cursor per save moves over ``stepped``, all saves at once, one numpy pass per step
+    passed over; the few saves still looking after :data:`_VECTOR_PASSES` passes scan their
+    run's remaining steps one by one."""
+    saved = steps[ends]
+    cursor = np.searchsorted(stepped, ends, "right")
+    result = np.full(ends.size, -1, np.intp)
+    looking = np.flatnonzero(np.isfinite(saved) & (cursor < stepped.size))
+    for _ in range(_VECTOR_PASSES):
+        if not looking.size:
+            return result
+        candidate = stepped[cursor[looking]]
+        same_run = run_id[candidate] == run_id[ends[looking]]
+        past = same_run & (steps[candidate] > saved[looking])
+        result[looking[past]] = candidate[past]
+        going = looking[same_run & ~past]
+        cursor[going] += 1
+        looking = going[cursor[going] < stepped.size]
+    for i in looking.tolist():  # a long stretch of steps at or below the save's: rare
+        after = stepped[cursor[i] :]
+        after = after[run_id[after] == run_id[ends[i]]]
+        past_steps = after[steps[after] > saved[i]]
+        if past_steps.size:
+            result[i] = past_steps[0]
+    return result
+
+
+_VECTOR_PASSES = 32
+"""Cursor passes of :func:`_first_step_past` before the saves still looking are scanned singly."""
 
 
 def interval_range_s(

@@ -218,9 +218,11 @@ def redated_failures(
     anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE)
     next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
     member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
+    # failure times ascend, so each interruption's members are one slice of them
+    bounds = np.searchsorted(member, np.arange(len(interruptions) + 1), "left")
     since = clamped = 0
     for k in range(len(interruptions)):
-        members = np.flatnonzero(member == k)
+        members = np.arange(bounds[k], bounds[k + 1])
         first = failures[members[0]]
         after = np.searchsorted(next_lines, first, "right")
         until = int(next_lines[after]) if after < next_lines.size else times.size

@@ -12,6 +12,7 @@ from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
 from ckpt_advisor.rules.cost import (
     checkpoint_durations_s,
     estimate_checkpoint_cost,
+    log_save_durations_s,
     persist_latency_s,
 )
 from ckpt_advisor.rules.interruptions import cluster_interruptions
@@ -493,6 +494,60 @@ def test_a_step_that_carries_the_saves_time_gives_no_upper_bound() -> None:
         *checkpoint_durations_s(timeline, run_id), logged_upper_s=uppers
     )
     assert cost is not None and cost.range_s == (48.0, None)
+
+
+def _upper_bounds_one_save_at_a_time(timeline: Timeline, run_id: np.ndarray) -> np.ndarray:
+    """The definition of ``checkpoint_upper_bounds_s``, one save at a time (quadratic)."""
+    ends, logged = log_save_durations_s(timeline, run_id)
+    ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
+    uppers = np.full(ends.size, np.nan)
+    stepped = np.flatnonzero(
+        (timeline.kind == Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
+    )
+    rates = timeline.duration_s[stepped]
+    rates = rates[np.isfinite(rates) & (rates > 0.0)]
+    if not rates.size or not ends.size:
+        return uppers
+    step_s = float(np.median(rates))
+    times, steps = timeline.time_s, timeline.step
+    for i, (end, logged_s) in enumerate(zip(ends.tolist(), logged.tolist(), strict=True)):
+        saved = steps[end]
+        after = stepped[np.searchsorted(stepped, end, "right") :]
+        after = after[run_id[after] == run_id[end]]
+        after = after[steps[after] > saved] if np.isfinite(saved) else after[:0]
+        if after.size and times[after[0]] - times[end] >= 1.0:
+            k = int(after[0])
+            upper_s = times[k] + 1.0 - (times[end] - logged_s) - (steps[k] - saved) * step_s
+            uppers[i] = upper_s if upper_s >= logged_s else np.nan
+    return uppers
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_upper_bounds_of_every_save_at_once_equal_their_definition(seed: int) -> None:
+    """The vectorised upper bounds equal the per-save definition on random timelines of saves,
+    steps that go back, stall or jump, unknown steps and restarts (runs)."""
+    rng = np.random.default_rng(seed)
+    observations = []
+    t, step = 0.0, 0
+    for _ in range(400):
+        t += float(rng.exponential(20.0))
+        roll = rng.random()
+        if roll < 0.25:
+            observations.append(obs("checkpoint_start", t, step=step))
+            t += float(rng.uniform(0.0, 90.0))
+            duration = None if rng.random() < 0.3 else float(rng.uniform(1.0, 60.0))
+            observations.append(obs("checkpoint_end", t, step=step, duration_s=duration))
+        elif roll < 0.3:
+            observations.append(obs("resume", t, step=step - int(rng.integers(0, 50))))
+        else:
+            step += int(rng.choice([-3, 0, 0, 1, 5, 20]))
+            shown = None if rng.random() < 0.05 else step
+            observations.append(obs("step", t, step=shown, duration_s=float(rng.uniform(0.5, 2))))
+    timeline, run_id = prepared(observations)
+    np.testing.assert_array_equal(
+        checkpoint_upper_bounds_s(timeline, run_id),
+        _upper_bounds_one_save_at_a_time(timeline, run_id),
+    )
 
 
 def test_a_timing_file_cost_is_exact_and_its_range_is_its_interval() -> None:
