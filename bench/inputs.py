@@ -39,37 +39,65 @@ class LogTruth:
     days: float
 
 
-def _chunk(seed: int) -> SynthJob:
-    """One stretch: 1 s steps, a bar redraw per step, a metrics line every 20 steps (so a
-    physical line of about 1.2 kB), a save every 30 min costing 2 min, MTBF 12 h."""
+@dataclass(frozen=True)
+class LogShape:
+    """How a generated log is made: each of ``DISTINCT_CHUNKS`` stretches of ``chunk_days``
+    simulated by :func:`agent.synth.simulate` with these arguments (1 s steps)."""
+
+    name: str
+    chunk_days: float
+    mtbf_s: float
+    cost_s: float
+    interval_steps: int
+    restart_s: float
+    bar_every_steps: int
+    log_every_steps: int
+
+
+SPARSE = LogShape("sparse", CHUNK_DAYS, 12 * 3600.0, 120.0, 1800, 600.0, 1, 20)
+"""The issue-7 log: a bar redraw per step, a metrics line every 20 steps (so a physical line
+of about 1.2 kB), a save every 30 min costing 2 min, MTBF 12 h: ~8 events per MB."""
+
+DENSE = LogShape("dense", 2.0, 2500.0, 10.0, 20, 60.0, 1, 1)
+"""An event-dense log (issue 15): a metrics line after every step's bar redraw (~150 bytes a
+line), a save every 20 steps (~28 lines) costing 10 s, a failure every ~2,500 running seconds
+(every ~3,500 lines) restarted after 1 min: ~1,000 events per MB through the line-by-line
+parser, as many as the issue's 430,000 events in 404 MB."""
+
+
+def _chunk(shape: LogShape, seed: int) -> SynthJob:
     return simulate(
-        mtbf_s=12 * 3600.0,
-        cost_s=120.0,
-        interval_steps=1800,
+        mtbf_s=shape.mtbf_s,
+        cost_s=shape.cost_s,
+        interval_steps=shape.interval_steps,
         step_time_s=1.0,
-        restart_s=600.0,
-        duration_s=CHUNK_DAYS * 86400.0,
+        restart_s=shape.restart_s,
+        duration_s=shape.chunk_days * 86400.0,
         start=START,
         seed=seed,
-        bar_every_steps=1,
-        log_every_steps=20,
+        bar_every_steps=shape.bar_every_steps,
+        log_every_steps=shape.log_every_steps,
     )
 
 
 def _shift(text: bytes, days: float) -> bytes:
     """Move every ``YYYY-MM-DD HH:MM:SS`` stamp in ``text`` ``days`` later."""
     delta = timedelta(days=days)
+    moved: dict[bytes, bytes] = {}
 
-    def moved(m: re.Match[bytes]) -> bytes:
-        t = datetime.strptime(m.group().decode(), "%Y-%m-%d %H:%M:%S") + delta
-        return t.strftime("%Y-%m-%d %H:%M:%S").encode()
+    def move(m: re.Match[bytes]) -> bytes:
+        stamp = m.group()
+        if stamp not in moved:
+            t = datetime.strptime(stamp.decode(), "%Y-%m-%d %H:%M:%S") + delta
+            moved[stamp] = t.strftime("%Y-%m-%d %H:%M:%S").encode()
+        return moved[stamp]
 
-    return _TS.sub(moved, text)
+    return _TS.sub(move, text)
 
 
-def training_log(path: Path, size_bytes: int) -> LogTruth:
+def training_log(path: Path, size_bytes: int, shape: LogShape = SPARSE) -> LogTruth:
     """Write (or reuse, if already written with the same size) a log of at least
-    ``size_bytes`` bytes at ``path``; return what it holds."""
+    ``size_bytes`` bytes at ``path`` made as ``shape`` says; return what it holds."""
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists():
         truth = LogTruth(**json.loads(meta.read_text()))
@@ -78,7 +106,7 @@ def training_log(path: Path, size_bytes: int) -> LogTruth:
             return truth
     chunks = []
     for seed in range(DISTINCT_CHUNKS):
-        job = _chunk(seed)
+        job = _chunk(shape, seed)
         text = "".join(text for _, text in job.log).encode()
         chunks.append((text, job.n_saves, job.n_failures))
     written = lines = saves = failures = 0
@@ -86,14 +114,14 @@ def training_log(path: Path, size_bytes: int) -> LogTruth:
     with path.open("wb") as fh:
         while written < size_bytes:
             text, n_saves, n_failures = chunks[i % DISTINCT_CHUNKS]
-            data = _shift(text, i * CHUNK_DAYS) if i else text
+            data = _shift(text, i * shape.chunk_days) if i else text
             fh.write(data)
             written += len(data)
             lines += data.count(b"\n")
             saves += n_saves
             failures += n_failures
             i += 1
-    truth = LogTruth(written, lines, saves, failures, i * CHUNK_DAYS)
+    truth = LogTruth(written, lines, saves, failures, i * shape.chunk_days)
     meta.write_text(json.dumps(asdict(truth)))
     return truth
 
