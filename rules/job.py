@@ -164,8 +164,9 @@ def estimate_job(
         moved_s, n_clamped = redated_failures(timeline, interruptions, step_time_s=step_s)
         shifted_s = moved_s - timeline.time_s[timeline.failure_index]
         n_moved = int(np.count_nonzero(shifted_s > MATERIAL_SHIFT_S))
-        timeline = timeline.with_failure_times(moved_s)
-        interruptions, run_id, saves = runs(timeline)
+        if shifted_s.any():  # else the timeline, and so its runs, stay as they are
+            timeline = timeline.with_failure_times(moved_s)
+            interruptions, run_id, saves = runs(timeline)
     recent = [i for i in interruptions if i.start_s >= since_s]
     counted = [i for i in recent if not i.planned]
     exposure = exposure_s(timeline, run_id, since_s=since_s)
