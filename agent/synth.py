@@ -125,7 +125,7 @@ class SynthJob:
         (:attr:`truth`: completed saves block for their duration; the work since the last
         completed save, a save cut short included, is lost at each failure; restart is the
         downtime after it, and a run that dies again before it shows progress is part of the
-        same restart; the job never idles)."""
+        same restart; idle is the time between a clean stop and the next run, ``stops``)."""
         out = dict.fromkeys(("productive", "checkpoint", "lost", "restart", "idle"), 0.0)
         for bucket, start, end in self.truth:
             out[bucket] += max(0.0, (min(end, until) - max(start, since)).total_seconds())
@@ -187,6 +187,7 @@ def simulate(
     cost_sigma: float = 0.0,
     frozen_bar_s: float | None = None,
     lives_s: Sequence[float] | None = None,
+    stops: Sequence[tuple[float, float]] = (),
 ) -> SynthJob:
     """Simulate a job for ``duration_s`` of wall time.
 
@@ -199,6 +200,11 @@ def simulate(
 
     With ``lives_s`` the running time before each failure is given instead of drawn (after the
     last one the job runs to the end without failing): a job of a known shape.
+
+    With ``stops`` (pairs of wall seconds from the start and idle seconds, in time order) the
+    run ends cleanly ("Training completed.") at its first save at or after each offset, the job
+    is idle that long and a new run resumes from that save: idle time, as between two
+    allocations of a job that is not failing.
 
     With ``frozen_bar_s`` the bar's clock does not advance: every redraw shows that elapsed
     time and 99:00:00 remaining (``[12:00:00<99:00:00, 6.00s/it]``), as the bars of wrappers,
@@ -221,6 +227,9 @@ def simulate(
     total = math.ceil(duration_s / step_time_s)
     saved_step = 0
     run = 0
+    pending = list(stops)
+    start0 = t
+    fresh = True  # the run follows no interruption (the first, or one after a clean stop)
     while t < end:
         run_start = t
         if lives is not None:
@@ -265,11 +274,13 @@ def simulate(
                 _append_save(job, tpl, t, save_end, step, logged_cost_fraction)
                 job.truth += [("productive", kept, t), ("checkpoint", t, save_end)]
                 t, saved_step, kept = save_end, step, save_end
+                if pending and (t - start0).total_seconds() >= pending[0][0]:
+                    break
         if failed:
             t = min(fail_at, end)
             if fail_at <= end:
                 job.n_failures += 1
-                new = step - restart_step >= bar_every_steps or run == 0
+                new = step - restart_step >= bar_every_steps or fresh
                 job.n_interruptions += int(new)
                 job.log.extend((t, text) for text in traceback_lines(tpl, run))
                 job.truth += [
@@ -280,10 +291,17 @@ def simulate(
                 job.truth.append(("productive", kept, end))
             job.exposure_s += (t - run_start).total_seconds()
             t += timedelta(seconds=restart_s)
-            run += 1
+            run, fresh = run + 1, False
         else:
             job.exposure_s += (t - run_start).total_seconds()
-            job.truth.append(("productive", kept, min(t, end)))
+            if t >= end:
+                job.truth.append(("productive", kept, end))
+            else:  # a clean stop at a save (``stops``)
+                idle_s = pending.pop(0)[1]
+                job.log.extend((t, stamp(line, t) + "\n") for line in tpl.completed)
+                job.truth.append(("idle", t, min(end, t + timedelta(seconds=idle_s))))
+                t += timedelta(seconds=idle_s)
+                run, fresh = run + 1, True
     return job
 
 

@@ -254,12 +254,22 @@ WEEKS = [
     {"mtbf_s": 6 * HOUR, "cost_s": 240.0, "interval_steps": 1200, "seed": 0},
     {"mtbf_s": 2 * HOUR, "cost_s": 600.0, "interval_steps": 600, "restart_s": 1800.0, "seed": 5},
     {"mtbf_s": 6 * HOUR, "cost_s": 240.0, "interval_steps": 1200, "shape": 0.7, "seed": 6},
+    {
+        "mtbf_s": 8 * HOUR,
+        "cost_s": 300.0,
+        "interval_steps": 900,
+        "cost_sigma": 0.3,
+        "stops": [(36 * HOUR, 3 * HOUR), (96 * HOUR, 9 * HOUR)],
+        "seed": 7,
+    },
 ]
-"""Generated weeks: the demo's job, a short-MTBF job with long saves and restarts, and one with
-Weibull failures (k = 0.7)."""
+"""Generated weeks: the demo's job, a short-MTBF job with long saves and restarts, one with
+Weibull failures (k = 0.7), and one with saves of varied length that stops cleanly twice and
+idles 3 h and 9 h before its next run."""
+IDS = ["demo", "short-mtbf", "weibull", "idle"]
 
 
-@pytest.mark.parametrize("week", WEEKS, ids=["demo", "short-mtbf", "weibull"])
+@pytest.mark.parametrize("week", WEEKS, ids=IDS)
 def test_every_bucket_is_within_2_percent_of_wall_time_with_a_timing_file(
     tmp_path: Path, week: dict[str, Any]
 ) -> None:
@@ -271,9 +281,10 @@ def test_every_bucket_is_within_2_percent_of_wall_time_with_a_timing_file(
     errors = _accuracy(job, out)
     assert max(abs(e) for e in errors.values()) < 0.02, errors
     assert out["n_interruptions"] == job.n_interruptions
+    assert out["idle_s"] == pytest.approx(sum(idle for _, idle in week.get("stops", ())), abs=1.0)
 
 
-@pytest.mark.parametrize("week", WEEKS, ids=["demo", "short-mtbf", "weibull"])
+@pytest.mark.parametrize("week", WEEKS, ids=IDS)
 def test_log_only_buckets_hold_the_truth_within_their_bounds(
     tmp_path: Path, week: dict[str, Any]
 ) -> None:
