@@ -22,8 +22,8 @@ _FILE_LINE = {"timing_file": "timing file", "log_lines": "log lines", "inferred"
 
 def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
     """Per bucket name: ``source`` (``timing_file``, ``log_lines`` or ``inferred``), ``bound``
-    (``lower``, ``upper`` or null for a measurement), ``range_s`` (``[low, high]``, an end null
-    when unknown) and ``how``, a sentence (``goodput --json`` ``measured_by``)."""
+    (``lower``, ``upper`` or null for a measurement), ``range_s`` (``[low, high]``) and
+    ``how``, a sentence (``goodput --json`` ``measured_by``)."""
     n_saves, n_int = g.n_saves, g.n_interruptions
     lower = g.checkpoint_is_lower_bound
     if g.checkpoint_source == "timing_file":
@@ -32,11 +32,8 @@ def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
         saves = (
             f"from each of {n_saves} save(s)' first line to its last: a lower bound (a log may "
             "not mark a save's end: HF Trainer logs none for the optimizer state); "
-            + (
-                f"{g.n_saves_unbounded} save(s) show no step after them, so no upper bound"
-                if g.checkpoint_upper_s is None
-                else "at most the time to the first step shown after each save"
-            )
+            "at most the time to the first step shown after each save (else to its run's next "
+            "line)"
         )
     else:
         saves = "no save seen"

@@ -62,8 +62,6 @@ class Goodput:
             lost hold any).
         checkpoint_source: ``"timing_file"``, ``"log_lines"``, or None without saves.
         n_saves: saves whose end lies in the window.
-        n_saves_unbounded: of those, log saves with no upper bound (no step shown after them,
-            or a start line only).
         n_interruptions: interruptions that began in the window.
         n_inferred: of those, the ones no failure line reported (a run that stopped silently
             before a new run: :meth:`rules.timeline.Timeline.with_unseen_interruptions`).
@@ -77,7 +75,6 @@ class Goodput:
     unlogged: FloatArray
     checkpoint_source: str | None
     n_saves: int
-    n_saves_unbounded: int
     n_interruptions: int
     n_inferred: int
     step_dated: bool
@@ -102,39 +99,33 @@ class Goodput:
         return self.checkpoint_source == "log_lines"
 
     @property
-    def checkpoint_upper_s(self) -> float | None:
+    def checkpoint_upper_s(self) -> float:
         """The most the saves can have blocked: ``checkpoint_s`` for a timing file; for log
-        saves, plus every stretch up to the first step after them, None when a save in the
-        window has no step after it (no upper bound)."""
+        saves, plus every stretch to the first step after each (else to its run's next line)."""
         if not self.checkpoint_is_lower_bound:
             return self[Bucket.CHECKPOINT]
-        if self.n_saves_unbounded:
-            return None
         return self[Bucket.CHECKPOINT] + float(self.unlogged.sum())
 
-    def range_s(self, bucket: Bucket) -> tuple[float | None, float | None]:
+    def range_s(self, bucket: Bucket) -> tuple[float, float]:
         """``(low, high)`` seconds the bucket may hold: a point for a timing file; for log
         saves, checkpoint from its value to :attr:`checkpoint_upper_s`, and productive and lost
-        from their value less their possibly unlogged save parts to their value. An end is
-        None when a save in the window has no upper bound."""
+        from their value less their possibly unlogged save parts to their value."""
         value = self[bucket]
         if not self.checkpoint_is_lower_bound:
             return value, value
         if bucket is Bucket.CHECKPOINT:
             return value, self.checkpoint_upper_s
-        if self.checkpoint_upper_s is None and bucket in (Bucket.PRODUCTIVE, Bucket.LOST):
-            return None, value
         return value - float(self.unlogged[bucket]), value
 
     @property
     def goodput_range(self) -> tuple[float | None, float | None]:
-        """``(low, high)``: goodput over :meth:`range_s` of productive (``low`` None when a log
-        save has no upper bound); both None for an empty window."""
+        """``(low, high)``: goodput over :meth:`range_s` of productive; both None for an empty
+        window."""
         wall = self.wall_s
         if wall <= 0:
             return None, None
         low, high = self.range_s(Bucket.PRODUCTIVE)
-        return (None if low is None else low / wall), (None if high is None else high / wall)
+        return low / wall, high / wall
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,8 +141,7 @@ class GoodputSpans:
         interruption: shape (m,), the :attr:`Interruption.id` a lost or restart span is owed
             to (lost work: the first interruption after it that it was not kept through), else 0.
         checkpoint_source: ``"timing_file"``, ``"log_lines"``, or None without saves.
-        save_end_s: shape (s,), when each save completed; ``save_unbounded``: shape (s,), True
-            for a log save with no upper bound of its blocking time.
+        save_end_s: shape (s,), when each save completed.
         interruption_start_s: shape (k,), when each interruption began;
             ``interruption_inferred``: shape (k,), True for one no failure line reported.
         step_dated: restarts end at progress re-dated by the step time (see :class:`Goodput`).
@@ -164,7 +154,6 @@ class GoodputSpans:
     interruption: IntArray
     checkpoint_source: str | None
     save_end_s: FloatArray
-    save_unbounded: BoolArray
     interruption_start_s: FloatArray
     interruption_inferred: BoolArray
     step_dated: bool
@@ -228,7 +217,6 @@ class GoodputSpans:
             unlogged=self.seconds(edges, unlogged=True)[0] if len(self) else np.zeros(len(Bucket)),
             checkpoint_source=self.checkpoint_source,
             n_saves=int(np.count_nonzero(saved)),
-            n_saves_unbounded=int(np.count_nonzero(saved & self.save_unbounded)),
             n_interruptions=int(np.count_nonzero(began)),
             n_inferred=int(np.count_nonzero(began & self.interruption_inferred)),
             step_dated=self.step_dated,

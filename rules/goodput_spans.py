@@ -72,7 +72,6 @@ def goodput_spans(
             interruption=np.zeros(0, np.intp),
             checkpoint_source=saves_at.source,
             save_end_s=saves_at.end_s,
-            save_unbounded=saves_at.unbounded,
             interruption_start_s=int_start,
             interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
             step_dated=step_time_s is not None,
@@ -119,7 +118,6 @@ def goodput_spans(
         interruption=owner[starts],
         checkpoint_source=saves_at.source,
         save_end_s=saves_at.end_s,
-        save_unbounded=saves_at.unbounded,
         interruption_start_s=int_start,
         interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
         step_dated=step_time_s is not None,
@@ -139,6 +137,18 @@ def save_upper_bounds_by_row(
     rows = timeline.row[bounded]
     out = np.full(int(timeline.row.max()) + 1 if timeline.row.size else 0, np.nan)
     out[rows[rows >= 0]] = uppers[rows >= 0]
+    return out
+
+
+def _next_line_s(times_s: FloatArray, run_id: IntArray, saves: IntArray) -> FloatArray:
+    """Per log save with no bound from a step (:func:`rules.bounds.checkpoint_upper_bounds_s`),
+    the latest its blocking can have lasted to in the spans: the next line of its run dated
+    after it (training logged again, so the save returned, or the run failed), else its own
+    end (nothing of the run follows it: there is no running time it can hide in)."""
+    nxt = np.searchsorted(times_s, times_s[saves], "right")
+    at = np.minimum(nxt, times_s.size - 1)
+    same = (nxt < times_s.size) & (run_id[at] == run_id[saves])
+    out: FloatArray = np.where(same, times_s[at], times_s[saves])
     return out
 
 
@@ -167,14 +177,14 @@ def _recoveries(
 class _Saves:
     """The saves of :func:`rules.progress.save_index` as spans: when each blocked training
     (``start_s`` to ``block_end_s``), when it completed (``end_s``, its mark), its step, and for
-    log saves the end of its plausible unlogged part (``upper_end_s``, NaN when none)."""
+    log saves the end of its plausible unlogged part (``upper_end_s``: from the first step after
+    it, else its run's next line, :func:`_next_line_s`; NaN for a timing file's)."""
 
     start_s: FloatArray
     block_end_s: FloatArray
     end_s: FloatArray
     step: FloatArray
     upper_end_s: FloatArray
-    unbounded: BoolArray
     source: str | None
 
     @classmethod
@@ -205,6 +215,8 @@ class _Saves:
             rows = timeline.row[saves]
             known = (rows >= 0) & (rows < upper_by_row.size)
             upper_end_s[known] = start_s[known] + upper_by_row[rows[known]]
+            open_ = ~np.isfinite(upper_end_s)
+            upper_end_s[open_] = _next_line_s(timeline.time_s, run_id, saves[open_])
         source = None if not saves.size else "timing_file" if timed.any() else "log_lines"
         return cls(
             start_s=start_s,
@@ -212,7 +224,6 @@ class _Saves:
             end_s=end_s,
             step=timeline.step[saves],
             upper_end_s=upper_end_s,
-            unbounded=~timed & ~np.isfinite(upper_end_s),
             source=source,
         )
 

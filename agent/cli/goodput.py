@@ -104,16 +104,14 @@ def goodput(
         low, high = out["measured_by"][name]["range_s"]
         shown = format_duration(seconds)
         if low != high:
-            shown = f"{format_duration(low) if low is not None else '?'} – " + (
-                format_duration(high) if high is not None else "?"
-            )
+            shown = f"{format_duration(low)} – {format_duration(high)}"
         share = f"{seconds / g.wall_s:.1%}" if g.wall_s else "-"
         gpu_h = [f"{out['gpu_hours'][name]:,.1f}"] if gpus else []
         rows.append([name, shown, share, *gpu_h, out["measured_by"][name]["how"]])
     good = "-" if g.goodput is None else f"{g.goodput:.1%}"
     low_good = out["goodput_range"][0]
-    if g.checkpoint_is_lower_bound:
-        good = f"{'?' if low_good is None else f'{low_good:.1%}'} to {good}"
+    if g.checkpoint_is_lower_bound and low_good is not None:
+        good = f"{low_good:.1%} to {good}"
     table(
         f"{job}: goodput {good} of {format_duration(g.wall_s)} wall time, "
         f"{short_time(out['window_start'])} to {short_time(out['window_end'])} UTC; "

@@ -38,7 +38,8 @@ def _table(observations: list[Observation]) -> list[tuple[float, float, str, int
 def test_a_crash_stamped_early_splits_into_the_five_buckets() -> None:
     """HF-like backfill: progress to the save at 1,000 s, the save's 40 s, the 600 s of steps
     until the failure (re-dated from 1,040 to 1,640 s by its step 800) lost, and restart until
-    the next run's first step (dated back by 2 s a step, but never before its start at 2,500 s)."""
+    the next run's first step (dated back by 2 s a step, but never before its start at
+    2,500 s); the save is bounded by its run's next line."""
     assert _table(hf_like_crash()) == [
         (0.0, 1000.0, "productive", 0),
         (1000.0, 1040.0, "checkpoint", 0),
@@ -48,9 +49,12 @@ def test_a_crash_stamped_early_splits_into_the_five_buckets() -> None:
     g = _spans(hf_like_crash()).breakdown()
     assert g.goodput == pytest.approx(1000.0 / 2500.0)
     assert g.checkpoint_is_lower_bound
-    assert g.checkpoint_upper_s is None  # the step after the save carries the save's stamp
-    assert g.goodput_range == (None, pytest.approx(0.4))
-    assert (g.n_saves, g.n_saves_unbounded, g.n_interruptions, g.n_inferred) == (1, 1, 1, 0)
+    # the step after the save carries the save's stamp: no bound from it; the run's next line,
+    # the failure re-dated to 1,640 s, closes the save (the lost 600 s may have been saving)
+    assert g.checkpoint_upper_s == pytest.approx(640.0)
+    assert g.range_s(Bucket.LOST) == (pytest.approx(0.0), pytest.approx(600.0))
+    assert g.goodput_range == (pytest.approx(0.4), pytest.approx(0.4))
+    assert (g.n_saves, g.n_interruptions, g.n_inferred) == (1, 1, 0)
 
 
 def test_the_captured_hf_runs_are_accounted_second_by_second() -> None:
