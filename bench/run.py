@@ -8,7 +8,8 @@ Inputs are generated deterministically under ``--work`` (kept between runs: the 
 written once). Every measured program runs as a child process of this one: ``ckpt-advisor
 ingest`` beside ``grep -c -E`` with the same keywords over the same file, the daemon for the
 live and many-file figures, and the CLI for start-up times. Timings are wall clock on whatever
-else the machine is doing; the grep ratio is the figure that travels between machines.
+else the machine is doing; the grep ratio is the figure that travels between machines. The
+goodput figures (issue 16, bench/goodput.py) are accuracy, not speed: they run in this process.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.goodput import bench_goodput
 from bench.inputs import DENSE, SPARSE, LogShape, remove_store, training_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -463,6 +465,7 @@ BENCHES = {
     "many": bench_many,
     "estimate": bench_estimate,
     "cli": bench_cli,
+    "goodput": bench_goodput,
 }
 
 
