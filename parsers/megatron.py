@@ -147,9 +147,11 @@ PATTERNS: tuple[Pattern, ...] = (
         kind=None,
         keyword="checkpoint from ",
         regex=re.compile(r"^ loading (?:distributed |release )?checkpoint from \S+"),
-        sample=" loading checkpoint from /ck at iteration 100",
-        source=f'{_CKPT} load_checkpoint: print_rank_0(f\' loading {{"distributed " if …}}'
-        "checkpoint from {load_dir} at iteration {iteration}')",
+        sample=" loading release checkpoint from "
+        "/mnt/nas2/work/Pai-Megatron-Patch/qwen-ckpts/Qwen2-0.5B-hf-to-mcore-te-tp1-pp1-new",
+        source=f"{_CKPT} load_checkpoint: print_rank_0(f' loading release checkpoint from "
+        "{load_dir}') (a Megatron log quoted in modelscope/ms-swift, 2024-07); the form with an "
+        "iteration is ``loading_at_iteration``'s, this entry only identifies the stack",
     ),
     Pattern(
         name="before_training",

@@ -10,7 +10,7 @@ import pytest
 from ckpt_advisor.parsers import STACKS, available_formats, make_parser
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.generic import Generic
-from ckpt_advisor.parsers.stack import Header, Pattern, Stack
+from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Stack
 
 
 def test_available_formats_lists_auto_stacks_and_timing_files() -> None:
@@ -67,10 +67,14 @@ def _message(stack: type[Stack], sample: str) -> str:
 )
 def test_every_pattern_matches_its_own_sample_line(stack: type[Stack], pattern: Pattern) -> None:
     """Each table entry's documented real sample line names its source, and its message (after
-    the stack's header) holds the keyword and is matched by the regex."""
+    the stack's header) holds the keyword and is matched first by that entry: no earlier entry
+    of the table shadows it on its own sample."""
     message = _message(stack, pattern.sample)
     assert pattern.keyword in message
     assert pattern.regex.search(message)
+    hit = stack(ParseContext(tz=UTC, year_hint=None, report=lambda _n, _r: None)).match(message)
+    assert hit is not None
+    assert hit[0].name == pattern.name
     assert pattern.source
 
 
