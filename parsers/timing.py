@@ -4,7 +4,11 @@ Fields: ``step`` (int, required); ``end`` (required) and either ``start`` or ``d
 optional ``blocking_s`` (the part that stalls training, for asynchronous checkpointing),
 ``path``, ``bytes`` and ``tier`` (where the save went: ``memory``, ``local`` or
 ``persistent``, for jobs that save to two tiers; :data:`TIERS`). Times are ISO 8601 (offset
-optional; naive means UTC) or Unix epoch seconds, as numbers or strings. Field names are
+optional; naive means UTC) or Unix epoch seconds, as numbers or strings; an epoch above
+:data:`MS_EPOCH_ABOVE` (no second count reaches it before the year 5138) is read as
+milliseconds, as JavaScript and Java write them, and one above :data:`MAX_MS_EPOCH` is refused
+("microseconds?"). A save lasts at most :data:`MAX_SAVE_S` (7 days: longer is a unit error or a
+corrupt record), and its ``blocking_s`` never exceeds its whole duration. Field names are
 case-sensitive in JSON; CSV header names are compared after stripping and lower-casing.
 
 Each record gives one ``checkpoint_end`` event: ``time`` = end, ``step``, ``duration_s`` = the
@@ -29,6 +33,13 @@ from ckpt_advisor.parsers.timestamps import parse_iso_or_epoch
 JSONL = "timing_jsonl"
 CSV = "timing_csv"
 REQUIRED_COLUMNS = frozenset(("step", "end"))
+MAX_SAVE_S = 7 * 86400.0
+"""The longest save a record may give (``duration_s``, ``blocking_s`` or ``end − start``)."""
+MS_EPOCH_ABOVE = 1e11
+"""An epoch number above this is milliseconds (1e11 s is the year 5138; 1e11 ms is 1973)."""
+MAX_MS_EPOCH = 1e14
+"""An epoch number above this is refused: the year 5138 in milliseconds, so microseconds or
+nanoseconds."""
 TIERS = ("memory", "local", "persistent")
 """Values of the ``tier`` field, least durable first (``rules/tiers.py`` ``Tier``: a test checks
 they agree)."""
@@ -53,12 +64,18 @@ def timing_event(fields: Mapping[str, object], lineno: int, parser: str) -> Even
         total_s = (end - _as_time(start, "start")).total_seconds()
         if total_s < 0:
             raise ValueError("end is before start")
+        _as_save(total_s, "end - start")
     elif fields.get("duration_s") is not None:
-        total_s = _as_number(fields["duration_s"], "duration_s")
+        total_s = _as_save(_as_number(fields["duration_s"], "duration_s"), "duration_s")
     else:
         raise ValueError("needs start or duration_s")
     blocking = fields.get("blocking_s")
     blocking_s = None if blocking is None else _as_number(blocking, "blocking_s")
+    if blocking_s is not None and blocking_s > total_s:
+        raise ValueError(
+            f"blocking_s ({blocking_s:g} s) exceeds the save's whole duration ({total_s:g} s): "
+            "the part that stalls training is part of the save"
+        )
     if fields.get("bytes") is not None:
         _as_number(fields["bytes"], "bytes")
     path = fields.get("path")
@@ -185,6 +202,15 @@ def _as_number(value: object, field: str) -> float:
     return number
 
 
+def _as_save(seconds: float, field: str) -> float:
+    if seconds > MAX_SAVE_S:
+        raise ValueError(
+            f"{field} is {seconds:.6g} s, longer than a save can last (7 days, "
+            f"{MAX_SAVE_S:.0f} s): a unit error (milliseconds?) or a corrupt record"
+        )
+    return seconds
+
+
 def _as_step(value: object) -> int:
     if value is None:
         raise ValueError("missing step")
@@ -199,7 +225,25 @@ def _as_time(value: object, field: str) -> datetime:
         raise ValueError(f"missing {field}")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{field} must be an ISO 8601 string or epoch seconds")
+    epoch = _epoch_number(value)
+    if epoch is not None and epoch > MS_EPOCH_ABOVE:
+        if epoch > MAX_MS_EPOCH:
+            raise ValueError(
+                f"{field} {epoch:.6g} is too large for epoch seconds or milliseconds "
+                "(microseconds? nanoseconds?): write Unix seconds"
+            )
+        value = epoch / 1000.0  # milliseconds
     try:
         return parse_iso_or_epoch(value)
     except ValueError as exc:
         raise ValueError(f"bad {field}: {exc}") from exc
+
+
+def _epoch_number(value: int | float | str) -> float | None:
+    """``value`` as a number of the epoch, or None when it is not one (an ISO string)."""
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(value.strip())
+    except ValueError:
+        return None

@@ -44,6 +44,11 @@ def test_jsonl_records_of_every_shape() -> None:
         ('{"step": 1, "end": 1795993260, "duration_s": NaN}', "duration_s must be finite"),
         ('{"step": 1, "end": "tomorrow", "duration_s": 3}', "bad end"),
         ('{"step": 1, "end": [1], "duration_s": 3}', "end must be"),
+        ('{"step": 1, "end": 1795993260, "duration_s": 1e308}', "longer than a save can last"),
+        ('{"step": 1, "end": 1795993260, "duration_s": 604801}', "longer than a save can last"),
+        ('{"step": 1, "start": 1795000000, "end": 1795993260}', "end - start is 993260 s"),
+        ('{"step": 1, "end": 1795993260, "duration_s": 10, "blocking_s": 50}', "blocking_s (50 s)"),
+        ('{"step": 1, "end": 1795993260000000, "duration_s": 3}', "microseconds?"),
     ],
 )
 def test_a_bad_jsonl_record_is_skipped_with_its_reason(line: str, reason: str) -> None:
@@ -94,3 +99,33 @@ def test_auto_tells_timing_files_from_logs(first_line: str, name: str) -> None:
     """The first non-blank line decides between JSONL, CSV and a training log."""
     _, parser = parse(["", first_line])
     assert parser.name == name
+
+
+def test_millisecond_epochs_are_read_as_milliseconds() -> None:
+    """An epoch number no second count reaches before the year 5138 (JavaScript's and Java's
+    milliseconds, number or string) is read as milliseconds, not refused as "year 57883"."""
+    lines = [
+        '{"step": 1, "start": 1795993200000, "end": 1795993260500}',
+        '{"step": 2, "end": "1795993320000", "duration_s": 12}',
+    ]
+    events, parser = parse(lines, fmt="timing_jsonl")
+    assert summary(events) == [
+        (END, 1, utc("2026-11-29 23:01:00.5"), 1, 60.5, None),
+        (END, 2, utc("2026-11-29 23:02:00"), 2, 12.0, None),
+    ]
+    assert parser.misses == 0
+
+
+def test_the_longest_save_and_a_blocking_part_equal_to_it_are_accepted() -> None:
+    """The bounds are inclusive: a save of exactly 7 days, and a synchronous save whose
+    blocking part is the whole save, are records like any other."""
+    lines = [
+        '{"step": 1, "end": 1795993260, "duration_s": 604800}',
+        '{"step": 2, "end": 1795993260, "duration_s": 30, "blocking_s": 30, "tier": "memory"}',
+    ]
+    events, parser = parse(lines, fmt="timing_jsonl")
+    assert [(e.duration_s, e.persist_s, e.tier) for e in events] == [
+        (604800.0, None, None),
+        (30.0, 30.0, "memory"),
+    ]
+    assert parser.misses == 0
