@@ -174,8 +174,8 @@ class HfTrainer(Stack):
         self._save: _Save | None = None
         self._max_steps: int | None = None
         self._bar_step: int | None = None
-        self._step_event: tuple[int, bool] | None = None
-        """(step, timed) of the last ``step`` event."""
+        self._step_event: int | None = None
+        """Step of the last ``step`` event of this run (one event per step)."""
 
     def on_record(self, record: Record) -> list[Event]:
         """Pair saves with their last "saved in" line; other messages go by the table."""
@@ -200,6 +200,8 @@ class HfTrainer(Stack):
             events.append(start)
         elif pattern.kind is not None:
             events.append(self.event(pattern.kind, record, m))
+            if pattern.kind in (EventKind.RUN_START, EventKind.RESUME):
+                self._step_event = None  # a new run may show a step the last one showed
         return events
 
     def is_training_bar(self, bar: Bar) -> bool:
@@ -208,16 +210,18 @@ class HfTrainer(Stack):
         return bar.desc is None and (self._max_steps is None or bar.total == self._max_steps)
 
     def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
-        """Turn the training bar's last state on a line into at most one ``step`` event."""
+        """Turn the training bar's last state on a line into at most one ``step`` event, and
+        none for a step already given: tqdm redraws the same state after every record printed
+        above the bar (``tqdm.write``), so two adjacent lines often show one step; the record
+        glued to the second (a save's start) carries its time itself."""
         if bar.n == 0 or not self.is_training_bar(bar):
             return []
         events: list[Event] = []
         self._bar_step = bar.n
         if self._save is not None and (self._save.step is None or bar.n > self._save.step):
             events.extend(self._close_save())
-        timed = time is not None  # a timed repeat of the last step is worth a second event
-        if self._step_event is None or self._step_event[0] != bar.n or timed > self._step_event[1]:
-            self._step_event = (bar.n, timed)
+        if self._step_event != bar.n:
+            self._step_event = bar.n
             events.append(
                 Event(
                     EventKind.STEP,

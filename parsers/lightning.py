@@ -22,17 +22,26 @@ What is recognised:
 * ``GPU available: …``, ``[rank: N] …`` messages and warning paths under
   ``lightning/pytorch/`` only identify the stack.
 
-Lightning's own progress bars count batches within the epoch, not global steps
-(docs/FORMATS.md §0.12),
-so they give no ``step`` events.
+Lightning's progress bar (``TQDMProgressBar``: ``Epoch 0:  65%|██▌ | 130/200 [00:03<00:01,
+41.42it/s, v_num=0]``; ``RichProgressBar``, the default when rich is installed: ``Epoch 0/-2 ━━━
+130/200 0:00:03 • 0:00:02 41.42it/s v_num: 0.000``) counts batches within the epoch, not global
+steps (docs/FORMATS.md §0.12). A reading gives a ``step`` event, and so the step of a failure
+after it, only where batches map onto steps: in epoch 0 batch n is step n (one optimizer step a
+batch, Lightning's default ``accumulate_grad_batches=1``), and in any epoch where a save line
+followed a reading of the same epoch on the same or the next line, step = the save's step plus
+the batches since that reading. A reading that gives no more than the last step a save or resume
+confirmed gives nothing; neither does a later epoch without such an anchor. The bar's clock
+restarts every epoch, so it never dates lines.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
-from ckpt_advisor.parsers.events import EventKind
-from ckpt_advisor.parsers.stack import Pattern, Stack
+from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.stack import ParseContext, Pattern, Record, Stack
+from ckpt_advisor.parsers.text import Bar, last_bar
 
 _MODEL_CHECKPOINT = "lightning 2.6 src/lightning/pytorch/callbacks/model_checkpoint.py"
 _CHECKPOINT_CONNECTOR = (
@@ -52,23 +61,25 @@ MIDEPOCH_RESUME = Pattern(
 )
 """Shared with ``parsers/nemo.py`` (NeMo routes Lightning's warnings through its logger)."""
 
+SAVE_START = Pattern(
+    name="checkpoint_start",
+    kind=EventKind.CHECKPOINT_START,
+    keyword="saving model to ",
+    regex=re.compile(
+        r"Epoch (?P<epoch>\d+), (?:global )?step (?P<step>\d+): "
+        r"(?:'[^']*'|\"[^\"]*\") reached \S+ \(best \S+\), "
+        r"saving model to (?P<quote>['\"])(?P<path>.*?)(?P=quote) as top \d+"
+    ),
+    sample="Epoch 0, global step 40: 'train_loss' reached 0.03073 (best 0.03073), saving "
+    "model to '/data/lt/epoch=0-step=40.ckpt' as top 1",
+    source=f'{_MODEL_CHECKPOINT} _update_best_and_save: f"Epoch {{epoch:d}}, global step '
+    "{step:d}: {self.monitor!r} reached {current:0.5f} (best {self.best_model_score:0.5f}), "
+    'saving model to {filepath!r} as top {k}"',
+)
+
 PATTERNS: tuple[Pattern, ...] = (
     MIDEPOCH_RESUME,
-    Pattern(
-        name="checkpoint_start",
-        kind=EventKind.CHECKPOINT_START,
-        keyword="saving model to ",
-        regex=re.compile(
-            r"Epoch (?P<epoch>\d+), (?:global )?step (?P<step>\d+): "
-            r"(?:'[^']*'|\"[^\"]*\") reached \S+ \(best \S+\), "
-            r"saving model to (?P<quote>['\"])(?P<path>.*?)(?P=quote) as top \d+"
-        ),
-        sample="Epoch 0, global step 40: 'train_loss' reached 0.03073 (best 0.03073), saving "
-        "model to '/data/lt/epoch=0-step=40.ckpt' as top 1",
-        source=f'{_MODEL_CHECKPOINT} _update_best_and_save: f"Epoch {{epoch:d}}, global step '
-        "{step:d}: {self.monitor!r} reached {current:0.5f} (best {self.best_model_score:0.5f}), "
-        'saving model to {filepath!r} as top {k}"',
-    ),
+    SAVE_START,
     Pattern(
         name="resume",
         kind=EventKind.RESUME,
@@ -129,9 +140,95 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
+RICH_BAR = re.compile(
+    r"(?P<desc>Epoch \d+(?:/-?\d+)?) [^\d\r]*?(?P<n>\d{1,15})/(?P<total>\d{1,15}|\?) +"
+    r"(?P<elapsed>[\d:]+) • (?:[-\d:]+|\?) +(?P<rate>\d{1,15}(?:\.\d{1,15})?|\?)(?P<unit>it/s|s/it)"
+)
+"""``RichProgressBar``'s training bar: the description (``Epoch 0/-2``: epoch / max_epochs - 1),
+the bar, ``BatchesProcessedColumn`` (``130/200``), ``CustomTimeColumn`` (elapsed • remaining)
+and ``ProcessingSpeedColumn`` (lightning 2.6 ``callbacks/progress/rich_progress.py``; the real
+``agent/fixtures/real/lightning_crash.log`` line 22)."""
+
+_EPOCH = re.compile(r"Epoch (\d+)")
+
+
+def rich_bar(line: str) -> Bar | None:
+    """The last ``RichProgressBar`` training-bar state on ``line``, or None (an unknown total,
+    ``130/?``, is 0)."""
+    rate_at = max(line.rfind("it/s"), line.rfind("s/it"))
+    if rate_at < 0:
+        return None
+    m = RICH_BAR.search(line, line.rfind("\r", 0, rate_at) + 1)
+    if m is None:
+        return None
+    rate = m["rate"]
+    seconds_per_it = None
+    if rate != "?" and float(rate) > 0:
+        seconds_per_it = float(rate) if m["unit"] == "s/it" else 1.0 / float(rate)
+    elapsed_s = 0.0
+    for part in m["elapsed"].split(":"):
+        elapsed_s = elapsed_s * 60 + int(part or 0)
+    total = int(m["total"]) if m["total"].isdigit() else 0
+    return Bar(m["desc"], int(m["n"]), total, seconds_per_it, m.end(), elapsed_s)
+
+
 class Lightning(Stack):
-    """Lightning stack: a stateless pattern table; checkpoint paths carry ``step=N``."""
+    """Lightning stack: the pattern table (checkpoint paths carry ``step=N``) and the progress
+    bar's batches mapped onto global steps where they can be (the module docstring)."""
 
     name = "lightning"
     patterns = PATTERNS
     step_in_path = re.compile(r"(?<!\w)step=(\d+)")
+    reads_bars = True
+
+    def __init__(self, context: ParseContext) -> None:
+        super().__init__(context)
+        self._offsets: dict[int, int] = {0: 0}
+        """Per epoch, global step minus the bar's batch count (epoch 0: none, by default)."""
+        self._reading: tuple[int, int, int] | None = None
+        """(epoch, batches, line) of the last bar reading."""
+
+    def last_bar(self, line: str) -> Bar | None:
+        """The last bar state on ``line``: tqdm's (``Epoch 0: …|``) or rich's."""
+        return last_bar(line) or rich_bar(line)
+
+    def is_training_bar(self, bar: Bar) -> bool:
+        """Never: the bar restarts every epoch, so its clock dates nothing."""
+        return False
+
+    def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
+        """A ``step`` event for a training-bar reading that maps onto a global step beyond the
+        last one confirmed (the module docstring), else nothing."""
+        epoch = _EPOCH.match(bar.desc or "")
+        if epoch is None or bar.n == 0:
+            return []
+        self._reading = (int(epoch[1]), bar.n, lineno)
+        offset = self._offsets.get(int(epoch[1]))
+        if offset is None or (self.last_step is not None and bar.n + offset <= self.last_step):
+            return []
+        self.last_step = bar.n + offset
+        return [
+            Event(
+                EventKind.STEP,
+                lineno,
+                self.name,
+                time=time,
+                step=self.last_step,
+                duration_s=bar.seconds_per_it,
+            )
+        ]
+
+    def on_record(self, record: Record) -> list[Event]:
+        """The table's events; a save line right after a bar reading of its epoch anchors that
+        epoch's batches to its global step."""
+        hit = self.match(record.msg)
+        if hit is None or hit[0].kind is None:
+            return []
+        pattern, m = hit
+        event = self.event(pattern.kind, record, m)
+        reading = self._reading
+        if pattern is SAVE_START and event.step is not None and reading is not None:
+            epoch, batches, line = reading
+            if epoch == int(m["epoch"]) and record.line - line <= 1:
+                self._offsets[epoch] = event.step - batches
+        return self.pair(event)

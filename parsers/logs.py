@@ -3,8 +3,9 @@
 Per physical line:
 
 1. ANSI escapes are stripped (only if the line has an ESC).
-2. If the stack reads tqdm bars and the line holds a rate (``it/s``/``s/it``), the LAST bar
-   state on the line is handed to the stack (at most one ``step`` event per line).
+2. If the stack reads its progress bar and the line holds a rate (``it/s``/``s/it``), the LAST
+   bar state on the line (:meth:`~parsers.stack.Stack.last_bar`) is handed to the stack (at
+   most one ``step`` event per line); a training bar also keeps the file's clock.
 3. Unless a traceback is open or the stack waits for a continuation line, a line that holds
    none of the keywords (literals of every header, pattern and failure start) stops here: most
    of a big log is bar redraws, and they cost a few substring scans.
@@ -40,7 +41,7 @@ from ckpt_advisor.parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from ckpt_advisor.parsers.failures import FailureLines
 from ckpt_advisor.parsers.stack import Stack
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
-from ckpt_advisor.parsers.text import RATE_MARKERS, last_bar, records, strip_ansi
+from ckpt_advisor.parsers.text import RATE_MARKERS, records, strip_ansi
 
 AUTO = "auto"
 
@@ -128,11 +129,15 @@ class LogParser(StreamParser):
                     break
         stack = self._stack
         if stack is not None and stack.reads_bars and ("it/s" in line or "s/it" in line):
-            bar = last_bar(line)
-            if bar is not None and stack.is_training_bar(bar):
-                glued_time = stack.header_time(line[bar.end :], lineno)
-                glued = None if glued_time is None else self._clock.corrected(glued_time, lineno)
-                self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
+            bar = stack.last_bar(line)
+            if bar is not None:
+                glued_time = None
+                if stack.is_training_bar(bar):  # a bar that keeps the file's clock
+                    glued_time = stack.header_time(line[bar.end :], lineno)
+                    glued = (
+                        None if glued_time is None else self._clock.corrected(glued_time, lineno)
+                    )
+                    self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
                 self._note(events, stack.on_bar(bar, lineno, glued_time))
         if wanted or self._failures.active or (stack is not None and stack.pending):
             for piece in records(line):

@@ -24,7 +24,7 @@ from typing import ClassVar, NamedTuple
 
 from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.events import Event, EventKind
-from ckpt_advisor.parsers.text import Bar, KeywordTable
+from ckpt_advisor.parsers.text import Bar, KeywordTable, last_bar
 from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
 
 DETAIL_CHARS = 200
@@ -180,7 +180,10 @@ class Stack:
     patterns: ClassVar[tuple[Pattern, ...]]
     step_in_path: ClassVar[re.Pattern[str] | None] = None
     reads_bars: ClassVar[bool] = False
-    """True when the stack's plain tqdm bar counts global steps (then :meth:`on_bar` is called)."""
+    """True when the stack reads its progress bar: :meth:`on_bar` is called with the last bar
+    state (:meth:`last_bar`) of each line that shows a rate; a bar :meth:`is_training_bar`
+    calls true also keeps the file's clock (it counts global steps, and its elapsed time runs
+    on through the run)."""
 
     def __init__(self, context: ParseContext) -> None:
         self.context = context
@@ -291,10 +294,15 @@ class Stack:
             self.last_step = event.step
         return [event]
 
-    def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
-        """React to the last tqdm bar state on line ``lineno`` (only if :attr:`reads_bars`).
+    def last_bar(self, line: str) -> Bar | None:
+        """The last progress-bar state drawn on ``line`` (only if :attr:`reads_bars`): by
+        default tqdm's (:func:`parsers.text.last_bar`)."""
+        return last_bar(line)
 
-        ``time`` is the time of a record glued after the bar on the same line, if any.
+    def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
+        """React to the last bar state on line ``lineno`` (only if :attr:`reads_bars`).
+
+        ``time`` is the time of a record glued after a training bar on the same line, if any.
         """
         return []
 

@@ -1,9 +1,16 @@
-"""Lightning: ModelCheckpoint lines, restores and fit stops, all untimed."""
+"""Lightning: ModelCheckpoint lines, restores and fit stops, all untimed; the progress bar's
+batches mapped onto global steps where they can be."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from ckpt_advisor.parsers.events import EventKind
-from tests.parsers._helpers import parse, summary
+from tests.parsers._helpers import parse, read_lines, summary
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_not_in_top_k_saves_nothing() -> None:
@@ -57,3 +64,39 @@ def test_fit_stopped_by_max_epochs_ends_the_run_without_a_step() -> None:
     """Any ``Trainer.fit`` stop is a clean run end; only ``max_steps`` names the step."""
     events, _ = parse(["`Trainer.fit` stopped: `max_epochs=3` reached."], fmt="lightning")
     assert summary(events) == [(EventKind.RUN_END, 1, None, None, None, None)]
+
+
+def test_default_tqdm_bar_gives_the_failure_the_last_step_it_reached() -> None:
+    """Lightning's TQDM bar counts batches per epoch: epoch 0's batches are its steps, a later
+    epoch's are mapped through the save line glued to its bar (epoch 2, batch 20 = step 120),
+    so the CUDA error after batch 30 of epoch 2 is at step 130 (real capture, 50 batches an
+    epoch); epoch 1 before its save has no anchor and gives no step."""
+    events, parser = parse(read_lines(FIXTURES / "lightning" / "lightning_bar.log"))
+    assert parser.name == "lightning"
+    assert [(e.kind, e.line, e.step) for e in events] == [
+        (EventKind.STEP, 19, 40),
+        (EventKind.CHECKPOINT_START, 19, 40),
+        (EventKind.CHECKPOINT_START, 20, 80),
+        (EventKind.CHECKPOINT_START, 21, 120),
+        (EventKind.STEP, 22, 130),
+        (EventKind.FAILURE, 22, 130),
+    ]
+    assert events[0].duration_s == pytest.approx(1 / 300.25)  # the bar's batches a second
+
+
+def test_a_bar_behind_the_last_save_or_of_an_unanchored_epoch_gives_no_step() -> None:
+    """A reading no further than the step a save confirmed, or from an epoch after 0 that no
+    save line has tied to global steps, is not taken as a step (no guess)."""
+    lines = [
+        "GPU available: False, used: False",
+        "Epoch 0:  80%|████████  | 40/50 [00:00<00:00, 300.25it/s, v_num=0]Epoch 0, global step "
+        "40: 'train_loss' reached 1.84330 (best 1.84330), saving model to '/data/lt/epoch=0-step"
+        "=40.ckpt' as top 1",
+        "Epoch 0:  80%|████████  | 40/50 [00:00<00:00, 300.50it/s, v_num=0]",
+        "Epoch 1:  40%|████      | 20/50 [00:00<00:00, 287.16it/s, v_num=0]",
+    ]
+    events, _ = parse(lines, fmt="lightning")
+    assert [(e.kind, e.step) for e in events] == [
+        (EventKind.STEP, 40),
+        (EventKind.CHECKPOINT_START, 40),
+    ]
