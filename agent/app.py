@@ -103,11 +103,9 @@ def watch_specs(config: Config) -> list[WatchSpec]:
     for job in config.jobs:
         if job.logs:
             custom = tuple(pattern.compiled() for pattern in job.patterns)
-            specs.append(
-                WatchSpec(job.name, tuple(job.logs), timing=False, fmt=job.format, custom=custom)
-            )
-        if job.timings:
-            specs.append(WatchSpec(job.name, tuple(job.timings), timing=True))
+            specs.append(WatchSpec(job.name, tuple(job.logs), fmt=job.format, custom=custom))
+        if job.timings:  # a timing file is known by its records (``auto``), not by its glob
+            specs.append(WatchSpec(job.name, tuple(job.timings)))
     return specs
 
 

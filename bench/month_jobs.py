@@ -117,8 +117,8 @@ def run_scenario(scenario: Scenario, workdir: Path, *, seed: int = 0) -> Row:
     timings.write_text("".join(text for _, text in job.timings), encoding="utf-8")
     store = open_store(workdir / "ckpt.db")
     specs = [
-        WatchSpec("sim", (str(log),), timing=False, fmt="auto"),
-        WatchSpec("sim", (str(timings),), timing=True, fmt="timing_jsonl"),
+        WatchSpec("sim", (str(log),), fmt="auto"),
+        WatchSpec("sim", (str(timings),), fmt="timing_jsonl"),
     ]
     tailer = Tailer(store, specs, clock=lambda: datetime.now(UTC), tz=UTC, backfill=True)
     tailer.scan()

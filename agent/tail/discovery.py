@@ -10,6 +10,7 @@ is not read (docs/RELIABILITY.md scenarios 11 and 13).
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import Protocol
 
 from ckpt_advisor import parsers
+from ckpt_advisor.agent.tail.inputs import REGULAR, describe, path_kind
+
+log = logging.getLogger(__name__)
 
 SETTLED_S = 2.0
 """A file whose mtime is at least this old when it is stat()ed is trusted to be unchanged while
@@ -31,26 +35,42 @@ FileKey = tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class WatchSpec:
-    """One job's globs of one kind: training logs, or checkpoint timing files."""
+    """One job's globs (its training logs, or its checkpoint timing files), read with ``fmt``:
+    with ``auto`` each file's content decides, a timing file by its records whatever its name
+    or glob (:func:`parsers.make_parser`)."""
 
     job: str
     patterns: tuple[str, ...]
-    timing: bool = False
     fmt: str = "auto"
     custom: tuple[parsers.CustomPattern, ...] = ()
     """Custom log patterns from the job's config (``[[jobs.patterns]]``)."""
 
 
-def discover(specs: Iterable[WatchSpec]) -> Iterator[tuple[WatchSpec, str]]:
-    """Every (spec, path) currently matching the globs, files only, each path once (the first
-    spec whose glob reaches it)."""
+def discover(
+    specs: Iterable[WatchSpec], skipped: set[str] | None = None
+) -> Iterator[tuple[WatchSpec, str]]:
+    """Every (spec, path) currently matching the globs, regular files only, each path once (the
+    first spec whose glob reaches it).
+
+    A match that is not a regular file (a FIFO, a directory, a dangling symlink or a symlink
+    loop, :func:`inputs.path_kind`) is skipped, never opened, with a warning naming it the
+    first time: ``skipped`` holds the paths warned about (and loses those that are files again).
+    """
     seen: set[str] = set()
     for spec in specs:
         for pattern in spec.patterns:
             for path in sorted(glob.glob(pattern, recursive=True)):
-                if path not in seen and os.path.isfile(path):
-                    seen.add(path)
+                if path in seen:
+                    continue
+                seen.add(path)
+                if os.path.isfile(path):
+                    if skipped:
+                        skipped.discard(path)
                     yield spec, path
+                elif skipped is not None and path not in skipped:
+                    skipped.add(path)
+                    if (kind := path_kind(path)) != REGULAR:
+                        log.warning("job %s: %s is %s: skipped", spec.job, path, describe(kind))
 
 
 def watched_dirs(specs: Iterable[WatchSpec]) -> set[str]:

@@ -35,13 +35,17 @@ from ckpt_advisor.agent.tail import identity
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.discovery import WatchSpec
 from ckpt_advisor.agent.tail.followed import OpenFile
+from ckpt_advisor.agent.tail.inputs import (
+    BINARY_SNIFF_BYTES,
+    MAX_LINE_BYTES,
+    binary_reason,
+    open_regular,
+)
 from ckpt_advisor.parsers.events import CLOCK_KINDS, Event, EventKind
 from ckpt_advisor.parsers.selection import select_lines
 
 log = logging.getLogger(__name__)
 
-MAX_LINE_BYTES = 1 << 20
-"""Longer lines are skipped and counted; memory stays bounded whatever a file holds."""
 READ_CHUNK_BYTES = 4 << 20
 """Bytes read at once; a backfill's memory is a few of these whatever the file's size."""
 COMMIT_EVERY_BYTES = 16 << 20
@@ -70,14 +74,6 @@ class ScanStats:
     """Events stored, by job."""
     job_files: dict[str, set[str]] = field(default_factory=dict)
     """Paths new lines were read from, by job."""
-
-
-def parser_format(spec: WatchSpec, name: str) -> str:
-    """The parser format for a file named ``name`` under ``spec``: a timing spec's ``auto`` is
-    CSV for a ``.csv`` name, JSON lines otherwise."""
-    if spec.timing and spec.fmt == "auto":
-        return "timing_csv" if name.lower().endswith(".csv") else "timing_jsonl"
-    return spec.fmt
 
 
 def _file_clock(fd: int) -> FileClock:
@@ -125,21 +121,26 @@ class Reader:
 
         ``live``: the file appeared while we watched, so all of it is live; otherwise the bytes
         already there are history. ``name``: the name the file had under its glob, ``path``
-        by default; it decides the format (a rotated ``timings.csv.1`` is still CSV) and is the
-        name stored, so a file rotated away is found again by it at the next start.
+        by default; it is the name stored, so a file rotated away is found again by it at the
+        next start. The format is the spec's: with ``auto`` the parser tells a timing file
+        from a log by its content, whatever its name or glob. A file read for the first time
+        that looks binary (``inputs.binary_reason``) is read all the same, with a warning.
 
         Raises:
-            OSError: the file cannot be opened or read.
+            OSError: the file cannot be opened or read (``inputs.NotRegularFile``: it is a
+                FIFO, a directory…: never opened for reading).
             StoreError: the store cannot be read.
         """
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_regular(path)
         try:
             st = os.fstat(fd)
             state = identity.identify(self.store, fd, st, spec.job, name or path)
+            if not state.offset and (why := binary_reason(os.pread(fd, BINARY_SNIFF_BYTES, 0))):
+                log.warning("%s looks binary (%s): no events expected; narrow the glob", path, why)
         except BaseException:
             os.close(fd)
             raise
-        fmt = parser_format(spec, name or path)
+        fmt = spec.fmt
         if state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
         parser = parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom)

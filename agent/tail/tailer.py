@@ -90,6 +90,8 @@ class Tailer:
         self._files = FollowedFiles(store, self._reader, clock=clock, rotated_idle_s=rotated_idle_s)
         self._rediscover = False
         self._scans = 0
+        self._not_regular: set[str] = set()
+        """Matches warned about as not regular files (each path once)."""
 
     def close(self) -> None:
         """Close every open file, reading nothing more (what a crash leaves: the next start
@@ -120,8 +122,9 @@ class Tailer:
         return discovery.watched_dirs(self.specs)
 
     def discover(self) -> Iterator[tuple[WatchSpec, str]]:
-        """Every (spec, path) currently matching the globs, files only, each path once."""
-        return discovery.discover(self.specs)
+        """Every (spec, path) currently matching the globs, regular files only, each path once;
+        any other match is skipped with one warning naming it."""
+        return discovery.discover(self.specs, self._not_regular)
 
     def scan(self, *, discover: bool = True) -> ScanStats:
         """Read everything new in the followed files; returns what was done.

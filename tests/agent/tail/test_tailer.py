@@ -12,10 +12,10 @@ from ckpt_advisor.agent.tail.reader import MAX_LINE_BYTES
 from tests.agent.tail.helpers import FIXTURES, NOW, record
 
 
-def _tailer(store: Store, pattern: str, *, timing: bool = True, backfill: bool = False) -> Tailer:
+def _tailer(store: Store, pattern: str, *, backfill: bool = False) -> Tailer:
     return Tailer(
         store,
-        [WatchSpec("j", (pattern,), timing=timing)],
+        [WatchSpec("j", (pattern,))],
         clock=lambda: NOW,
         tz=UTC,
         backfill=backfill,
@@ -111,7 +111,7 @@ def test_backfill_dates_untimed_failure_from_the_log_not_the_read_time(tmp_path:
     store = open_store(tmp_path / "s.db")
     log = tmp_path / "train.log"
     log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
-    _tailer(store, str(log), timing=False, backfill=True).scan()
+    _tailer(store, str(log), backfill=True).scan()
     [failure] = [e for e in store.events(job="j") if e.event.kind == "failure"]
     assert failure.event.time_estimated
     assert failure.event.time is not None
@@ -125,7 +125,7 @@ def test_live_untimed_line_gets_the_read_time(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     lightning = (FIXTURES / "lightning_crash.log").read_bytes()
     log.write_bytes(b"")
-    tailer = _tailer(store, str(log), timing=False)
+    tailer = _tailer(store, str(log))
     tailer.scan()
     log.write_bytes(lightning)
     tailer.scan()

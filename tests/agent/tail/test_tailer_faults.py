@@ -23,10 +23,8 @@ from tests.agent.tail.helpers import FIXTURES, NOW, Clock, failures, live_tailer
 from tests.agent.tail.helpers import sorted_steps as _steps
 
 
-def _tailer(
-    store: Store, *patterns: str, timing: bool = True, tz: ZoneInfo | None = None
-) -> Tailer:
-    return Tailer(store, [WatchSpec("j", patterns, timing=timing)], clock=lambda: NOW, tz=tz or UTC)
+def _tailer(store: Store, *patterns: str, tz: ZoneInfo | None = None) -> Tailer:
+    return Tailer(store, [WatchSpec("j", patterns)], clock=lambda: NOW, tz=tz or UTC)
 
 
 def _kinds(store: Store) -> list[tuple[str, int | None, int]]:
@@ -61,7 +59,7 @@ def test_file_rotated_while_down_is_followed_while_its_writer_may_write(
     mtime) is read to its end and released at once."""
     store, clock = open_store(tmp_path / "s.db"), Clock()
     path, rotated = tmp_path / "t.jsonl", tmp_path / "t.jsonl.1"
-    spec = WatchSpec("j", (str(path),), timing=True)
+    spec = WatchSpec("j", (str(path),))
     path.write_text(records(range(1, 3)))
 
     def tailer() -> Tailer:
@@ -150,7 +148,7 @@ def test_deleted_while_open_is_read_until_idle_then_forgotten(tmp_path: Path) ->
     store, clock = open_store(tmp_path / "s.db"), Clock()
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
-    spec = WatchSpec("j", (str(path),), timing=True)
+    spec = WatchSpec("j", (str(path),))
     tailer = Tailer(store, [spec], clock=clock, tz=UTC, rotated_idle_s=60.0)
     tailer.scan()
     with path.open("a", buffering=1) as fh:  # the writer keeps its descriptor
@@ -183,7 +181,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
     whole = tmp_path / "whole" / "train.log"
     whole.parent.mkdir()
     whole.write_bytes(raw)
-    _tailer(one_pass, str(whole), timing=False).scan()
+    _tailer(one_pass, str(whole)).scan()
     assert any(e.event.kind == "failure" for e in one_pass.events(job="j"))
 
     def read_in_pieces(name: str, *, restart: bool) -> Store:
@@ -191,7 +189,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
         path = tmp_path / name / "train.log"
         path.parent.mkdir()
         path.write_bytes(b"")
-        tailer = _tailer(store, str(path), timing=False)
+        tailer = _tailer(store, str(path))
         tailer.scan()
         for piece in raw.splitlines(keepends=True):
             for part in (piece[:7], piece[7:]):  # a partial line, then its rest
@@ -200,7 +198,7 @@ def test_restart_in_the_middle_of_a_traceback_loses_nothing(tmp_path: Path) -> N
                 tailer.scan()
                 if restart:
                     tailer.close()
-                    tailer = _tailer(store, str(path), timing=False)
+                    tailer = _tailer(store, str(path))
         tailer.scan()
         return store
 
@@ -267,8 +265,8 @@ def test_invalid_bytes_and_terminal_noise_do_not_stop_the_tailer(tmp_path: Path)
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref" / "a.log").write_bytes(clean)
     (tmp_path / "a.log").write_bytes(noisy)
-    _tailer(ref, str(tmp_path / "ref" / "a.log"), timing=False).scan()
-    stats = _tailer(store, str(tmp_path / "a.log"), timing=False).scan()
+    _tailer(ref, str(tmp_path / "ref" / "a.log")).scan()
+    stats = _tailer(store, str(tmp_path / "a.log")).scan()
     assert stats.lines == clean.count(b"\n") + 3
     saves = [(k, s) for k, s, _ in _kinds(store) if k.startswith("checkpoint")]
     assert saves and saves == [(k, s) for k, s, _ in _kinds(ref) if k.startswith("checkpoint")]
@@ -316,8 +314,8 @@ def test_naive_log_times_are_taken_in_the_configured_zone(tmp_path: Path) -> Non
     path = tmp_path / "train.log"
     path.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     utc, ny = open_store(tmp_path / "utc.db"), open_store(tmp_path / "ny.db")
-    _tailer(utc, str(path), timing=False).scan()
-    _tailer(ny, str(path), timing=False, tz=ZoneInfo("America/New_York")).scan()
+    _tailer(utc, str(path)).scan()
+    _tailer(ny, str(path), tz=ZoneInfo("America/New_York")).scan()
     t_utc = [e.event.time for e in utc.events(job="j") if not e.event.time_estimated]
     t_ny = [e.event.time for e in ny.events(job="j") if not e.event.time_estimated]
     assert t_utc and len(t_utc) == len(t_ny)

@@ -110,8 +110,8 @@ class TailerModel(RuleBasedStateMachine):
         return Tailer(
             self.store,
             [
-                WatchSpec("j", (str(self.logs / "*.jsonl"),), timing=True),
-                WatchSpec("j", (str(self.logs / "*.csv"),), timing=True),
+                WatchSpec("j", (str(self.logs / "*.jsonl"),)),
+                WatchSpec("j", (str(self.logs / "*.csv"),)),
             ],
             clock=lambda: self.now,
             tz=UTC,

@@ -178,9 +178,31 @@ def test_timing_file_recognised_by_content_is_stored_as_exact(tmp_path: Path) ->
     timings.write_text(records(range(1, 4)))
     log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes())
     store = open_store(tmp_path / "s.db")
-    specs = [WatchSpec("j", (str(timings), str(log)), timing=False)]
+    specs = [WatchSpec("j", (str(timings), str(log)))]
     Tailer(store, specs, clock=Clock(), tz=UTC).scan()
     by_source = {(e.source, e.event.parser, e.from_timing_file) for e in store.events(job="j")}
     assert (str(timings), "timing_jsonl", True) in by_source
     assert {timing for source, _, timing in by_source if source == str(log)} == {False}
     assert {timing for source, _, timing in by_source if source == str(timings)} == {True}
+
+
+def test_configured_timing_glob_reads_each_file_by_its_content(tmp_path: Path) -> None:
+    """A `timings` glob's files are read by what their lines are, not by their extension: JSON
+    records in a `.csv` file and a CSV file named `.jsonl` both give their saves, no misses."""
+    from ckpt_advisor.agent.app import watch_specs
+    from ckpt_advisor.agent.config import Config
+
+    (tmp_path / "a.csv").write_text(records([1, 2]))
+    (tmp_path / "b.jsonl").write_text(
+        "step,start,end\n3,2026-11-01T03:00:00+00:00,2026-11-01T03:00:30+00:00\n"
+    )
+    config = Config.model_validate(
+        {"store": {"path": str(tmp_path / "s.db")},
+         "jobs": [{"name": "j", "timings": [f"{tmp_path}/*.*"]}]}
+    )  # fmt: skip
+    store = open_store(tmp_path / "s.db")
+    stats = Tailer(store, watch_specs(config), clock=Clock(), tz=UTC, backfill=True).scan()
+    parsers = {(Path(e.source).name, e.event.parser, e.event.step) for e in store.events(job="j")}
+    assert parsers == {("a.csv", "timing_jsonl", 1), ("a.csv", "timing_jsonl", 2),
+                       ("b.jsonl", "timing_csv", 3)}  # fmt: skip
+    assert stats.parse_misses == 0

@@ -23,7 +23,7 @@ def test_positions_show_lag_of_an_unfinished_line_and_last_read(tmp_path: Path) 
     clock's time of the read."""
     path = tmp_path / "ckpt_timings.jsonl"
     path.write_text(RECORD + '{"step": 2')
-    tailer = _tailer(open_store(tmp_path / "s.db"), [WatchSpec("j", (str(path),), timing=True)])
+    tailer = _tailer(open_store(tmp_path / "s.db"), [WatchSpec("j", (str(path),))])
     tailer.scan()
     [pos] = tailer.positions()
     assert pos == FilePosition("j", str(path), len(RECORD), len(RECORD) + 10, NOW.timestamp())
@@ -34,7 +34,7 @@ def test_bad_timing_records_are_counted_as_parse_misses(tmp_path: Path) -> None:
     """A timing record that cannot be read is one parse miss in the scan's stats."""
     path = tmp_path / "ckpt_timings.jsonl"
     path.write_text(RECORD + "{not json}\n" + RECORD.replace('"step": 1', '"step": 2'))
-    tailer = _tailer(open_store(tmp_path / "s.db"), [WatchSpec("j", (str(path),), timing=True)])
+    tailer = _tailer(open_store(tmp_path / "s.db"), [WatchSpec("j", (str(path),))])
     stats = tailer.scan()
     assert (stats.lines, stats.parse_misses) == (3, 1)
 
@@ -46,8 +46,8 @@ def test_set_specs_drops_removed_jobs_and_finds_new_ones(tmp_path: Path) -> None
     a.write_text(RECORD)
     b.write_text(RECORD)
     store = open_store(tmp_path / "s.db")
-    spec_a = WatchSpec("a", (str(a),), timing=True)
-    spec_b = WatchSpec("b", (str(b),), timing=True)
+    spec_a = WatchSpec("a", (str(a),))
+    spec_b = WatchSpec("b", (str(b),))
     tailer = _tailer(store, [spec_a])
     tailer.scan()
     tailer.set_specs([spec_b])
