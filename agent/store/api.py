@@ -67,6 +67,15 @@ class StoreReader(Protocol):
         """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
         ...
 
+    def silences(self, now_s: float) -> dict[str, float]:
+        """The silences still running at ``now_s``: job → when each ends (epoch seconds)."""
+        ...
+
+    def check(self) -> str | None:
+        """What is damaged in the store, with how to recover, or None when it is sound (a
+        quick integrity check: ``check-config`` runs it)."""
+        ...
+
 
 class Store(StoreReader, Protocol):
     """The reader plus every write. Safe to share between the daemon's threads."""

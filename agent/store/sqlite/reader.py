@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.store.records import EventColumns, OutboxItem, StoredEvent, StoreError
+from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
 from ckpt_advisor.agent.store.sqlite.schema import (
     NUMBER_FIELDS,
     SCHEMA_VERSION,
@@ -244,6 +245,21 @@ class SqliteQueries:
                 return (row[0], row[1], int(row[2]), row[3])
         raise StoreError(f"{self.path}: events of job {job!r} have numbers that match no event")
 
+    def check(self) -> str | None:
+        """What ``PRAGMA quick_check`` finds wrong in the file (its first findings), with the
+        way to recover (:data:`CORRUPT_ADVICE`), or None when it is sound."""
+        try:
+            with self._reading() as conn:
+                rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return explain(self.path, exc)
+        except StoreError as exc:
+            return str(exc)
+        found = [line for row in rows for line in str(row[0]).splitlines() if "***" not in line]
+        if found == ["ok"]:
+            return None
+        return f"{self.path}: damaged: {'; '.join(found)}; {CORRUPT_ADVICE.format(db=self.path)}"
+
     def jobs(self) -> list[str]:
         """Names of the jobs that have events or estimates, sorted."""
         rows = self._rows(
@@ -274,6 +290,15 @@ class SqliteQueries:
         sql = f"SELECT payload FROM estimates WHERE {' AND '.join(where)} ORDER BY job, id"
         return [json.loads(r["payload"]) for r in self._rows(sql, params)]
 
+    def silences(self, now_s: float) -> dict[str, float]:
+        """The silences still running at ``now_s``: job → when it ends (epoch seconds)."""
+        if 0 < self._version < 2:  # schema 1 had no silences
+            return {}
+        rows = self._rows(
+            "SELECT job, until_s FROM silences WHERE until_s > ? ORDER BY job", (now_s,)
+        )
+        return {r["job"]: float(r["until_s"]) for r in rows}
+
     def queued_messages(self) -> list[OutboxItem]:
         """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
         rows = self._rows(
@@ -298,21 +323,22 @@ class SqliteReader(SqliteQueries):
     """A store opened read-only through sqlite3 alone (the CLI's fast path)."""
 
     def __init__(self, path: str | Path) -> None:
-        """Open the database at ``path`` read-only.
+        """Open the database at ``path`` read-only (``immutable`` when its directory is not
+        writable and no WAL holds changes: :func:`access.open_read_only`).
 
         Raises:
-            StoreError: there is no file, it is not a ckpt-advisor database, or it is from a
-                newer ckpt-advisor. The message names the path.
+            StoreError: there is no file, it cannot be read (the message says why and what to
+                do), it is damaged (with the recovery, :data:`CORRUPT_ADVICE`), not a
+                ckpt-advisor database, or from a newer ckpt-advisor. The message names the path.
         """
         db = Path(path)
         if not db.exists():
             raise StoreError(f"{db}: no database here (has the daemon or ingest run?)")
         try:
-            self._conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
+            self._conn = open_read_only(db)
             version = schema_version(self._conn)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{db}: {exc}") from None
+            raise StoreError(explain(db, exc)) from None
         if version is None:
             raise StoreError(f"{db}: not a ckpt-advisor store (no schema version)")
         check_schema(db, version)
@@ -320,7 +346,10 @@ class SqliteReader(SqliteQueries):
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        yield self._conn
+        try:
+            yield self._conn
+        except sqlite3.DatabaseError as exc:  # a damaged page found by a query
+            raise StoreError(explain(self.path, exc)) from None
 
     def close(self) -> None:
         """Release the connection (the file stays)."""

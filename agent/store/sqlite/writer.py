@@ -25,6 +25,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from ckpt_advisor.agent.store.records import FileState, StoreError
 from ckpt_advisor.agent.store.sqlite import tables as t
+from ckpt_advisor.agent.store.sqlite.access import explain
 from ckpt_advisor.agent.store.sqlite.outbox import OutboxTables, new_id
 from ckpt_advisor.agent.store.sqlite.reader import SqliteQueries
 from ckpt_advisor.agent.store.sqlite.schema import (
@@ -97,9 +98,9 @@ class SqliteStore(SqliteQueries, OutboxTables):
         try:
             self._init_schema(on_upgrade)
         except (DatabaseError, OperationalError) as exc:
-            raise StoreError(f"{self.path}: {exc.orig}") from None
+            raise StoreError(explain(self.path, exc.orig)) from None
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
+            raise StoreError(explain(self.path, exc)) from None
 
     def _on_connect(self, dbapi_conn: sqlite3.Connection, _record: object) -> None:
         cur = dbapi_conn.cursor()
@@ -126,7 +127,7 @@ class SqliteStore(SqliteQueries, OutboxTables):
                 with self.engine.begin() as conn:
                     yield conn
             except DatabaseError as exc:  # full disk, read-only file, corrupt page, locked
-                raise StoreError(f"{self.path}: write failed: {exc.orig}") from None
+                raise StoreError(explain(self.path, exc.orig, "write failed: ")) from None
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
