@@ -41,7 +41,7 @@ from datetime import datetime
 
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.stack import ParseContext, Pattern, Record, Stack
-from ckpt_advisor.parsers.text import Bar, last_bar
+from ckpt_advisor.parsers.text import Bar, bar_of, last_bar
 
 _MODEL_CHECKPOINT = "lightning 2.6 src/lightning/pytorch/callbacks/model_checkpoint.py"
 _CHECKPOINT_CONNECTOR = (
@@ -161,15 +161,7 @@ def rich_bar(line: str) -> Bar | None:
     m = RICH_BAR.search(line, line.rfind("\r", 0, rate_at) + 1)
     if m is None:
         return None
-    rate = m["rate"]
-    seconds_per_it = None
-    if rate != "?" and float(rate) > 0:
-        seconds_per_it = float(rate) if m["unit"] == "s/it" else 1.0 / float(rate)
-    elapsed_s = 0.0
-    for part in m["elapsed"].split(":"):
-        elapsed_s = elapsed_s * 60 + int(part or 0)
-    total = int(m["total"]) if m["total"].isdigit() else 0
-    return Bar(m["desc"], int(m["n"]), total, seconds_per_it, m.end(), elapsed_s)
+    return bar_of(m, m["desc"], int(m["total"]) if m["total"].isdigit() else 0)
 
 
 class Lightning(Stack):
@@ -225,7 +217,7 @@ class Lightning(Stack):
         if hit is None or hit[0].kind is None:
             return []
         pattern, m = hit
-        event = self.event(pattern.kind, record, m)
+        event = self.event(hit[0].kind, record, m)
         reading = self._reading
         if pattern is SAVE_START and event.step is not None and reading is not None:
             epoch, batches, line = reading

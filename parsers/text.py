@@ -108,6 +108,12 @@ def last_bar(line: str) -> Bar | None:
     m = TQDM_BAR.match(line, start)
     if m is None:
         return None
+    return bar_of(m, m["desc"], int(m["total"]))
+
+
+def bar_of(m: re.Match[str], desc: str | None, total: int) -> Bar:
+    """The :class:`Bar` of a match with the groups ``n``, ``rate`` (a number or ``?``),
+    ``unit`` (``it/s`` or ``s/it``) and ``elapsed`` (``MM:SS`` or ``H:MM:SS``)."""
     rate = m["rate"]
     seconds_per_it: float | None = None
     if rate != "?" and float(rate) > 0:
@@ -115,7 +121,7 @@ def last_bar(line: str) -> Bar | None:
     elapsed_s = 0.0
     for part in m["elapsed"].split(":"):
         elapsed_s = elapsed_s * 60 + (int(part) if part.isdigit() else 0)
-    return Bar(m["desc"], int(m["n"]), int(m["total"]), seconds_per_it, m.end(), elapsed_s)
+    return Bar(desc, int(m["n"]), total, seconds_per_it, m.end(), elapsed_s)
 
 
 class KeywordTable(Generic[T]):
