@@ -172,6 +172,14 @@ def goodput_json(
     }
 
 
+def estimates_json(
+    rows: Sequence[dict[str, Any]], silences: dict[str, float]
+) -> list[dict[str, Any]]:
+    """The ``estimates --json`` list: each stored estimate as stored, plus ``silenced_until``
+    (when the job's running silence ends, ISO 8601, or null: ``silence --job``)."""
+    return [{**row, "silenced_until": iso(silences.get(row["job"]))} for row in rows]
+
+
 def interval_json(
     mtbf_s: float, cost_s: float, restart_s: float, current_s: float | None
 ) -> dict[str, Any]:
@@ -347,13 +355,18 @@ def plot_json(job: str, path: Path) -> dict[str, Any]:
 
 
 def status_json(
-    verdict: Verdict, heartbeat: Heartbeat | None, queued: Sequence[OutboxItem]
+    verdict: Verdict,
+    heartbeat: Heartbeat | None,
+    queued: Sequence[OutboxItem],
+    silences: dict[str, float],
 ) -> dict[str, Any]:
-    """The ``status --json`` object: the health verdict, the daemon's heartbeat file as it is,
-    the lagging files and what waits in the outbox."""
+    """The ``status --json`` object: the health verdict, whether the daemon's process is
+    running, its heartbeat file as it is, the lagging files, what waits in the outbox and the
+    running silences (job → when each ends, ISO 8601)."""
     return {
         "healthy": verdict.healthy,
         "problems": verdict.problems,
+        "running": verdict.running,
         "daemon": heartbeat.to_json() if heartbeat else None,
         "lagging": [f.path for f in verdict.lagging],
         "queued": [
@@ -366,4 +379,5 @@ def status_json(
             }
             for q in queued
         ],
+        "silenced": {job: iso(until_s) for job, until_s in silences.items()},
     }

@@ -63,3 +63,9 @@ def format_ago(epoch_s: float | None, now_s: float) -> str:
     if epoch_s is None:
         return "never"
     return f"{format_duration(max(0.0, now_s - epoch_s))} ago"
+
+
+def format_in(epoch_s: float, now_s: float) -> str:
+    """How long after ``now_s`` the Unix time ``epoch_s`` comes, for people: ``in 23h 59m``
+    (``in 0s`` for a time already past)."""
+    return f"in {format_duration(max(0.0, epoch_s - now_s))}"

@@ -17,6 +17,7 @@ from ckpt_advisor.agent.cli.common import (
     fail,
     load_config,
     read_store,
+    require_job,
 )
 from ckpt_advisor.agent.units import format_duration
 
@@ -229,6 +230,7 @@ def simulate(
 
         estimator = estimator_of(load_config(config_path) if config_path else None)
         store = read_store(db, config_path)
+        require_job(job, store.jobs())
         try:
             now_s = datetime.now(UTC).timestamp()
             est = estimator.estimate(store, job, now_s)
@@ -319,6 +321,7 @@ def plot(job: str, output: str, db: str | None, config_path: str | None, as_json
     store = read_store(db, config_path)
     rows = store.estimate_history(job=job, latest_only=True)
     if not rows:
+        require_job(job, store.jobs())
         fail(f"no estimate stored for job {job!r}")
     try:
         path = plot_waste_curve(rows[-1], output)
@@ -329,7 +332,7 @@ def plot(job: str, output: str, db: str | None, config_path: str | None, as_json
     if as_json:
         click.echo(json.dumps(plot_json(job, path)))
     else:
-        click.echo(f"{job}: waste curve written to {path}", err=True)
+        click.echo(f"{job}: waste curve written to {path}")
 
 
 COMMANDS = (interval, simulate, plot)

@@ -12,13 +12,13 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ckpt_advisor.agent.units import format_duration, parse_duration_s
+from ckpt_advisor.agent.units import format_duration, format_in, parse_duration_s
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config
@@ -32,6 +32,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``ckpt-advisor: message`` on stderr and exit with ``code`` (2: bad input)."""
     click.echo(f"ckpt-advisor: {message}", err=True)
     sys.exit(code)
+
+
+def warn(message: str) -> None:
+    """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on)."""
+    click.echo(f"ckpt-advisor: {message}", err=True)
 
 
 def load_config(path: str) -> Config:
@@ -100,6 +105,13 @@ def read_store(db: str | None, config: str | None) -> StoreReader:
         return open_reader(db_path(db, config))
     except StoreError as exc:
         fail(str(exc))
+
+
+def require_job(job: str | None, known: list[str]) -> None:
+    """Exit 1 unless ``job`` (None: every job) is among ``known``, listing them: a typo in a
+    job name gets an answer, never an empty table."""
+    if job is not None and job not in known:
+        fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}")
 
 
 def duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -206,6 +218,14 @@ def event_table(
 def short_time(iso: str | None) -> str:
     """``2026-11-23T03:15:48.123+00:00`` → ``2026-11-23 03:15:48`` (tables say UTC)."""
     return "-" if iso is None else iso[:19].replace("T", " ")
+
+
+def until_cell(until_s: float | None, now_s: float) -> str:
+    """When a silence ends, for a table: ``2026-12-02 12:00 (in 23h 59m)`` (UTC), or ``-``."""
+    if until_s is None:
+        return "-"
+    until = datetime.fromtimestamp(until_s, UTC).isoformat(sep=" ", timespec="minutes")
+    return f"{until[:16]} ({format_in(until_s, now_s)})"
 
 
 def num(value: float | None, fmt: str = "{:.3g}") -> str:

@@ -16,6 +16,7 @@ from ckpt_advisor.agent.cli.common import (
     fail,
     load_config,
     read_store,
+    require_job,
     short_time,
     table,
 )
@@ -72,9 +73,7 @@ def goodput(
 
     estimator = estimator_of(load_config(config_path) if config_path else None)
     store = read_store(db, config_path)
-    known = store.jobs()
-    if job not in known:
-        fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}")
+    require_job(job, store.jobs())
     try:
         est = estimator.estimate(store, job, datetime.now(UTC).timestamp())
     except StoreError as exc:  # a store of an older schema, never opened for writing since

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 from click.core import ParameterSource
@@ -25,11 +25,12 @@ from ckpt_advisor.agent.cli.common import (
     print_json_lines,
     progress_bar,
     tz_option,
+    warn,
 )
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @format_option
 @tz_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
@@ -42,21 +43,34 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     """Show the events recognised in FILES (nothing is stored).
 
     Lines that looked like data but could not be read (a bad timing record, an impossible
-    timestamp) are counted on stderr with their reasons.
+    timestamp) are counted on stderr with their reasons, and so are lines longer than the
+    line-length limit (1 MiB, skipped as the daemon skips them). A path that is not a regular
+    file (a FIFO is never opened), or a file that looks binary, is skipped with a warning; the
+    exit code is then 1, after the other files' events.
     """
     from ckpt_advisor import parsers
     from ckpt_advisor.agent.contracts import parsed_event_json
+    from ckpt_advisor.agent.tail.inputs import MAX_LINE_BYTES, bounded_lines
+
+    limit = f"longer than {MAX_LINE_BYTES >> 20} MiB: the limit everywhere logs are read"
 
     rows: list[dict[str, Any]] = []
+    skipped = 0
     for path in files:
         try:
             parser = parsers.make_parser(fmt, tz=tz)  # auto: a timing file by its content
         except ValueError as exc:
             fail(str(exc), EXIT_CONFIG)
+        if (fh := _open_log(path)) is None:
+            skipped += 1
+            continue
         try:
-            with open(path, "rb") as fh:
-                for lineno, raw in enumerate(fh, 1):
-                    text = raw.rstrip(b"\n").decode("utf-8", "replace")
+            with fh:
+                for lineno, data, length in bounded_lines(fh):
+                    if data is None:
+                        warn(f"{path}:{lineno}: line of {length:,} bytes skipped ({limit})")
+                        continue
+                    text = data.decode("utf-8", "replace")
                     rows.extend(parsed_event_json(e, path) for e in parser.feed(text, lineno))
         except OSError as exc:
             fail(f"{path}: {exc.strerror}")
@@ -68,6 +82,31 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
         if misses:
             for lineno, text in parser.unmatched:
                 click.echo(f"{path}:{lineno}: {text}")
+    _print_parsed(rows, misses=misses, as_json=as_json)
+    if skipped:
+        fail(f"{skipped} of {len(files)} file(s) skipped (named above)")
+
+
+def _open_log(path: str) -> BinaryIO | None:
+    """``path`` opened for reading, or None after a warning naming it: not a regular file (a
+    FIFO is never opened for reading: ``inputs.open_regular``), not readable, or binary."""
+    from ckpt_advisor.agent.tail.inputs import BINARY_SNIFF_BYTES, binary_reason, open_regular
+
+    try:
+        fh = os.fdopen(open_regular(path), "rb")
+    except OSError as exc:
+        warn(f"{path}: {exc.strerror}: skipped")
+        return None
+    if why := binary_reason(fh.read(BINARY_SNIFF_BYTES)):
+        fh.close()
+        warn(f"{path}: looks binary ({why}), not a log: skipped")
+        return None
+    fh.seek(0)
+    return fh
+
+
+def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) -> None:
+    """``parse``'s output: the rows numbered by interruption, as JSON lines or a table."""
     if misses:
         return
     from ckpt_advisor.agent.interruptions import interruption_cell, number_interruptions
@@ -86,7 +125,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--job", required=True, callback=job_name, help="Job to store the events under.")
 @db_option
 @click.option(
@@ -114,6 +153,10 @@ def ingest(
     progress.txt), whatever its name. With --config the estimate uses the config's policy and
     the job's size, as the daemon would. Ingesting a file twice stores nothing twice: its offset
     is remembered like the daemon's.
+
+    The summary goes to stdout; warnings and the progress bar (on a terminal) to stderr. A path
+    that is not a regular file, or a file that looks binary, is skipped with a warning naming
+    it, and the exit code is then 1 (after the others are stored).
     """
     from zoneinfo import ZoneInfo
 
@@ -125,9 +168,12 @@ def ingest(
     config = load_config(config_path) if config_path else None
     if config is not None and ctx.get_parameter_source("tz") is ParameterSource.DEFAULT:
         tz = ZoneInfo(config.parse.timezone)
-    specs = backfill_specs(job, files, fmt=fmt, config=config)
+    readable = [path for path in files if _readable(path)]
+    if not readable:
+        fail("no file to ingest (each is named above)")
+    specs = backfill_specs(job, readable, fmt=fmt, config=config)
     estimator = estimator_of(config)
-    total = sum(Path(f).stat().st_size for f in files)
+    total = sum(Path(f).stat().st_size for f in readable)
     db_file = db_path(db, config_path)
     lock_fd = lock_for(db_file, "ingest")  # before the store: it may upgrade it
     try:
@@ -148,16 +194,24 @@ def ingest(
         fail(str(exc))
     click.echo(
         f"{job}: {stats.lines} line(s) read, {stats.events} event(s) stored from "
-        f"{len(files)} file(s); {est.n_checkpoints} checkpoint(s), {est.n_failures} failure(s), "
-        f"status {est.status}",
-        err=True,
+        f"{len(readable)} file(s); {est.n_checkpoints} checkpoint(s), {est.n_failures} "
+        f"failure(s), status {est.status}"
     )
     if stats.parse_misses:
-        click.echo(
+        warn(
             f"{job}: {stats.parse_misses} record(s) looked like data but could not be read; "
-            "`ckpt-advisor parse FILE` names each one's line and why",
-            err=True,
+            "`ckpt-advisor parse FILE` names each one's line and why"
         )
+    if len(readable) < len(files):
+        fail(f"{len(files) - len(readable)} of {len(files)} file(s) skipped (named above)")
+
+
+def _readable(path: str) -> bool:
+    """Whether ``path`` can be read as a log (else a warning names it: see :func:`_open_log`)."""
+    fh = _open_log(path)
+    if fh is not None:
+        fh.close()
+    return fh is not None
 
 
 COMMANDS = (parse, ingest)

@@ -19,40 +19,62 @@ from ckpt_advisor.agent.cli.common import (
     open_store,
     print_json_lines,
     read_store,
+    require_job,
+    short_time,
     table,
+    until_cell,
 )
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.parsers.events import EventKind
 
 
 @click.command()
-@click.option("--job", required=True, help="The job to keep quiet about.")
-@click.option(
-    "--for",
-    "for_s",
-    required=True,
-    callback=duration,
-    help="How long (e.g. 24h); 0 ends a silence now.",
-)
+@click.option("--job", help="The job to keep quiet about.")
+@click.option("--for", "for_s", callback=duration, help="How long (e.g. 24h); 0 ends it now.")
+@click.option("--clear", is_flag=True, help="End JOB's silence now.")
+@click.option("--list", "as_list", is_flag=True, help="List the silences running now.")
 @db_option
 @config_option
-def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> None:
+def silence(
+    job: str | None,
+    for_s: float | None,
+    clear: bool,
+    as_list: bool,
+    db: str | None,
+    config_path: str | None,
+) -> None:
     """Send no Slack message about JOB for a while; estimates go on, and a recommendation still
-    due when the silence ends is posted then."""
-    if for_s > 366 * 86400:
+    due when the silence ends is posted then. `status` and `estimates` show running silences
+    with their end time."""
+    now_s = datetime.now(UTC).timestamp()
+    if as_list:
+        if job or for_s is not None or clear:
+            fail("--list takes no --job, --for or --clear", EXIT_CONFIG)
+        running = read_store(db, config_path).silences(now_s)
+        for name, until_s in running.items():
+            click.echo(f"{name}: silenced until {until_cell(until_s, now_s)} UTC")
+        if not running:
+            click.echo("no job is silenced")
+        return
+    if job is None or (for_s is not None) == clear:
+        fail("give --job with --for DURATION or --clear (or --list)", EXIT_CONFIG)
+    if for_s is not None and for_s > 366 * 86400:
         fail("--for: at most a year (silence a job for longer by removing it)", EXIT_CONFIG)
     known = (
         [j.name for j in load_config(config_path).jobs]
         if config_path
         else read_store(db, None).jobs()
     )
-    if job not in known:
-        fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}", EXIT_CONFIG)
+    require_job(job, known)
     store = open_store(db, config_path)
-    until_s = datetime.now(UTC).timestamp() + for_s
+    if clear or for_s == 0:
+        ended = store.silenced_until(job, now_s) is not None
+        store.silence(job, now_s)
+        click.echo(f"{job}: silence ended" if ended else f"{job}: was not silenced")
+        return
+    until_s = now_s + (for_s or 0.0)
     store.silence(job, until_s)
-    until = datetime.fromtimestamp(until_s, UTC).isoformat(timespec="seconds")
-    click.echo(f"{job}: silenced until {until}", err=True)
+    click.echo(f"{job}: silenced until {until_cell(until_s, now_s)} UTC")
 
 
 @click.command()
@@ -66,32 +88,38 @@ def silence(job: str, for_s: float, db: str | None, config_path: str | None) -> 
 def estimates(
     job: str | None, db: str | None, config_path: str | None, since: float | None, as_json: bool
 ) -> None:
-    """The latest estimate of each job (or their history with --since)."""
+    """The latest estimate of each job (or their history with --since, oldest first, each row
+    with the time it was computed). A silenced job shows when its silence ends (JSON:
+    ``silenced_until``, ISO 8601, or null)."""
     store = read_store(db, config_path)
-    since_s = None if since is None else datetime.now(UTC).timestamp() - since
+    now_s = datetime.now(UTC).timestamp()
+    since_s = None if since is None else now_s - since
     rows = store.estimate_history(job=job, since_s=since_s, latest_only=since is None)
+    if not rows:
+        require_job(job, store.jobs())  # asked only then: a scan of the job index
+    silences = store.silences(now_s)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        from ckpt_advisor.agent.contracts import estimates_json
+
+        click.echo(json.dumps(estimates_json(rows, silences), indent=2))
         return
     if not rows:
         fail("no estimates stored yet" + (f" for job {job!r}" if job else ""))
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
+    columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"]
+    columns += ["goodput", "silenced until"]
+    history = since is not None
     table(
-        f"estimates (computed up to {newest} UTC)",
+        f"estimates (computed up to {newest} UTC)"
+        if not history
+        else f"estimates over the last {format_duration(since)}, oldest first (times UTC)",
+        (["computed"] if history else []) + columns,
         [
-            "job",
-            "status",
-            "C",
-            "MTBF",
-            "90% CI",
-            "fails",
-            "saves",
-            "now",
-            "best",
-            "setting",
-            "goodput",
+            ([short_time(r["computed_at"])] if history else [])
+            + _estimate_row(r)
+            + [until_cell(silences.get(r["job"]), now_s)]
+            for r in rows
         ],
-        [_estimate_row(r) for r in rows],
     )
 
 
@@ -142,6 +170,8 @@ def events(
 
     store = read_store(db, config_path)
     found = store.events(job=job, kinds=kinds or None, limit=limit)
+    if not found:
+        require_job(job, store.jobs())
     rows = [stored_event_json(e) for e in found]
     if as_json:
         print_json_lines(rows)

@@ -23,6 +23,8 @@ from ckpt_advisor.agent.cli.common import (
     lock_for,
     read_store,
     slack_token,
+    until_cell,
+    warn,
 )
 from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
 from ckpt_advisor.agent.units import format_ago
@@ -70,28 +72,80 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
 @click.command("check-config")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 def check_config(config_path: str) -> None:
-    """Validate a config file and show what each job's globs match now."""
-    import glob
+    """Validate a config file, check its store, and show what each job's globs match now.
 
+    Each glob's matches are counted by type: only regular files are read, and every other match
+    (a FIFO, a directory, a dangling symlink, a symlink loop) is named in a warning, as is a
+    file that looks binary. A store that exists is checked (SQLite ``PRAGMA quick_check``):
+    a corrupt one exits 1 with how to recover. Exits 2 on a bad config.
+    """
     config = load_config(config_path)
     if problem := _store_problem(config.store.path):
         fail(
             f"{config_path}: store.path: cannot create {config.store.path}: {problem}", EXIT_CONFIG
         )
+    _check_store(config.store.path)
     click.echo(f"{config_path}: OK")
     click.echo(f"store: {config.store.path}")
     if not config.jobs:
-        click.echo("warning: no [[jobs]]: the daemon will watch nothing", err=True)
+        warn("warning: no [[jobs]]: the daemon will watch nothing")
     for job in config.jobs:
         for kind, patterns in (("logs", job.logs), ("timings", job.timings)):
             for pattern in patterns:
-                n = len(glob.glob(pattern, recursive=True))
-                click.echo(f"job {job.name}: {kind} {pattern}: {n} file(s) now")
+                click.echo(f"job {job.name}: {kind} {pattern}: {_matches(job.name, pattern)}")
     token = slack_token(config)
     where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
     click.echo(f"recommendations go to {where}")
     listen = config.metrics.address()
     click.echo(f"metrics at http://{listen[0]}:{listen[1]}/metrics" if listen else "metrics: off")
+
+
+def _matches(job: str, pattern: str) -> str:
+    """What ``pattern`` matches now, by type (``3 file(s) now; also 1 FIFO, 2 directory(ies),
+    skipped``), warning on stderr about each match the daemon skips or finds binary."""
+    import glob
+    from collections import Counter
+
+    from ckpt_advisor.agent.tail import inputs
+
+    kinds: Counter[str] = Counter()
+    for path in sorted(glob.glob(pattern, recursive=True)):
+        kind = inputs.path_kind(path)
+        kinds[kind] += 1
+        if kind != inputs.REGULAR:
+            warn(f"warning: job {job}: {path}: {inputs.describe(kind)}: the daemon skips it")
+            continue
+        try:
+            fd = inputs.open_regular(path)
+            try:
+                why = inputs.binary_reason(os.pread(fd, inputs.BINARY_SNIFF_BYTES, 0))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            warn(f"warning: job {job}: {path}: cannot be read: {exc.strerror}")
+            continue
+        if why:
+            warn(
+                f"warning: job {job}: {path}: looks binary ({why}): it holds no log lines; "
+                "narrow the glob"
+            )
+    text = f"{kinds.pop(inputs.REGULAR, 0)} file(s) now"
+    if kinds:
+        text += "; also " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ", skipped"
+    return text
+
+
+def _check_store(db_path: Path) -> None:
+    """Exit 1 naming the damage and the way to recover when the store at ``db_path`` exists and
+    fails its integrity check (or cannot be opened); nothing when there is none yet."""
+    if not db_path.exists():
+        return
+    store = read_store(str(db_path), None)
+    try:
+        if problem := store.check():
+            fail(f"store.path: {problem}")
+    finally:
+        store.close()
 
 
 def _store_problem(db_path: Path) -> str | None:
@@ -158,7 +212,9 @@ def slack_test(config_path: str, text: str | None) -> None:
 def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age: float) -> None:
     """Is the daemon alive and current? Exits 1 when unhealthy (usable as a check).
 
-    Shows the last scan and estimate, files that lag, and what is queued for Slack.
+    Shows the last scan and estimate, files that lag, what is queued for Slack and the jobs
+    silenced (until when). A daemon that is not running is said to be so, with when it was last
+    heard of.
     """
     from ckpt_advisor.agent.daemon.heartbeat import assess, heartbeat_path, read_heartbeat
 
@@ -166,13 +222,16 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
     hb = read_heartbeat(heartbeat_path(db_path(db, config_path)))
     queued = store.queued_messages()
     now_s = datetime.now(UTC).timestamp()
+    silences = store.silences(now_s)
     verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
     if as_json:
         from ckpt_advisor.agent.contracts import status_json
 
-        click.echo(json.dumps(status_json(verdict, hb, queued), indent=2))
+        click.echo(json.dumps(status_json(verdict, hb, queued, silences), indent=2))
     else:
         _print_status(hb, verdict, queued, now_s)
+        for job, until_s in silences.items():
+            click.echo(f"silenced: {job} until {until_cell(until_s, now_s)} UTC")
     sys.exit(0 if verdict.healthy else 1)
 
 
@@ -183,13 +242,21 @@ def _print_status(
     for problem in verdict.problems:
         click.echo(f"  problem: {problem}")
     if hb is not None:
-        click.echo(
-            f"daemon pid {hb.pid}, up since {format_ago(hb.started_s, now_s)}, jobs: "
-            + (", ".join(hb.jobs) or "none")
-        )
+        jobs = ", ".join(hb.jobs) or "none"
+        if verdict.running:
+            click.echo(
+                f"daemon pid {hb.pid}, up since {format_ago(hb.started_s, now_s)}, jobs: {jobs}"
+            )
+        else:  # what it said of itself is history: say when it was last heard of
+            end_s = hb.stopped_s if hb.stopped_s is not None else hb.updated_s
+            click.echo(
+                f"daemon pid {hb.pid} not running: started {format_ago(hb.started_s, now_s)}, "
+                f"last heard of {format_ago(end_s, now_s)}; jobs then: {jobs}"
+            )
         click.echo(
             f"last scan {format_ago(hb.last_scan_s, now_s)}; last estimate "
             f"{format_ago(hb.last_estimate_s, now_s)}; {len(hb.files)} file(s) followed"
+            + ("" if verdict.running else " then")
         )
     for f in verdict.lagging:
         click.echo(

@@ -128,11 +128,14 @@ def pid_alive(pid: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """``healthy`` is False when any ``problems``; ``lagging`` are files behind by any bytes."""
+    """``healthy`` is False when any ``problems``; ``lagging`` are files behind by any bytes;
+    ``running``: the heartbeat's process is alive and has not reported a stop (what it says
+    of itself is current only then)."""
 
     healthy: bool
     problems: list[str]
     lagging: list[FileLag]
+    running: bool = False
 
 
 def assess(
@@ -156,11 +159,13 @@ def assess(
         return Verdict(False, ["no heartbeat: the daemon has not run with this store"], [])
     hb = heartbeat
     problems = []
+    running = False
     if hb.stopped_s is not None:
         problems.append(f"daemon stopped {format_ago(hb.stopped_s, now_s)}")
     elif not alive(hb.pid):
         problems.append(f"daemon (pid {hb.pid}) is not running")
     else:
+        running = True
         stale_s = max(3 * hb.poll_every_s, MIN_STALE_S)
         if now_s - hb.updated_s > stale_s:
             problems.append(f"no scan for {format_duration(now_s - hb.updated_s)}")
@@ -182,4 +187,4 @@ def assess(
             problems.append(
                 f"{len(queued)} Slack message(s) queued, oldest for {format_duration(oldest_s)}"
             )
-    return Verdict(not problems, problems, lagging)
+    return Verdict(not problems, problems, lagging, running)

@@ -8,6 +8,7 @@ questions are answered in the modules beside it:
 * ``files`` - how long a file is followed (renamed and deleted files, release, shutdown);
 * ``reader`` - how new bytes become committed events (buffers, replay, commits, flushes);
 * ``dating`` - when did a line that printed no time happen;
+* ``inputs`` - what a match is before it is read (a regular file? binary?), the line limit;
 * ``parsers.selection`` - which lines of a buffer the parser must see (pure).
 """
 

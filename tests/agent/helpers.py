@@ -4,6 +4,7 @@ Each builds real values; none stands in for a component."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -37,3 +38,14 @@ def daemon_config(tmp: Path, **schedule: str) -> dict[str, Any]:
         "schedule": {"poll_every": "0.1s", "estimate_every": "1h", **schedule},
         "jobs": [{"name": "j", "timings": [f"{tmp}/runs/**/*.jsonl"]}],
     }
+
+
+def make_odd_paths(directory: Path, nowhere: Path) -> None:
+    """Put in ``directory`` every kind of glob match that is not a regular file: ``fifo.log``
+    (a FIFO), ``dir.log`` (a directory), ``dangling.log`` (a symlink to ``nowhere``, which must
+    not exist) and ``loop1.log``/``loop2.log`` (two symlinks to each other)."""
+    os.mkfifo(directory / "fifo.log")
+    (directory / "dir.log").mkdir()
+    (directory / "dangling.log").symlink_to(nowhere)
+    (directory / "loop1.log").symlink_to(directory / "loop2.log")
+    (directory / "loop2.log").symlink_to(directory / "loop1.log")

@@ -34,12 +34,12 @@ def test_ingest_of_the_two_hf_runs_reports_5_checkpoints_and_1_failure(tmp_path:
     """Backfilling the captured HF crash and resume runs gives 5 saves and 1 failure, with every
     contract key present and unknown numbers null rather than 0."""
     db = str(tmp_path / "s.db")
-    code, _, err = _run(
+    code, out, err = _run(
         "ingest", str(FIXTURES / "hf_trainer_crash.log"), str(FIXTURES / "hf_trainer_resume.log"),
         "--job", "hf", "--db", db,
     )  # fmt: skip
     assert code == 0, err
-    assert "5 checkpoint(s), 1 failure(s)" in err
+    assert "5 checkpoint(s), 1 failure(s)" in out  # the summary is the result: stdout
     code, out, _ = _run("estimates", "--db", db, "--json")
     [est] = json.loads(out)
     assert est.keys() >= ESTIMATE_KEYS
@@ -170,9 +170,9 @@ def test_ingest_counts_records_it_could_not_read(tmp_path: Path) -> None:
         "step,start,end\n100,2026-01-01T00:00:00Z,2026-01-01T00:01:00Z\n"
         "200,bad,2026-01-01T00:02:00Z\n300\n"
     )
-    code, _, err = _run("ingest", str(timing), "--job", "t", "--db", str(tmp_path / "s.db"))
+    code, out, err = _run("ingest", str(timing), "--job", "t", "--db", str(tmp_path / "s.db"))
     assert code == 0
-    assert "t: 4 line(s) read, 1 event(s) stored" in err
+    assert "t: 4 line(s) read, 1 event(s) stored" in out
     assert "t: 2 record(s) looked like data but could not be read; `ckpt-advisor parse" in err
 
 
@@ -243,10 +243,11 @@ def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     piped = subprocess.run(
         [*cmd, str(tmp_path / "b.db"), str(log)], capture_output=True, check=True
     )
-    assert piped.stderr.decode().splitlines() == [
-        "hf: 66 line(s) read, 14 event(s) stored from 1 file(s); 2 checkpoint(s), "
+    assert piped.stdout.decode().splitlines() == [  # the result on stdout, nothing on stderr
+        "hf: 66 line(s) read, 12 event(s) stored from 1 file(s); 2 checkpoint(s), "
         "1 failure(s), status insufficient_data"
     ]
+    assert piped.stderr == b""
 
 
 def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(

@@ -83,10 +83,10 @@ def test_ingest_with_a_config_reads_with_the_jobs_patterns(tmp_path: Path) -> No
         "regex = 'ckpt step=(?P<step>\\d+) took (?P<duration_s>[\\d.]+)s'"
     )
     config = _config(tmp_path / "c.toml", tmp_path / "c.db", job=pattern)
-    _, err = _run("ingest", str(log), "--job", "week", "--config", str(config))
-    assert "5 checkpoint(s)" in err
-    _, err = _run("ingest", str(log), "--job", "week", "--db", str(tmp_path / "bare.db"))
-    assert "0 checkpoint(s)" in err
+    out, _ = _run("ingest", str(log), "--job", "week", "--config", str(config))
+    assert "5 checkpoint(s)" in out
+    out, _ = _run("ingest", str(log), "--job", "week", "--db", str(tmp_path / "bare.db"))
+    assert "0 checkpoint(s)" in out
 
 
 def test_backtest_with_a_config_uses_its_window(week: Path, tmp_path: Path) -> None:

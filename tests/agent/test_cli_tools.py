@@ -111,7 +111,7 @@ def test_plot_writes_a_png_of_the_waste_curve(week_db: tuple[Path, int], tmp_pat
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = CliRunner().invoke(main, ["plot", "--job", "nope", "--db", str(db), "-o", str(png)])
     assert result.exit_code == 1
-    assert "no estimate stored for job 'nope'" in result.output
+    assert "no job 'nope' here; known: week" in result.output
 
 
 def test_estimates_json_carries_the_new_facts(week_db: tuple[Path, int]) -> None:

@@ -204,7 +204,8 @@ def test_token_never_in_logs_or_errors(
 
 def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
     """`ckpt-advisor silence --job J --for 24h` records a silence ending 24 h from now; an
-    unknown job (a typo) or a silence longer than a year is refused."""
+    unknown job (a typo: exit 1, as every command's) or a silence longer than a year (exit 2)
+    is refused."""
     from click.testing import CliRunner
 
     from ckpt_advisor.agent.cli import main
@@ -213,7 +214,7 @@ def test_silence_command_sets_the_silence(tmp_path: Path) -> None:
     store = open_store(db)
     store.save_estimate("llama", 1.0, "ok", {"job": "llama"})
     typo = CliRunner().invoke(main, ["silence", "--job", "lama", "--for", "1h", "--db", str(db)])
-    assert typo.exit_code == 2
+    assert typo.exit_code == 1
     assert "no job 'lama' here; known: llama" in typo.stderr
     forever = ["silence", "--job", "llama", "--for", "99999999d", "--db", str(db)]
     assert CliRunner().invoke(main, forever).exit_code == 2

@@ -437,12 +437,10 @@ def test_step_time_skips_repeated_and_backward_steps_without_warnings() -> None:
 
 def test_real_hf_trainer_logs_give_a_step_time_without_warnings() -> None:
     """The captured HF crash and resume logs, parsed, give tqdm's seconds per step and no
-    divide-by-zero warning from their repeated steps (bar line + record line)."""
+    divide-by-zero warning from their steps going back (the resume restarts at step 55)."""
     observations = real_hf_observations()
     timeline, run_id = prepared(observations)
-    assert (
-        np.diff(timeline.step[timeline.kind == Kind.STEP]) == 0
-    ).any()  # the trap is in the data
+    assert (np.diff(timeline.step[timeline.kind == Kind.STEP]) < 0).any()  # the trap is in the data
     saves = save_index(timeline, run_id)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

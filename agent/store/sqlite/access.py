@@ -20,7 +20,7 @@ CORRUPT_ADVICE = (
 """What to do with a damaged store, for every message that finds one."""
 
 
-def explain(db: Path, exc: BaseException, doing: str = "") -> str:
+def explain(db: Path, exc: object, doing: str = "") -> str:
     """The message of a SQLite error on the store ``db`` (``doing``: ``"write failed: "``…),
     with what to do when the file is damaged."""
     text = str(exc)

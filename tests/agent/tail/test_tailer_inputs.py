@@ -16,6 +16,7 @@ import pytest
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec, inputs
 from ckpt_advisor.agent.tail.reader import Reader
+from tests.agent.helpers import make_odd_paths
 from tests.agent.tail.helpers import FIXTURES, Clock, failures, record, sorted_steps
 
 
@@ -24,11 +25,7 @@ def _odd_dir(tmp_path: Path) -> Path:
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "good.log").write_text(record(1))
-    os.mkfifo(logs / "fifo.log")
-    (logs / "dir.log").mkdir()
-    (logs / "dangling.log").symlink_to(tmp_path / "nowhere")
-    (logs / "loop1.log").symlink_to(logs / "loop2.log")
-    (logs / "loop2.log").symlink_to(logs / "loop1.log")
+    make_odd_paths(logs, tmp_path / "nowhere")
     return logs
 
 

@@ -1,0 +1,243 @@
+"""Odd input gets a clear answer, from every command alike: paths that are not files, overlong
+lines, binary files, unknown jobs, silences, history, a dead daemon (issue 18). Real files,
+FIFOs, stores and subprocesses in a tmp dir."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.contracts import estimate_json
+from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, heartbeat_path, write_heartbeat
+from ckpt_advisor.agent.store import open_store
+from tests.agent.helpers import make_odd_paths
+from tests.samples import drifting_estimate
+
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+CLI = [sys.executable, "-m", "ckpt_advisor.agent"]
+
+
+def _odd_logs(tmp_path: Path) -> Path:
+    """``logs/`` holding a real log and every kind of path that is not a regular file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_bytes((FIXTURES / "lightning_crash.log").read_bytes())
+    make_odd_paths(logs, tmp_path / "nowhere")
+    return logs
+
+
+ODD = {
+    "dangling.log": "a dangling symlink, not a regular file",
+    "dir.log": "a directory, not a regular file",
+    "fifo.log": "a FIFO (named pipe), not a regular file",
+    "loop1.log": "a symlink loop, not a regular file",
+}
+
+
+def test_parse_skips_what_is_not_a_file_and_never_opens_a_fifo(tmp_path: Path) -> None:
+    """`parse` of a FIFO, a directory, a dangling symlink and a symlink loop beside a log names
+    each on stderr and skips it (a FIFO opened for reading would hang the command), prints the
+    log's events, and exits 1."""
+    logs = _odd_logs(tmp_path)
+    paths = [str(logs / name) for name in ("a.log", *ODD)]
+    done = subprocess.run([*CLI, "parse", "--json", *paths], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert [f"ckpt-advisor: {logs / n}: {why}: skipped" for n, why in ODD.items()] == (
+        done.stderr.splitlines()[:4]
+    )
+    assert done.stderr.splitlines()[-1] == "ckpt-advisor: 4 of 5 file(s) skipped (named above)"
+    kinds = [json.loads(line)["kind"] for line in done.stdout.splitlines()]
+    assert kinds.count("checkpoint_start") == 3 and kinds.count("failure") == 1
+
+
+def test_ingest_skips_what_is_not_a_file_naming_each(tmp_path: Path) -> None:
+    """`ingest logs/*` stores the log, names each path that is not a file (never opening the
+    FIFO), and exits 1 after its summary (on stdout)."""
+    logs = _odd_logs(tmp_path)
+    paths = sorted(str(p) for p in logs.iterdir())
+    done = subprocess.run(
+        [*CLI, "ingest", *paths, "--job", "lt", "--db", str(tmp_path / "s.db")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout.startswith("lt: 98 line(s) read, 6 event(s) stored from 1 file(s)")
+    for name, why in {**ODD, "loop2.log": "a symlink loop, not a regular file"}.items():
+        assert f"ckpt-advisor: {logs / name}: {why}: skipped" in done.stderr
+
+
+def test_check_config_lists_each_globs_matches_by_type(tmp_path: Path) -> None:
+    """check-config counts a glob's matches by type, says the others are skipped, and warns
+    once about each, naming it; a binary file matched is named too."""
+    logs = _odd_logs(tmp_path)
+    (logs / "model.log").write_bytes(gzip.compress(b"weights" * 1000))
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[store]\npath = "{tmp_path}/s.db"\n[[jobs]]\nname = "j"\nlogs = ["{logs}/*.log"]\n'
+    )
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"job j: logs {logs}/*.log: 2 file(s) now; also 1 FIFO, 1 dangling symlink, "
+        "1 directory, 2 symlink loop, skipped"
+    ) in result.stdout
+    for name, why in ODD.items():
+        assert f"warning: job j: {logs / name}: {why}: the daemon skips it" in result.stderr
+    assert f"{logs / 'model.log'}: looks binary (NUL bytes" in result.stderr
+
+
+def test_parse_skips_an_overlong_line_naming_it_with_bounded_memory(tmp_path: Path) -> None:
+    """A 64 MiB line is skipped by `parse` as by the daemon (the same 1 MiB limit), with a
+    warning naming file and line; the save after it is read; parse's Python memory stays a
+    few MiB (it read the line whole: 2 GB for a 200 MB line)."""
+    log = tmp_path / "big.log"
+    real = (FIXTURES / "hf_trainer_crash.log").read_bytes().split(b"\n")[27]  # a save's start
+    save = real[real.index(b"[INFO|") :].decode()
+    log.write_bytes(b"x" * (64 << 20) + b"\n" + save.encode() + b"\n")
+    tracemalloc.start()
+    result = CliRunner().invoke(main, ["parse", "--json", str(log)])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        f"ckpt-advisor: {log}:1: line of 67,108,864 bytes skipped (longer than 1 MiB: the "
+        "limit everywhere logs are read)\n"
+    )
+    [row] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (row["kind"], row["line"], row["step"]) == ("checkpoint_start", 2, 25)
+    assert peak < 16 << 20
+
+
+def test_a_binary_file_is_named_as_such(tmp_path: Path) -> None:
+    """`parse` and `ingest` of a compressed file say it looks binary, naming it, instead of
+    "0 events"."""
+    blob = tmp_path / "train.log.gz"
+    blob.write_bytes(gzip.compress((FIXTURES / "hf_trainer_crash.log").read_bytes()))
+    parsed = CliRunner().invoke(main, ["parse", str(blob)])
+    assert parsed.exit_code == 1
+    assert f"ckpt-advisor: {blob}: looks binary (NUL bytes" in parsed.stderr
+    ingested = CliRunner().invoke(main, ["ingest", str(blob), "--job", "j",
+                                         "--db", str(tmp_path / "s.db")])  # fmt: skip
+    assert ingested.exit_code == 1
+    assert f"{blob}: looks binary" in ingested.stderr
+
+
+@pytest.fixture
+def store_db(tmp_path: Path) -> Path:
+    """A store with job ``llama-70b``'s two estimates, a day apart (the last an hour ago)."""
+    db = tmp_path / "s.db"
+    store = open_store(db)
+    now_s = datetime.now(UTC).timestamp()
+    for at_s in (now_s - 86400 - 3600, now_s - 3600):
+        est = drifting_estimate(computed_at_s=at_s)
+        store.save_estimate(est.job, at_s, str(est.status), estimate_json(est))
+    store.close()
+    return db
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("events", "--job", "nosuch"),
+        ("estimates", "--job", "nosuch", "--json"),
+        ("estimates", "--job", "nosuch"),
+        ("simulate", "--job", "nosuch"),
+        ("plot", "--job", "nosuch", "-o", "x.png"),
+        ("silence", "--job", "nosuch", "--for", "1h"),
+    ],
+    ids=lambda args: " ".join(args[:2]),
+)
+def test_an_unknown_job_is_named_with_the_known_ones(store_db: Path, args: tuple[str, ...]) -> None:
+    """Every command given a job the store does not know exits 1 naming the known ones,
+    never an empty table or `[]`."""
+    result = CliRunner().invoke(main, [*args, "--db", str(store_db)])
+    assert result.exit_code == 1
+    assert result.stderr == "ckpt-advisor: no job 'nosuch' here; known: llama-70b\n"
+
+
+def test_a_silence_shows_in_status_and_estimates_until_cleared(store_db: Path) -> None:
+    """After `silence --for 24h`, `silence --list`, `status` (text and JSON) and `estimates`
+    (table and JSON) show the silence with its end; `--clear` ends it and every view forgets
+    it."""
+    db = ["--db", str(store_db)]
+
+    def run(*args: str) -> str:
+        return CliRunner().invoke(main, [*args, *db]).stdout
+
+    set_ = CliRunner().invoke(main, ["silence", "--job", "llama-70b", "--for", "24h", *db])
+    assert set_.exit_code == 0, set_.output
+    until = json.loads(run("estimates", "--json"))[0]["silenced_until"]
+    until_s = datetime.fromisoformat(until).timestamp()
+    assert abs(until_s - time.time() - 86400) < 60
+    shown = datetime.fromtimestamp(until_s, UTC).strftime("%Y-%m-%d %H:%M")
+    listed = run("silence", "--list")
+    assert listed.startswith(f"llama-70b: silenced until {shown} (in ")  # in 23h 59m, or 1d 0h
+    assert listed.endswith(") UTC\n")
+    assert f"silenced: llama-70b until {shown} (in " in run("status")
+    assert json.loads(run("status", "--json"))["silenced"] == {"llama-70b": until}
+    assert f"{shown} (in " in run("estimates")
+    assert run("silence", "--job", "llama-70b", "--clear") == "llama-70b: silence ended\n"
+    assert run("silence", "--list") == "no job is silenced\n"
+    assert json.loads(run("estimates", "--json"))[0]["silenced_until"] is None
+    assert "silenced:" not in run("status")
+
+
+def test_estimates_history_has_a_time_column(store_db: Path) -> None:
+    """`estimates --since 2d` prints one row per stored estimate, oldest first, each with the
+    time it was computed."""
+    out = CliRunner().invoke(main, ["estimates", "--since", "2d", "--db", str(store_db)]).stdout
+    [header] = [line for line in out.splitlines() if "computed" in line and "job" in line]
+    rows = [line.split() for line in out.splitlines() if "llama-70b" in line]
+    now = datetime.now(UTC)
+    stamps = [datetime.fromisoformat(f"{r[0]}T{r[1]}+00:00") for r in rows]
+    assert [round((now - s).total_seconds() / 3600) for s in stamps] == [25, 1]
+    assert header.split()[:3] == ["computed", "job", "status"]
+
+
+def test_parse_gives_each_step_once_and_a_failure_the_bars_last_step() -> None:
+    """`parse` shows one step event per step of a run (the HF bar redrawn after a save's start
+    gives none), and Lightning's failure at the step its bar last reached (130, not the last
+    save's 120)."""
+    out = CliRunner().invoke(main, ["parse", "--json", str(FIXTURES / "hf_trainer_crash.log")])
+    steps = [json.loads(r)["step"] for r in out.stdout.splitlines() if '"kind": "step"' in r]
+    assert steps == [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 59]
+    out = CliRunner().invoke(main, ["parse", "--json", str(FIXTURES / "lightning_crash.log")])
+    [failure] = [json.loads(r) for r in out.stdout.splitlines() if '"kind": "failure"' in r]
+    assert failure["step"] == 130
+
+
+def test_status_of_a_dead_daemon_does_not_say_up_since(tmp_path: Path) -> None:
+    """A heartbeat whose process is gone reads "not running", with when it started and was
+    last heard of, never "up since"; JSON says `running: false`."""
+    db = tmp_path / "s.db"
+    open_store(db).close()
+    now_s = time.time()
+    hb = Heartbeat(
+        pid=2**22 + 1,  # above the kernel's pid_max: no such process
+        started_s=now_s - 7200,
+        updated_s=now_s - 3600,
+        poll_every_s=2.0,
+        estimate_every_s=300.0,
+        jobs=["j"],
+        last_scan_s=now_s - 3600,
+    )
+    write_heartbeat(heartbeat_path(db), hb)
+    result = CliRunner().invoke(main, ["status", "--db", str(db)])
+    assert result.exit_code == 1
+    assert "up since" not in result.stdout
+    assert (
+        f"daemon pid {2**22 + 1} not running: started 2h 00m ago, last heard of 1h 00m ago; "
+        "jobs then: j"
+    ) in result.stdout
+    status = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
+    assert status["running"] is False
