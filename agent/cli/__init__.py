@@ -2,13 +2,14 @@
 
 ``service.py`` (the daemon: run, check-config, slack-test, status, demo), ``logs.py`` (parse,
 ingest), ``query.py`` (estimates, events, silence), ``calc.py`` (interval, simulate, plot),
-``goodput.py`` (goodput) and ``common.py`` (options and helpers they share). Each command parses
-its arguments, calls into the agent, formats and prints: readable tables by default, ``--json``
-for machines (the shapes of ``agent/contracts.py``: docs/DESIGN.md, "Contracts"). What a command
-produces (a table, JSON, the summary of what it did) goes to stdout; warnings, progress and
-errors to stderr. Bad input exits 2 (a bad option or config), any other failure 1 (an unknown
-job names the known ones), with a message that names the file, line or key. Heavy libraries are
-imported inside the commands that need them, so ``--help`` stays fast.
+``goodput.py`` (goodput), ``common.py`` (options and helpers they share) and ``manual.py`` (the
+man page, from the help). Each command parses its arguments, calls into the agent, formats and
+prints: readable tables by default, ``--json`` for machines (the shapes of
+``agent/contracts.py``: docs/DESIGN.md, "Contracts"). What a command produces (a table, JSON,
+the summary of what it did) goes to stdout; warnings, progress and errors to stderr. Bad input
+exits 2 (a bad option or config), any other failure 1 (an unknown job names the known ones),
+with a message that names the file, line or key. Every ``--help`` ends with examples. Heavy
+libraries are imported inside the commands that need them, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import click
 
 from ckpt_advisor.agent.cli import calc, goodput, logs, query, service
-from ckpt_advisor.agent.cli.common import fail
+from ckpt_advisor.agent.cli.common import examples, fail
 
 
 class _Main(click.Group):
@@ -37,6 +38,14 @@ class _Main(click.Group):
 @click.group(
     cls=_Main,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=examples(
+        "ckpt-advisor demo                                  # a replayed week, one command",
+        "ckpt-advisor check-config --config config.toml",
+        "ckpt-advisor parse train.log                       # what is recognised in a file",
+        "ckpt-advisor COMMAND --help                        # each command, with examples",
+    )
+    + '\n\nShell completion: eval "$(_CKPT_ADVISOR_COMPLETE=bash_source ckpt-advisor)" (zsh:'
+    " zsh_source, fish: fish_source). The manual page: python -m ckpt_advisor.agent.cli.manual.",
 )
 @click.version_option(package_name="ckpt-advisor")
 def main() -> None:

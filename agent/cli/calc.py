@@ -14,6 +14,7 @@ from ckpt_advisor.agent.cli.common import (
     db_option,
     duration,
     estimating_config_option,
+    examples,
     fail,
     load_config,
     read_store,
@@ -25,7 +26,14 @@ MAX_SIMULATED_FAILURES = 2_000_000
 """``simulate`` refuses runs larger than this (memory and minutes on a shared head node)."""
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor interval --mtbf 6h --cost 4m",
+        "ckpt-advisor interval --mtbf 6h --cost 4m --restart 10m --current 2h --json",
+        "ckpt-advisor interval --memory-cost 5s --persistent-cost 5m --mtbf 6h "
+        "--recoverable-fraction 0.75",
+    )
+)
 @click.option("--mtbf", callback=duration, help="Mean time between failures (all of them).")
 @click.option("--cost", callback=duration, help="Checkpoint cost (blocking).")
 @click.option("--restart", default="0", callback=duration, help="Restart cost after a failure.")
@@ -178,7 +186,13 @@ def _interval_two_tier(
     )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor simulate --mtbf 6h --cost 4m --restart 10m --sweep",
+        "ckpt-advisor simulate --mtbf 6h --cost 4m --shape 0.7 --interval 2h --interval 30m",
+        "ckpt-advisor simulate --job llama-70b --config config.toml --sweep   # a backtest",
+    )
+)
 @click.option("--mtbf", callback=duration, help="Mean time between failures (not with --job).")
 @click.option("--cost", callback=duration, help="Checkpoint cost, blocking (not with --job).")
 @click.option("--restart", default="0", callback=duration, help="Restart cost after a failure.")
@@ -306,7 +320,11 @@ def simulate(
         )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor plot --job llama-70b -o waste.png --config config.toml",
+    )
+)
 @click.option("--job", required=True, help="The job to draw.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file.")
 @db_option

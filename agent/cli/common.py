@@ -34,6 +34,12 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+def examples(*commands: str) -> str:
+    """A command's ``--help`` epilog: ``Examples:`` and each command line as written (``\b``
+    keeps click from re-wrapping them; a line starting with ``#`` is a comment)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {c}" for c in commands)
+
+
 def warn(message: str) -> None:
     """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on)."""
     click.echo(f"ckpt-advisor: {message}", err=True)

@@ -13,6 +13,7 @@ from ckpt_advisor.agent.cli.common import (
     db_option,
     duration,
     estimating_config_option,
+    examples,
     fail,
     load_config,
     read_store,
@@ -27,7 +28,13 @@ if TYPE_CHECKING:
     from ckpt_advisor.rules.model import JobEstimate
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor goodput --job llama-70b --config config.toml",
+        "ckpt-advisor goodput --job llama-70b --since 7d --by-day --plot badput.png",
+        "ckpt-advisor goodput --job llama-70b --spans spans.csv --json",
+    )
+)
 @click.option("--job", required=True, help="The job to account for.")
 @click.option(
     "--since",

@@ -16,6 +16,7 @@ from ckpt_advisor.agent.cli.common import (
     db_option,
     db_path,
     event_table,
+    examples,
     fail,
     format_option,
     job_name,
@@ -29,7 +30,13 @@ from ckpt_advisor.agent.cli.common import (
 )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor parse train.log",
+        "ckpt-advisor parse --json logs/*.log | jq -c 'select(.kind == \"failure\")'",
+        "ckpt-advisor parse --misses train.log     # error-looking lines nothing recognised",
+    )
+)
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @format_option
 @tz_option
@@ -124,7 +131,12 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
     )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor ingest old/*.log ckpt_timings.jsonl --job llama-70b --db ckpt.db",
+        "ckpt-advisor ingest old/*.log --job llama-70b --config config.toml",
+    )
+)
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--job", required=True, callback=job_name, help="Job to store the events under.")
 @db_option

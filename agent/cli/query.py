@@ -14,6 +14,7 @@ from ckpt_advisor.agent.cli.common import (
     db_option,
     duration,
     event_table,
+    examples,
     fail,
     load_config,
     open_store,
@@ -28,7 +29,13 @@ from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.parsers.events import EventKind
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor silence --job llama-70b --for 24h --config config.toml",
+        "ckpt-advisor silence --list --db ckpt.db",
+        "ckpt-advisor silence --job llama-70b --clear --db ckpt.db",
+    )
+)
 @click.option("--job", help="The job to keep quiet about.")
 @click.option("--for", "for_s", callback=duration, help="How long (e.g. 24h); 0 ends it now.")
 @click.option("--clear", is_flag=True, help="End JOB's silence now.")
@@ -77,7 +84,13 @@ def silence(
     click.echo(f"{job}: silenced until {until_cell(until_s, now_s)} UTC")
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor estimates --config config.toml",
+        "ckpt-advisor estimates --job llama-70b --since 7d       # the history, one row each",
+        "ckpt-advisor estimates --json | jq '.[] | {job, status, recommended_setting}'",
+    )
+)
 @click.option("--job", help="Only this job.")
 @db_option
 @config_option
@@ -147,7 +160,12 @@ def _goodput_change(now: float | None, best: float | None) -> str:
     return f"{'?' if now is None else f'{now:.1%}'}→{best:.1%}"
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor events --job llama-70b --kind failure --config config.toml",
+        "ckpt-advisor events --job llama-70b --kind checkpoint_end --limit 20 --json",
+    )
+)
 @click.option("--job", help="Only this job.")
 @click.option(
     "--kind", "kinds", multiple=True, help="Only this kind (repeatable).",

@@ -18,6 +18,7 @@ from ckpt_advisor.agent.cli.common import (
     db_option,
     db_path,
     duration,
+    examples,
     fail,
     load_config,
     lock_for,
@@ -34,7 +35,12 @@ if TYPE_CHECKING:
     from ckpt_advisor.agent.store import OutboxItem
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor run --config /etc/ckpt-advisor/config.toml",
+        "ckpt-advisor run --config config.toml --log-format json --log-level DEBUG",
+    )
+)
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option(
@@ -69,7 +75,12 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     sys.exit(daemon.run())
 
 
-@click.command("check-config")
+@click.command(
+    "check-config",
+    epilog=examples(
+        "ckpt-advisor check-config --config /etc/ckpt-advisor/config.toml",
+    ),
+)
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 def check_config(config_path: str) -> None:
     """Validate a config file, check its store, and show what each job's globs match now.
@@ -163,7 +174,13 @@ def _store_problem(db_path: Path) -> str | None:
         return exc.strerror or str(exc)
 
 
-@click.command("slack-test")
+@click.command(
+    "slack-test",
+    epilog=examples(
+        "SLACK_BOT_TOKEN=xoxb-... ckpt-advisor slack-test --config config.toml",
+        "ckpt-advisor slack-test --config config.toml --text 'hello from the head node'",
+    ),
+)
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--text", default=None, help="Message text (default: a short test message).")
 def slack_test(config_path: str, text: str | None) -> None:
@@ -198,7 +215,13 @@ def slack_test(config_path: str, text: str | None) -> None:
     click.echo(f"posted to {config.slack.channel} (ts {ts})")
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor status --config config.toml",
+        "ckpt-advisor status --db /var/lib/ckpt-advisor/ckpt-advisor.db --json | jq .problems",
+        "ckpt-advisor status --config config.toml --max-queue-age 30m || page-oncall",
+    )
+)
 @db_option
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
@@ -271,7 +294,12 @@ def _print_status(
         )
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        "ckpt-advisor demo",
+        "ckpt-advisor demo --days 3 --seconds 10 --dir /tmp/ckpt-demo   # keep its files",
+    )
+)
 @click.option(
     "--days", default=7.0, show_default=True, type=click.FloatRange(min=1, max=365),
     help="Simulated training time.",
