@@ -99,8 +99,12 @@ def goodput(
     if plot_path:
         _plot(spans, g.since_s, g.until_s, plot_path, job, g.goodput, g.checkpoint_is_lower_bound)
     out = goodput_json(est, g, since_s=since, by_day=by_day_json(days))
-    if as_json:
+    files = (("spans CSV", spans_path), ("badput plot", plot_path))
+    written = [f"{job}: {what} written to {path}" for what, path in files if path]
+    if as_json:  # stdout holds the JSON alone: what was written is said on stderr
         click.echo(json.dumps(out, indent=2))
+        for line in written:
+            click.echo(line, err=True)
         return
     gpus = est.gpus
     head = ["bucket", "time", "share", *(["GPU-h"] if gpus else []), "measured by"]
@@ -140,6 +144,8 @@ def goodput(
             ],
         )
     click.echo(_simulated_line(est))
+    for line in written:  # what the command did, after the table: stdout
+        click.echo(line)
 
 
 def _simulated_line(est: JobEstimate) -> str:
@@ -187,7 +193,6 @@ def _plot(
         fail(f"{job}: {exc}")
     except OSError as exc:
         fail(f"{path}: {exc.strerror}")
-    click.echo(f"{job}: badput plot written to {path}", err=True)
 
 
 COMMANDS = (goodput,)

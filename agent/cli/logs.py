@@ -89,7 +89,8 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
         if misses:
             for lineno, text in parser.unmatched:
                 click.echo(f"{path}:{lineno}: {text}")
-    _print_parsed(rows, misses=misses, as_json=as_json)
+    if skipped < len(files):  # no empty table when no file could be read
+        _print_parsed(rows, misses=misses, as_json=as_json)
     if skipped:
         fail(f"{skipped} of {len(files)} file(s) skipped (named above)")
 
@@ -104,11 +105,17 @@ def _open_log(path: str) -> BinaryIO | None:
     except OSError as exc:
         warn(f"{path}: {exc.strerror}: skipped")
         return None
-    if why := binary_reason(fh.read(BINARY_SNIFF_BYTES)):
+    try:
+        head = fh.read(BINARY_SNIFF_BYTES)
+        fh.seek(0)
+    except OSError as exc:  # opened but unreadable (EIO: a bad disk, /proc/self/mem)
+        fh.close()
+        warn(f"{path}: {exc.strerror}: skipped")
+        return None
+    if why := binary_reason(head):
         fh.close()
         warn(f"{path}: looks binary ({why}), not a log: skipped")
         return None
-    fh.seek(0)
     return fh
 
 

@@ -117,7 +117,10 @@ def estimates(
         click.echo(json.dumps(estimates_json(rows, silences), indent=2))
         return
     if not rows:
-        fail("no estimates stored yet" + (f" for job {job!r}" if job else ""))
+        of_job = f" for job {job!r}" if job else ""
+        if since is None:
+            fail(f"no estimates stored yet{of_job}")
+        fail(f"no estimate computed in the last {format_duration(since)}{of_job}")
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
     columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"]
     columns += ["goodput", "silenced until"]

@@ -132,6 +132,20 @@ def test_a_binary_file_is_named_as_such(tmp_path: Path) -> None:
     assert f"{blob}: looks binary" in ingested.stderr
 
 
+def test_parse_of_nothing_readable_names_each_and_prints_no_table(tmp_path: Path) -> None:
+    """`parse` of a missing file and of a regular file whose first read fails (EIO:
+    /proc/self/mem) names each on stderr and exits 1, with no traceback and no empty table."""
+    missing = tmp_path / "missing.log"
+    result = CliRunner().invoke(main, ["parse", str(missing), "/proc/self/mem"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"ckpt-advisor: {missing}: No such file or directory: skipped",
+        "ckpt-advisor: /proc/self/mem: Input/output error: skipped",
+        "ckpt-advisor: 2 of 2 file(s) skipped (named above)",
+    ]
+
+
 @pytest.fixture
 def store_db(tmp_path: Path) -> Path:
     """A store with job ``llama-70b``'s two estimates, a day apart (the last an hour ago)."""
@@ -154,6 +168,7 @@ def store_db(tmp_path: Path) -> Path:
         ("simulate", "--job", "nosuch"),
         ("plot", "--job", "nosuch", "-o", "x.png"),
         ("silence", "--job", "nosuch", "--for", "1h"),
+        ("goodput", "--job", "nosuch"),
     ],
     ids=lambda args: " ".join(args[:2]),
 )
@@ -194,7 +209,7 @@ def test_a_silence_shows_in_status_and_estimates_until_cleared(store_db: Path) -
 
 def test_estimates_history_has_a_time_column(store_db: Path) -> None:
     """`estimates --since 2d` prints one row per stored estimate, oldest first, each with the
-    time it was computed."""
+    time it was computed; a window holding none says so (not "no estimates stored yet")."""
     out = CliRunner().invoke(main, ["estimates", "--since", "2d", "--db", str(store_db)]).stdout
     [header] = [line for line in out.splitlines() if "computed" in line and "job" in line]
     rows = [line.split() for line in out.splitlines() if "llama-70b" in line]
@@ -202,6 +217,9 @@ def test_estimates_history_has_a_time_column(store_db: Path) -> None:
     stamps = [datetime.fromisoformat(f"{r[0]}T{r[1]}+00:00") for r in rows]
     assert [round((now - s).total_seconds() / 3600) for s in stamps] == [25, 1]
     assert header.split()[:3] == ["computed", "job", "status"]
+    empty = CliRunner().invoke(main, ["estimates", "--since", "30m", "--db", str(store_db)])
+    assert empty.exit_code == 1
+    assert empty.stderr == "ckpt-advisor: no estimate computed in the last 30m 00s\n"
 
 
 def test_parse_gives_each_step_once_and_a_failure_the_bars_last_step() -> None:

@@ -211,7 +211,8 @@ def test_since_keeps_the_last_stretch_before_the_newest_event(tmp_path: Path) ->
 def test_table_plot_and_spans_export(tmp_path: Path) -> None:
     """Without --json the command prints each bucket with how it was measured and the simulated
     goodput; --plot writes a PNG, --spans a CSV of labelled stretches that add up to the wall
-    time; an unknown job exits 1 naming the known ones."""
+    time, each named last on stdout (on stderr with --json, whose stdout is the JSON alone); an
+    unknown job exits 1 naming the known ones."""
     import pandas as pd
 
     job = simulate(mtbf_s=6 * HOUR, cost_s=240.0, interval_steps=1200, seed=3, duration_s=3 * 86400)
@@ -234,6 +235,13 @@ def test_table_plot_and_spans_export(tmp_path: Path) -> None:
     assert "timing file: the blocking part of each of" in text
     assert "at the recommended interval" in text
     assert "by UTC day" in text
+    assert text.splitlines()[-2:] == [
+        f"j: spans CSV written to {csv}",
+        f"j: badput plot written to {png}",
+    ]
+    as_json = CliRunner().invoke(main, [*args, "--json"])
+    assert json.loads(as_json.stdout)["wall_s"] == out["wall_s"]
+    assert as_json.stderr.splitlines() == text.splitlines()[-2:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     spans = pd.read_csv(csv)
     assert set(spans["bucket"]) <= set(BUCKETS)
