@@ -18,6 +18,7 @@ from ckpt_advisor.rules._checks import (
     require_positive,
     require_probability,
 )
+from ckpt_advisor.rules.chi2 import chi2_1_isf, chi2_1_sf, gamma_quantile
 from ckpt_advisor.rules.timeline import FloatArray
 
 
@@ -55,7 +56,8 @@ def estimate_mtbf(exposure_s: float, n_failures: int, *, confidence: float = 0.9
     Meeker & Escobar, "Statistical Methods for Reliability Data", 1998, section 7.6; the
     Garwood interval, conservative: it covers at or above its nominal rate). With no failure
     only the lower bound ``2E / χ²(1−α/2; 2)`` exists. Quantiles come from
-    ``χ²(p; k) = 2·gammaincinv(k/2, p)`` (scipy, imported on first use).
+    ``χ²(p; k) = 2·P⁻¹(k/2, p)``, ``P`` the regularized lower incomplete gamma
+    (:func:`rules.chi2.gamma_quantile`).
 
     Args:
         exposure_s: running time E, seconds, finite and >= 0.
@@ -73,13 +75,11 @@ def estimate_mtbf(exposure_s: float, n_failures: int, *, confidence: float = 0.9
     alpha = 1.0 - require_probability("confidence", confidence)
     if exposure == 0.0:
         return MtbfEstimate(None, None, None, n, exposure)
-    from scipy.special import gammaincinv  # lazy: scipy costs CLI start-up time
-
-    # 2E / χ²(p; 2m) = 2E / (2·gammaincinv(m, p)) = E / gammaincinv(m, p)
-    lower_s = exposure / float(gammaincinv(n + 1, 1.0 - alpha / 2.0))
+    # 2E / χ²(p; 2m) = 2E / (2·P⁻¹(m, p)) = E / P⁻¹(m, p)
+    lower_s = exposure / gamma_quantile(n + 1, 1.0 - alpha / 2.0)
     if n == 0:
         return MtbfEstimate(None, lower_s, None, n, exposure)
-    upper_s = exposure / float(gammaincinv(n, alpha / 2.0))
+    upper_s = exposure / gamma_quantile(n, alpha / 2.0)
     return MtbfEstimate(exposure / n, lower_s, upper_s, n, exposure)
 
 
@@ -228,8 +228,6 @@ def fit_weibull(
     r = int(failed.size)
     if r < min_failures:
         return None
-    from scipy.special import chdtrc, chdtri  # χ² survival function and its inverse
-
     unit = float(np.mean(failed))  # work in units of the mean gap: no overflow in u**k
     log_failed = np.log(failed / unit)
     log_all = np.concatenate((log_failed, [math.log(tail / unit)] if tail > 0 else []))
@@ -253,7 +251,7 @@ def fit_weibull(
     lo, hi = math.log(0.02), math.log(50.0)
     log_k = lo if score(lo) <= 0 else hi if score(hi) >= 0 else _bisect(score, lo, hi)
     top = loglik(log_k)
-    drop = float(chdtri(1, 1.0 - level)) / 2.0
+    drop = chi2_1_isf(1.0 - level) / 2.0
 
     def edge(bound: float) -> float:
         if top - loglik(bound) <= drop:
@@ -261,7 +259,7 @@ def fit_weibull(
         return math.exp(_bisect(lambda x: top - loglik(x) - drop, log_k, bound))
 
     k = math.exp(log_k)
-    p_exponential = float(chdtrc(1, max(0.0, 2.0 * (top - loglik(0.0)))))
+    p_exponential = chi2_1_sf(max(0.0, 2.0 * (top - loglik(0.0))))
     scale_s = unit * math.exp((log_sum_pow(k) - math.log(r)) / k)
     return WeibullFit(
         shape=k,

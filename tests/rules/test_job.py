@@ -265,7 +265,7 @@ def test_a_hundred_thousand_observations_take_well_under_a_second() -> None:
         np.random.default_rng(11), mtbf_s=2 * DAY_S, horizon_s=20 * DAY_S, log_steps=17
     )
     assert len(trace.observations) > 100_000
-    estimate_job("warm-up", trace.observations, now_s=0.0)  # imports scipy's parts once
+    estimate_job("warm-up", trace.observations, now_s=0.0)  # lazy imports done once
     started = time.perf_counter()
     estimate = estimate_job("big", trace.observations, now_s=0.0)
     elapsed_s = time.perf_counter() - started
