@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -43,3 +44,29 @@ def start_daemon(config: Path, env: dict[str, str] | None = None) -> subprocess.
     wait_started(proc)
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
     return proc
+
+
+_CLI_THEN_MODULES = (
+    "import json, sys\n"
+    "from ckpt_advisor.agent.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[2:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "print(json.dumps(sorted(m for m in sys.argv[1].split(',') if m in sys.modules)))\n"
+)
+
+
+def cli_imports(
+    args: list[str], modules: list[str], cwd: Path
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run ``ckpt-advisor ARGS`` in a fresh interpreter (in ``cwd``); return the finished
+    process and which of ``modules`` it had imported by the end (sorted)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CLI_THEN_MODULES, ",".join(modules), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out, list(json.loads(out.stdout.splitlines()[-1]))

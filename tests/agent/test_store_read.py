@@ -4,8 +4,6 @@ no SQLAlchemy or pydantic imported on the way."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from ckpt_advisor.agent.store import FileState, Store, StoreError, open_reader, open_store
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.model import AlertState
+from tests.agent.processes import cli_imports
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).parents[2]
@@ -78,22 +77,7 @@ def test_read_commands_import_neither_sqlalchemy_nor_pydantic(tmp_path: Path) ->
     SQLAlchemy or the config's pydantic (most of their former start-up time)."""
     db = tmp_path / "s.db"
     _filled(db).close()
-    code = (
-        "import sys\n"
-        "from ckpt_advisor.agent.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(sorted(m for m in ('sqlalchemy', 'pydantic') if m in sys.modules))\n"
-    )
     for command in (["estimates", "--json"], ["events", "--json"], ["status"]):
-        out = subprocess.run(
-            [sys.executable, "-c", code, *command, "--db", str(db)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert out.stdout.splitlines()[-1] == "[]", (command, out.stderr)
+        out, imported = cli_imports([*command, "--db", str(db)], ["sqlalchemy", "pydantic"], ROOT)
+        assert imported == [], (command, out.stderr)
         assert '"job": "j"' in out.stdout or command == ["status"]
