@@ -43,7 +43,7 @@ def select_lines(
     lines the first, the last before every :data:`STEP_SAMPLE_BYTES` boundary and the last.
 
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
-    :func:`_matcher`), line numbers by a mask of the buffer's newlines (:class:`_LineCounter`).
+    :func:`_matchers`), line numbers by a mask of the buffer's newlines (:class:`_LineCounter`).
     """
     hits: dict[LineFilter, _KeywordLines] = {}
     counter: _LineCounter | None = None
@@ -79,16 +79,32 @@ def select_lines(
 
 
 @functools.lru_cache(maxsize=64)
-def _matcher(keywords: tuple[bytes, ...]) -> ahocorasick_rs.BytesAhoCorasick | None:
-    """A multi-literal searcher for the keywords of two bytes or more (``None`` if none).
+def _matchers(keywords: tuple[bytes, ...]) -> tuple[ahocorasick_rs.BytesAhoCorasick, ...]:
+    """Multi-literal searchers for the keywords of two bytes or more, together holding each
+    once (none if there is none).
 
     Leftmost-first matching lets the library use its SIMD prefilter (Teddy), ~3 GB/s where
-    ``re`` with an alternation does ~70 MB/s; one single-byte keyword (``b"\x1b"``) among them
-    turns the prefilter off (~450 MB/s), so those are searched apart (:func:`_byte_hits`)."""
+    ``re`` with an alternation does ~70 MB/s. That prefilter takes at most
+    :data:`PREFILTER_MAX_KEYWORDS` literals: the HF parser's 74 in one searcher ran at ~160
+    MB/s, in two of 37 at ~700 MB/s (64 MB of the bench's log, a loaded machine), so the
+    keywords are dealt into as few even parts as keep each within it. One single-byte keyword
+    (``b"\x1b"``) among them turns the prefilter off (~450 MB/s), so those are searched apart
+    (:func:`_byte_hits`). Keywords hold no newline, so every line holding one gets a match
+    start in some part: the union of the parts' starts finds the same lines as one searcher."""
     long = [k for k in keywords if len(k) > 1]
-    if not long:
-        return None
-    return ahocorasick_rs.BytesAhoCorasick(long, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
+    parts = -(-len(long) // PREFILTER_MAX_KEYWORDS)
+    size = -(-len(long) // parts) if parts else 0
+    return tuple(
+        ahocorasick_rs.BytesAhoCorasick(
+            long[i : i + size], matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+        )
+        for i in range(0, len(long), size or 1)
+    )
+
+
+PREFILTER_MAX_KEYWORDS = 64
+"""Most literals one searcher takes with its SIMD prefilter on (the aho-corasick crate's packed
+Teddy searcher; measured: 64 at ~2.4 GB/s, 74 at ~160 MB/s)."""
 
 
 def _byte_hits(data: bytes, byte: bytes, end: int) -> Iterator[int]:
@@ -101,14 +117,16 @@ def _byte_hits(data: bytes, byte: bytes, end: int) -> Iterator[int]:
 
 class _KeywordLines:
     """The keyword lines of one buffer, found by one search of the whole buffer per kind of
-    keyword (multi-byte ones together, each single byte apart)."""
+    keyword (multi-byte ones in a few searchers, :func:`_matchers`; each single byte apart)."""
 
     def __init__(self, keywords: tuple[bytes, ...], data: bytes, end: int) -> None:
         self._data, self._end = data, end
-        matcher = _matcher(keywords)
-        starts = (
-            [s for _, s, _ in matcher.find_matches_as_indexes(data) if s < end] if matcher else []
-        )
+        starts = [
+            s
+            for matcher in _matchers(keywords)
+            for _, s, _ in matcher.find_matches_as_indexes(data)
+            if s < end
+        ]
         for byte in (k for k in keywords if len(k) == 1):
             starts.extend(_byte_hits(data, byte, end))
         starts.sort()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ckpt_advisor.parsers import selection
@@ -15,14 +17,17 @@ class _Recorder(StreamParser):
     """Records what it is fed; after a line holding ``every_line_after`` it needs every line for
     the next ``lines`` lines (its filter is None), as a parser inside a traceback does."""
 
-    def __init__(self, *, every_line_after: str | None = None, lines: int = 0) -> None:
+    def __init__(
+        self, *, every_line_after: str | None = None, lines: int = 0, wants: LineFilter = FILTER
+    ) -> None:
         super().__init__("recorder")
         self.fed: list[tuple[int, str]] = []
+        self._wants = wants
         self._trigger, self._every_for, self._left = every_line_after, lines, 0
 
     @property
     def line_filter(self) -> LineFilter | None:
-        return None if self._left else FILTER
+        return None if self._left else self._wants
 
     def _feed(self, line: str, lineno: int) -> list[Event]:
         self.fed.append((lineno, line))
@@ -88,3 +93,24 @@ def test_a_long_bar_is_sampled_once_per_step_sample_bytes(
     assert len(numbers) >= expected
     if sample_bytes > len("".join(bars)):
         assert numbers == [1, 99]
+
+
+def test_more_keywords_than_one_prefilter_takes_select_every_line_holding_one() -> None:
+    """With 150 keywords (three searchers of at most PREFILTER_MAX_KEYWORDS) the lines fed are
+    exactly the lines holding a keyword, wherever in the line and however many it holds."""
+    rng = random.Random(5)
+    keywords = [f"kw{i:03d}!".encode() for i in range(150)]
+    assert len(selection._matchers(tuple(keywords))) == 3
+    lines = []
+    for _ in range(2000):
+        held = rng.sample(keywords, rng.choice([0, 0, 0, 1, 2]))
+        words = [rng.choice(["step", "loss", "kw", "!"]) for _ in range(rng.randint(0, 6))]
+        words += [k.decode() for k in held]
+        rng.shuffle(words)
+        lines.append(" ".join(words))
+    parser = _Recorder(wants=LineFilter(keywords=tuple(keywords), progress=()))
+    assert _select(parser, "".join(f"{line}\n" for line in lines)) == len(lines)
+    want = [
+        (n, line) for n, line in enumerate(lines, 1) if any(k.decode() in line for k in keywords)
+    ]
+    assert parser.fed == want
