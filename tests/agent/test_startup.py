@@ -17,5 +17,5 @@ def test_an_ingest_and_its_estimate_import_no_scipy(tmp_path: Path) -> None:
     out, imported = cli_imports(
         ["ingest", str(log), "--job", "j", "--db", str(db)], ["scipy"], tmp_path
     )
-    assert "2 checkpoint(s), 1 failure(s)" in out.stderr
+    assert "2 checkpoint(s), 1 failure(s)" in out.stdout
     assert imported == []
