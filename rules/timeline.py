@@ -287,8 +287,14 @@ class Timeline:
         return int(self.time_s.size)
 
     def is_kind(self, *kinds: Kind) -> BoolArray:
-        """Shape (n,): True where the observation's kind is one of ``kinds``."""
-        return np.isin(self.kind, np.array(kinds, np.int8))
+        """Shape (n,): True where the observation's kind is one of ``kinds``.
+
+        One comparison per kind: ``np.isin`` with a few values took ~40× as long (0.4 s on
+        10M observations, numpy 2.4), and the estimate asks this a dozen times."""
+        found = np.zeros(self.kind.shape, np.bool_)
+        for kind in kinds:
+            found |= self.kind == kind
+        return found
 
     @property
     def newest_s(self) -> float | None:
