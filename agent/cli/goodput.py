@@ -117,7 +117,11 @@ def goodput(
             shown = f"{format_duration(low)} – {format_duration(high)}"
         share = f"{seconds / g.wall_s:.1%}" if g.wall_s else "-"
         gpu_h = [f"{out['gpu_hours'][name]:,.1f}"] if gpus else []
-        rows.append([name, shown, share, *gpu_h, out["measured_by"][name]["how"]])
+        how = out["measured_by"][name]
+        source = how["source"].replace("_", " ") + (
+            f", {how['bound']} bound" if how["bound"] else ""
+        )
+        rows.append([name, shown, share, *gpu_h, source])
     good = "-" if g.goodput is None else f"{g.goodput:.1%}"
     low_good = out["goodput_range"][0]
     if g.checkpoint_is_lower_bound and low_good is not None:
@@ -129,6 +133,10 @@ def goodput(
         head,
         rows,
     )
+    # the sentences below the table: a terminal narrower than them folds them, not the table
+    click.echo("How each was measured:")
+    for name in BUCKETS:
+        click.echo(f"  {name}: {out['measured_by'][name]['how']}")
     if by_day:
         table(
             "by UTC day",

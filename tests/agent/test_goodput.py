@@ -232,7 +232,7 @@ def test_table_plot_and_spans_export(tmp_path: Path) -> None:
         str(csv),
     ]
     text = _run(*args)
-    assert "timing file: the blocking part of each of" in text
+    assert "  checkpoint: timing file: the blocking part of each of" in text  # below the table
     assert "at the recommended interval" in text
     assert "by UTC day" in text
     assert text.splitlines()[-2:] == [
