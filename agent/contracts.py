@@ -142,7 +142,8 @@ def goodput_json(
     ``goodput_range`` (``[low, high]``: log saves may hide part of their cost), how each bucket
     was measured (``measured_by``: :func:`agent.goodput.measured_by`), the counts, GPU-hours per
     bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
-    recommended interval (as in ``estimates``) and the same split per UTC day (``by_day``)."""
+    recommended interval (as in ``estimates``), the files with no timestamps (``untimed_files``:
+    :func:`untimed_files`) and the same split per UTC day (``by_day``)."""
     from ckpt_advisor.agent.goodput import measured_by
     from ckpt_advisor.rules.goodput import BUCKETS
 
@@ -168,6 +169,7 @@ def goodput_json(
         else {name: seconds[f"{name}_s"] * est.gpus / 3600.0 for name in (*BUCKETS, "wall")},
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
+        "untimed_files": untimed_files(est),
         "by_day": list(by_day),
     }
 
@@ -178,6 +180,14 @@ def estimates_json(
     """The ``estimates --json`` list: each stored estimate as stored, plus ``silenced_until``
     (when the job's running silence ends, ISO 8601, or null: ``silence --job``)."""
     return [{**row, "silenced_until": iso(silences.get(row["job"]))} for row in rows]
+
+
+def untimed_files(est: JobEstimate) -> dict[str, int]:
+    """Each of the job's files that prints no timestamps, and its first event's line: its
+    events are dated when read, so they hold no wall time to split (``goodput --json``)."""
+    from ckpt_advisor.rules.model import NoteCode
+
+    return next((dict(n.by_name) for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), {})
 
 
 def interval_json(

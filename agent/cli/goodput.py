@@ -75,8 +75,10 @@ def goodput(
     from ckpt_advisor.agent.app import estimator_of
     from ckpt_advisor.agent.contracts import goodput_json
     from ckpt_advisor.agent.goodput import by_day_json, by_period, spans_frame
+    from ckpt_advisor.agent.notes import render_note
     from ckpt_advisor.agent.store import StoreError
     from ckpt_advisor.rules.goodput import BUCKETS
+    from ckpt_advisor.rules.model import NoteCode
 
     estimator = estimator_of(load_config(config_path) if config_path else None)
     store = read_store(db, config_path)
@@ -90,6 +92,9 @@ def goodput(
         fail(f"job {job!r} has no events with a time: nothing to account for")
     until_s = spans.last_s
     g = spans.breakdown(since_s=-float("inf") if since is None else until_s - since)
+    untimed = next((n for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), None)
+    if untimed is not None and g.wall_s == 0.0:
+        fail(f"{job}: no wall time to split: {render_note(untimed)}")
     days = by_period(spans, since_s=g.since_s, until_s=g.until_s)
     if spans_path:
         try:
@@ -137,6 +142,8 @@ def goodput(
     click.echo("How each was measured:")
     for name in BUCKETS:
         click.echo(f"  {name}: {out['measured_by'][name]['how']}")
+    if untimed is not None:
+        click.echo(f"Caution, the split is not measured around these: {render_note(untimed)}")
     if by_day:
         table(
             "by UTC day",

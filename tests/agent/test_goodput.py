@@ -313,3 +313,35 @@ def test_log_only_buckets_hold_the_truth_within_their_bounds(
         near = high if name == "checkpoint" else low
         assert abs(near - truth[name]) < 0.02 * wall, (name, near, truth[name])
         assert far == out[f"{name}_s"]
+
+
+REAL = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def test_logs_without_timestamps_are_named_not_split(tmp_path: Path) -> None:
+    """A job whose only logs print no timestamps (the captured Lightning runs) has no wall time
+    to split: goodput exits 1 naming each file and its first event's line; beside a timed log
+    the untimed file is listed in untimed_files and the table warns about it."""
+    db = str(tmp_path / "s.db")
+    for name in ("lightning_crash.log", "lightning_resume.log"):
+        _run("ingest", str(REAL / name), "--job", "pl", "--db", db)
+    result = CliRunner().invoke(main, ["goodput", "--job", "pl", "--db", db])
+    assert result.exit_code == 1
+    assert "pl: no wall time to split: no timestamps in" in result.output
+    assert f"{REAL / 'lightning_crash.log'} (first event at line 19)" in result.output
+    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log", "lightning_crash.log"):
+        _run("ingest", str(REAL / name), "--job", "mix", "--db", db)
+    out = json.loads(_run("goodput", "--job", "mix", "--db", db, "--json"))
+    assert out["untimed_files"] == {str(REAL / "lightning_crash.log"): 19}
+    assert "Caution, the split is not measured around these" in _run(
+        "goodput", "--job", "mix", "--db", db
+    )
+    timed = json.loads(_run("goodput", "--job", "j", "--db", _hf_only(tmp_path), "--json"))
+    assert timed["untimed_files"] == {}
+
+
+def _hf_only(tmp: Path) -> str:
+    db = str(tmp / "hf.db")
+    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
+        _run("ingest", str(REAL / name), "--job", "j", "--db", db)
+    return db
