@@ -101,9 +101,13 @@ def goodput(
             spans_frame(spans).to_csv(spans_path, index=False)
         except OSError as exc:
             fail(f"{spans_path}: {exc.strerror}")
-    if plot_path:
-        _plot(spans, g.since_s, g.until_s, plot_path, job, g.goodput, g.checkpoint_is_lower_bound)
     out = goodput_json(est, g, since_s=since, by_day=by_day_json(days))
+    good = "-" if g.goodput is None else f"{g.goodput:.1%}"
+    low_good = out["goodput_range"][0]
+    if g.checkpoint_is_lower_bound and low_good is not None:
+        good = f"{low_good:.1%} to {good}"
+    if plot_path:
+        _plot(spans, g.since_s, g.until_s, plot_path, job, good, g.checkpoint_is_lower_bound)
     files = (("spans CSV", spans_path), ("badput plot", plot_path))
     written = [f"{job}: {what} written to {path}" for what, path in files if path]
     if as_json:  # stdout holds the JSON alone: what was written is said on stderr
@@ -127,10 +131,6 @@ def goodput(
             f", {how['bound']} bound" if how["bound"] else ""
         )
         rows.append([name, shown, share, *gpu_h, source])
-    good = "-" if g.goodput is None else f"{g.goodput:.1%}"
-    low_good = out["goodput_range"][0]
-    if g.checkpoint_is_lower_bound and low_good is not None:
-        good = f"{low_good:.1%} to {good}"
     table(
         f"{job}: goodput {good} of {format_duration(g.wall_s)} wall time, "
         f"{short_time(out['window_start'])} to {short_time(out['window_end'])} UTC; "
@@ -186,7 +186,7 @@ def _plot(
     until_s: float,
     path: str,
     job: str,
-    good: float | None,
+    good: str,
     lower_bound: bool,
 ) -> None:
     from ckpt_advisor.agent.goodput import by_period
@@ -194,12 +194,11 @@ def _plot(
 
     hourly = until_s - since_s < HOURLY_BELOW_S
     frame = by_period(spans, since_s=since_s, until_s=until_s, freq="h" if hourly else "D")
-    shown = "-" if good is None else f"{good:.1%}"
     try:
         plot_badput(
             frame,
             path,
-            title=f"{job}: badput over time (goodput {shown} of "
+            title=f"{job}: badput over time (goodput {good} of "
             f"{format_duration(until_s - since_s)})",
             hourly=hourly,
             lower_bound=lower_bound,
