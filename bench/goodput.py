@@ -107,11 +107,11 @@ def run_scenario(name: str, job: SynthJob, workdir: Path, *, timing_file: bool) 
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "train.log"
     log.write_text("".join(text for _, text in job.log), encoding="utf-8")
-    specs = [WatchSpec("sim", (str(log),), timing=False, fmt="auto")]
+    specs = [WatchSpec("sim", (str(log),), fmt="auto")]
     if timing_file:
         timings = workdir / "ckpt_timings.jsonl"
         timings.write_text("".join(text for _, text in job.timings), encoding="utf-8")
-        specs.append(WatchSpec("sim", (str(timings),), timing=True, fmt="timing_jsonl"))
+        specs.append(WatchSpec("sim", (str(timings),), fmt="timing_jsonl"))
     store = open_store(workdir / "ckpt.db")
     tailer = Tailer(store, specs, clock=lambda: datetime.now(UTC), tz=UTC, backfill=True)
     tailer.scan()

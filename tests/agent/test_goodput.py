@@ -345,3 +345,17 @@ def _hf_only(tmp: Path) -> str:
     for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
         _run("ingest", str(REAL / name), "--job", "j", "--db", db)
     return db
+
+
+def test_the_goodput_bench_runs_and_reads_its_rows(tmp_path: Path) -> None:
+    """bench/goodput.py's path (write, tail, estimate, split) runs on a two-day job from both
+    sources and its acceptance rows are met, so `python -m bench.goodput` cannot rot unseen."""
+    from bench.goodput import rows, run_scenario
+
+    job = simulate(mtbf_s=6 * HOUR, cost_s=240.0, interval_steps=600, duration_s=2 * 86400)
+    results = [
+        run_scenario("two days", job, tmp_path / str(timed), timing_file=timed)
+        for timed in (True, False)
+    ]
+    assert [met for *_, met in rows(results)] == [True] * 4, rows(results)
+    assert abs(results[0].error("lost")) < 0.02
