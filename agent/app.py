@@ -176,7 +176,7 @@ def build_daemon(
     from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
     from ckpt_advisor.agent.mounts import MOUNT_TABLE
     from ckpt_advisor.agent.store import open_store
-    from ckpt_advisor.agent.store.sqlite.schema import UPGRADE_S_PER_MILLION_EVENTS
+    from ckpt_advisor.agent.store.schema import UPGRADE_S_PER_MILLION_EVENTS
 
     notify = systemd or SystemdNotifier()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import socket
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +25,7 @@ from pydantic import (
 )
 
 from ckpt_advisor import parsers
+from ckpt_advisor.agent.credentials import secret
 from ckpt_advisor.agent.units import parse_duration_s
 from ckpt_advisor.parsers.events import EventKind
 
@@ -57,13 +59,50 @@ DAY_S = 86400.0
 
 
 class StoreConfig(_Section):
-    """``[store]``: where events, estimates and the Slack outbox live."""
+    """``[store]``: where events, estimates and the Slack outbox live: a SQLite file (``path``,
+    the default), or one PostgreSQL database shared by a fleet of agents (``url``)."""
 
     path: Path = Field(default_factory=default_db_path)
     """SQLite file (WAL mode); default ``$CKPT_ADVISOR_DB``, ``$STATE_DIRECTORY/ckpt-advisor.db``
-    or ``~/.local/state/ckpt-advisor/ckpt-advisor.db``. Must be on a local disk."""
+    or ``~/.local/state/ckpt-advisor/ckpt-advisor.db``. Must be on a local disk. With ``url``
+    set, only its directory is used (the daemon's heartbeat and lock files)."""
+    url: str | None = None
+    """Fleet mode: ``postgresql://user@host:5432/db`` (query parameters such as
+    ``?sslmode=verify-full`` are passed to libpq). Never put the password here: it is read from
+    ``password_env``. Unset: the SQLite file ``path``."""
+    password_env: str = "CKPT_ADVISOR_DB_PASSWORD"
+    """Name of the environment variable (or systemd credential) holding the database password;
+    unset or empty: libpq's own means (``~/.pgpass``, ``$PGPASSFILE``, peer or certificate
+    authentication)."""
     retention_days: float = Field(default=365.0, gt=0, le=36500)
     """Events older than this many days are pruned daily."""
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from ckpt_advisor.agent.store.url import parse_url
+
+            parse_url(value)  # ValueError names what is wrong (never echoing a password)
+        return value
+
+    def target(self) -> str | Path:
+        """What :func:`agent.store.open_store` opens: the URL, or else the SQLite path."""
+        return self.url if self.url is not None else self.path
+
+    def password(self) -> str | None:
+        """The database password from ``$<password_env>``, else from
+        ``$CREDENTIALS_DIRECTORY/<password_env>`` (systemd's ``LoadCredential=``); None when
+        neither is set. Trailing newlines of a credentials file are dropped."""
+        return secret(self.password_env)[0]
+
+
+class AgentConfig(_Section):
+    """``[agent]``: this agent's identity among the agents of one store (fleet mode)."""
+
+    name: str = Field(default_factory=lambda: socket.gethostname(), min_length=1, max_length=200)
+    """The agent's name, stored with every file it reads and every message it sends; unique
+    per store. Default: the host name."""
 
 
 class ScheduleConfig(_Section):
@@ -283,6 +322,7 @@ class Config(_Section):
     """The whole configuration file (DESIGN.md, "Contracts")."""
 
     store: StoreConfig = Field(default_factory=StoreConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     estimation: EstimationConfig = Field(default_factory=EstimationConfig)
     parse: ParseConfig = Field(default_factory=ParseConfig)
@@ -310,13 +350,7 @@ class Config(_Section):
             ConfigError: the token holds control characters (a pasted newline): it could never
                 authenticate, and would end up echoed in HTTP errors. The token is not shown.
         """
-        token = os.environ.get(self.slack.token_env, "").strip() or None
-        where = f"${self.slack.token_env}"
-        if token is None and (creds := os.environ.get("CREDENTIALS_DIRECTORY")):
-            path = Path(creds) / self.slack.token_env
-            if path.is_file():
-                token = path.read_text(encoding="utf-8").strip() or None
-                where = str(path)
+        token, where = secret(self.slack.token_env)
         if token is not None and any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
             raise ConfigError(
                 f"{where}: the Slack token contains whitespace or control characters "

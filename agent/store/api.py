@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from ckpt_advisor.agent.store.records import EventColumns, FileState, OutboxItem, StoredEvent
+from ckpt_advisor.agent.store.records import (
+    AgentInfo,
+    EventColumns,
+    FileState,
+    OutboxItem,
+    RegisteredJob,
+    StoredEvent,
+)
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.rules.model import AlertState
 
@@ -76,9 +83,25 @@ class StoreReader(Protocol):
         quick integrity check: ``check-config`` runs it)."""
         ...
 
+    def agents(self) -> list[AgentInfo]:
+        """Every agent that has opened the store for writing (fleet mode), by name."""
+        ...
+
+    def registered_jobs(self) -> dict[str, RegisteredJob]:
+        """The jobs some agent's config names, with that agent and the job's size."""
+        ...
+
+    def leases(self) -> dict[str, tuple[str, float]]:
+        """Each job's speaking agent and when its lease ends (epoch seconds)."""
+        ...
+
 
 class Store(StoreReader, Protocol):
-    """The reader plus every write. Safe to share between the daemon's threads."""
+    """The reader plus every write, as one agent (``agent``). Safe to share between the
+    daemon's threads."""
+
+    agent: str
+    """The agent this store was opened as: its files, and the name on what it writes."""
 
     # -- the tailer's state: offsets are committed with the events read up to them ---------
 
@@ -87,7 +110,19 @@ class Store(StoreReader, Protocol):
         ...
 
     def find_files(self, job: str, dev: int, ino: int) -> list[FileState]:
-        """Remembered files of ``job`` with this device and inode (the caller checks the head)."""
+        """This agent's remembered files of ``job`` with this device and inode (the caller
+        checks the head)."""
+        ...
+
+    def fingerprint_owner(self, job: str, head_len: int, head_hash: str) -> Any:
+        """Another agent's file of ``job`` whose first ``head_len`` bytes hash to
+        ``head_hash`` (a ``FingerprintOwner``: its state, agent, whether that agent is alive),
+        or None."""
+        ...
+
+    def adopt_file(self, file_id: int, from_agent: str, dev: int, ino: int, path: str) -> bool:
+        """Take over an away agent's file (to read on from its offset); False if another
+        agent was first."""
         ...
 
     def forget_file(self, file_id: int) -> None:
@@ -139,7 +174,13 @@ class Store(StoreReader, Protocol):
         now_s: float,
     ) -> int | None:
         """Persist the new alert state and, in the same transaction, queue ``message``; returns
-        its outbox id (None without a message). Written before sending: exactly-once delivery."""
+        its outbox id (None without a message). Written before sending: exactly-once delivery.
+        Raises ``LeaseLost`` (a :class:`StoreError`) when another agent holds the job's lease."""
+        ...
+
+    def claim_message(self, item_id: int, job: str, now_s: float) -> str | None:
+        """Claim a queued message to send it now: the state to send it in (``unsure``: look
+        for it in the channel first), or None when it is not this agent's to send."""
         ...
 
     def mark_message(
@@ -165,4 +206,23 @@ class Store(StoreReader, Protocol):
 
     def silenced_until(self, job: str, now_s: float) -> float | None:
         """When the silence of ``job`` ends, or None if it is not silenced at ``now_s``."""
+        ...
+
+    # -- fleet mode: agents, their jobs, one voice per job -----------------------------------
+
+    def register_agent(self) -> None:
+        """Say that this agent runs (at start)."""
+        ...
+
+    def stop_agent(self) -> None:
+        """Say that this agent stopped, releasing its leases."""
+        ...
+
+    def register_jobs(self, jobs: Iterable[RegisteredJob]) -> None:
+        """This agent's configured jobs and sizes, replacing what it registered before."""
+        ...
+
+    def claim_leases(self, ttl_s: float) -> set[str]:
+        """Renew this agent's leases and take the free ones it should hold; returns the jobs
+        it speaks for now (see ``agent/store/sql/fleet.py``)."""
         ...

@@ -27,6 +27,7 @@ class FileState:
 
     ``offset`` is the byte offset just after the last complete line committed; ``lineno`` the
     number of lines before it. Identity is device + inode + a hash of the first ``head_len`` bytes.
+    Identity is per agent (the store is opened as one): two hosts' inode numbers never meet.
     ``finished``: the parser's pending state (a traceback waiting for its next line) was flushed
     at ``offset``, so a parser rebuilt by replaying the file must be flushed there too. ``id`` 0
     is a file the store has not seen yet.
@@ -43,6 +44,10 @@ class FileState:
     lineno: int
     truncations: int
     finished: bool = False
+    shared_with: str | None = None
+    """Fleet mode: another agent reads this very file (its first bytes match: a shared
+    filesystem that two agents' globs both reach); this agent stores none of its events. The
+    text names that agent and its path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +99,27 @@ class OutboxItem:
     payload: dict[str, Any]
     attempts: int
     state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """One agent of a store (fleet mode): who it is and when it was last seen (epoch seconds,
+    the database's clock for PostgreSQL)."""
+
+    name: str
+    host: str
+    pid: int
+    version: str
+    started_s: float
+    seen_s: float
+    stopped_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredJob:
+    """A job some agent's config names, and its size (what the fleet's rate is pooled by)."""
+
+    name: str
+    agent: str
+    gpus: int | None
+    nodes: int | None

@@ -1,7 +1,10 @@
-"""The SQLite store's alert state, Slack outbox and silences (part of :class:`SqliteStore`).
+"""The store's alert state, Slack outbox and silences (part of :class:`SqlStore`).
 
-A mixin of :class:`agent.store.sqlite.writer.SqliteStore`, which provides ``engine`` and the
-write transaction (``_write``): the decision side of the store, apart from the events side.
+A mixin of :class:`agent.store.sql.writes.SqlStore`, which provides ``engine``, the agent's name
+and the write transaction (``_write``): the decision side of the store, apart from the events
+side. With several agents on one store, a decision is recorded only by the agent that holds the
+job's lease (``fleet.py``), and a message is sent only by the agent that claimed it
+(:meth:`OutboxTables.claim_message`): one voice, each message once.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.engine import Connection, CursorResult
 
-from ckpt_advisor.agent.store.sqlite import tables as t
+from ckpt_advisor.agent.store.sql import tables as t
+from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.rules.model import AlertState
 
 
@@ -28,13 +32,20 @@ class OutboxTables:
     """Alert state, the outbox and silences: what was told, what is to be sent, what is muted."""
 
     engine: Engine
+    agent: str
 
     def _write(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    def _read(self) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
+    def _fence(self, conn: Connection, job: str) -> None:
+        raise NotImplementedError
+
     def alert_state(self, job: str) -> AlertState:
         """What was last told about ``job`` (the default state when nothing was)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(select(t.alerts).where(t.alerts.c.job == job)).first()
         if row is None:
             return AlertState()
@@ -53,8 +64,12 @@ class OutboxTables:
 
         Returns the outbox id of the queued message, or None when there is none. Writing the
         message before sending is what makes delivery exactly-once across crashes.
+
+        Raises:
+            LeaseLost: another agent holds the job's lease (nothing is written).
         """
         with self._write() as conn:
+            self._fence(conn, job)
             conn.execute(delete(t.alerts).where(t.alerts.c.job == job))
             conn.execute(
                 insert(t.alerts).values(
@@ -75,6 +90,7 @@ class OutboxTables:
                         payload=json.dumps(message),
                         state="queued",
                         attempts=0,
+                        agent=self.agent,
                     )
                 )
             )
@@ -87,7 +103,7 @@ class OutboxTables:
 
     def silenced_until(self, job: str, now_s: float) -> float | None:
         """When the silence of ``job`` ends, or None if it is not silenced at ``now_s``."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             until = conn.execute(
                 select(t.silences.c.until_s).where(t.silences.c.job == job)
             ).scalar_one_or_none()
@@ -122,5 +138,36 @@ class OutboxTables:
         q = select(t.outbox).order_by(t.outbox.c.id)
         if job is not None:
             q = q.where(t.outbox.c.job == job)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [{**dict(r._mapping), "payload": json.loads(r.payload)} for r in conn.execute(q)]
+
+    def claim_message(self, item_id: int, job: str, now_s: float) -> str | None:
+        """Claim a queued message for this agent to send now; returns the state to send it
+        in, or None when it is not this agent's to send (another agent holds the job's lease,
+        or the message is no longer queued).
+
+        ``unsure`` when an earlier send may have landed: it was ``unsure`` already, or another
+        agent claimed it last (that agent may have died mid-send), so it is looked for in the
+        channel before it is sent again. A message that this agent claimed last keeps its state
+        (a restart of the one agent behaves as before fleet mode).
+        """
+        with self._write() as conn:
+            try:
+                self._fence(conn, job)
+            except StoreError:
+                return None
+            c = t.outbox.c
+            row = conn.execute(
+                select(c.state, c.claimed_by).where(c.id == item_id).with_for_update()
+            ).first()
+            if row is None or row.state not in ("queued", "unsure"):
+                return None
+            state = row.state
+            if row.claimed_by is not None and row.claimed_by != self.agent:
+                state = "unsure"
+            conn.execute(
+                update(t.outbox)
+                .where(c.id == item_id)
+                .values(claimed_by=self.agent, claimed_s=now_s, state=state)
+            )
+            return str(state)

@@ -1,7 +1,7 @@
-"""The SQLite store's schema version and the packed numbers of an event (standard library only).
+"""The store's schema version and the packed numbers of an event (standard library only).
 
-Both the reader (sqlite3 alone, for fast read-only commands) and the writer need these, so they
-live apart from the SQLAlchemy tables (``tables.py``).
+Every backend, and the SQLite reader (sqlite3 alone, for fast read-only commands), need these,
+so they live apart from the SQLAlchemy tables (``sql/tables.py``).
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import sqlite3
 import struct
-from pathlib import Path
 
 from ckpt_advisor.agent.store.records import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: the first release; 2: adds ``silences``; 3: adds ``files.finished``; 4: adds
-``events.numbers`` (:func:`event_numbers`) and the index that covers it."""
+``events.numbers`` (:func:`event_numbers`) and the index that covers it; 5 (fleet mode): the
+agent that read each file and event, the agents, the jobs they configure, the jobs' leases (one
+voice) and the outbox's claims. Kept in the ``meta`` table; the migrations are Alembic's."""
 UPGRADE_S_PER_MILLION_EVENTS = 30.0
 """A generous bound on the schema 3 -> 4 upgrade's time (8 s per million events measured on a
 local SSD), for callers that must say how long a start may take."""
@@ -46,7 +46,7 @@ def event_numbers(
 ) -> bytes:
     """The ``events.numbers`` blob of one event (40 bytes, little-endian, NULL as NaN).
 
-    The estimator's read (:meth:`agent.store.sqlite.reader.SqliteQueries.event_columns`)
+    The estimator's read (:meth:`agent.store.queries.SqlQueries.event_columns`)
     concatenates these blobs in SQL and hands them to numpy whole: a million events cost one
     row, not a million Python tuples.
     """
@@ -56,21 +56,10 @@ def event_numbers(
     )
 
 
-def schema_version(conn: sqlite3.Connection) -> int | None:
-    """The store's schema version, or None in a database without ckpt-advisor's tables."""
-    has_meta = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-    ).fetchone()
-    if not has_meta:
-        return None
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    return int(row[0]) if row else None
-
-
-def check_schema(path: Path, version: int | None) -> None:
-    """Raise :class:`StoreError` naming ``path`` when its schema is newer than this code."""
+def check_schema(location: object, version: int | None) -> None:
+    """Raise :class:`StoreError` naming ``location`` when its schema is newer than this code."""
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
-            f"{path}: schema version {version} is newer than this ckpt-advisor "
+            f"{location}: schema version {version} is newer than this ckpt-advisor "
             f"understands ({SCHEMA_VERSION}); upgrade ckpt-advisor"
         )

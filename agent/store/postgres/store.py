@@ -1,0 +1,253 @@
+"""The PostgreSQL store: many agents, one database (fleet mode), through SQLAlchemy Core and
+psycopg 3.
+
+:class:`PostgresReader` runs the queries of ``agent/store/queries.py`` over psycopg (the CLI's
+read commands, with any role that may SELECT); :class:`PostgresStore` adds the writes of
+``agent/store/sql/`` and migrates the schema when it first reaches the server, under an
+advisory lock (one agent of a fleet migrates, the others wait).
+
+A server that is away at start is no error: the store opens, every call raises
+:class:`StoreError` until the server answers (the daemon retries with backoff, its offsets
+unchanged: docs/RELIABILITY.md, scenario 31), and the schema is checked and migrated then. A
+server that refuses (a wrong password, a missing database or grant) raises
+:class:`~agent.store.postgres.access.StoreAccessError` at once, naming the URL without its
+password and the right that is missing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from ckpt_advisor.agent.store.postgres.access import (
+    GRANT_HINT,
+    StoreAccessError,
+    describe,
+    missing_rights,
+    refused,
+)
+from ckpt_advisor.agent.store.queries import SqlQueries
+from ckpt_advisor.agent.store.records import StoreError
+from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
+from ckpt_advisor.agent.store.sql.migrate import stored_version, upgrade
+from ckpt_advisor.agent.store.sql.writes import SqlStore
+from ckpt_advisor.agent.store.url import driver_url, redact
+
+CONNECT_TIMEOUT_S = 5
+"""libpq's ``connect_timeout``: how long one attempt to reach the server may take."""
+MIGRATE_LOCK = "ckpt-advisor migrate"
+
+
+def make_engine(url: str, password: str | None, application: str) -> Engine:
+    """An engine for ``url`` (checked, password from the environment) that tests connections
+    before use (a restarted server leaves dead ones in the pool)."""
+    return create_engine(
+        driver_url(url, password),
+        pool_pre_ping=True,
+        pool_size=4,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": application},
+    )
+
+
+class PgSql(SqlQueries):
+    """The queries with PostgreSQL's placeholders, rows and aggregate."""
+
+    engine: Engine
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    def _cursor(self, conn: Any) -> Any:
+        from psycopg.rows import dict_row
+
+        return conn.cursor(row_factory=dict_row)
+
+    def _packed(self, conn: Any, job: str) -> tuple[int, bytes]:
+        cur = conn.execute(
+            "SELECT count(*), string_agg(numbers, ''::bytea ORDER BY time_s, id) FROM events "
+            "WHERE job = %s AND time_s IS NOT NULL",
+            (job,),
+        )
+        count, packed = cur.fetchone()
+        return int(count), bytes(packed or b"")
+
+    def _ready(self) -> None:
+        """Check (or migrate) the schema once the server first answers."""
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        self._ready()
+        try:
+            with self.engine.connect() as conn:
+                yield conn.connection.driver_connection
+        except DBAPIError as exc:
+            raise self._failure(exc, "read failed") from None
+        except StoreError:
+            raise
+        except Exception as exc:  # psycopg's own errors on the raw connection
+            from psycopg import Error
+
+            if isinstance(exc, Error):
+                raise self._failure(exc, "read failed") from None
+            raise
+
+    def check(self) -> str | None:
+        """Why the server cannot be read now (away, refusing), or None. The server keeps its
+        own pages sound (checksums, WAL): there is no file here to check."""
+        try:
+            with self._reading() as conn:
+                conn.execute("SELECT 1")
+        except StoreError as exc:
+            return str(exc)
+        return None
+
+    def _failure(self, exc: BaseException, what: str) -> StoreError:
+        kind = StoreAccessError if refused(exc) else StoreError
+        return kind(f"{self.location}: {what}: {describe(exc)}")
+
+
+class PostgresReader(PgSql):
+    """A PostgreSQL store opened to read (the CLI's ``estimates``, ``events``, ``status``)."""
+
+    def __init__(self, url: str, *, password: str | None) -> None:
+        """Connect to ``url`` and check the schema.
+
+        Raises:
+            StoreError: the server cannot be reached, refuses the role, holds no ckpt-advisor
+                store, or a store of another version. The message names the URL (no password).
+        """
+        super().__init__(redact(url), 0)
+        self.engine = make_engine(url, password, "ckpt-advisor reader")
+        try:
+            with self.engine.connect() as conn:
+                version = stored_version(conn)
+        except DBAPIError as exc:
+            raise self._failure(exc, "cannot connect") from None
+        if version is None:
+            raise StoreError(f"{self.location}: not a ckpt-advisor store (run `ckpt-advisor migrate`)")
+        check_schema(self.location, version)
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.location}: schema version {version}; run `ckpt-advisor migrate` "
+                f"(as the owner role) to bring it to {SCHEMA_VERSION}"
+            )
+        self._version = version
+
+    def close(self) -> None:
+        """Release the connections (the data stays)."""
+        self.engine.dispose()
+
+
+class PostgresStore(PgSql, SqlStore):
+    """A PostgreSQL store, read and written by one agent of a fleet (thread-safe)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        agent: str,
+        password: str | None,
+        on_upgrade: Callable[[int], None] | None = None,
+        migrate: bool = True,
+    ) -> None:
+        """Open the store at ``url`` as ``agent``; with ``migrate``, create or upgrade its
+        schema when the server first answers (now, or later if it is away now).
+
+        Raises:
+            StoreAccessError: the server refuses: a wrong password, no such database or role,
+                a missing grant (named, with the GRANT that fixes it), a schema this role may
+                not migrate. The message names the URL without its password.
+            StoreError: the store is from a newer ckpt-advisor.
+        """
+        PgSql.__init__(self, redact(url), 0)
+        self._setup(make_engine(url, password, f"ckpt-advisor {agent}"), agent)
+        self._on_upgrade = on_upgrade
+        self._migrate = migrate
+        self._schema_lock = threading.Lock()
+        try:
+            self._ready()
+        except StoreAccessError:
+            self.engine.dispose()
+            raise
+        except StoreError as exc:
+            if "newer than this ckpt-advisor" in str(exc):
+                raise
+            # away: every call raises StoreError until it answers, then the schema is checked
+
+    def _ready(self) -> None:
+        if self._version == SCHEMA_VERSION:
+            return
+        with self._schema_lock:
+            if self._version == SCHEMA_VERSION:
+                return
+            try:
+                self._init_schema()
+            except DBAPIError as exc:
+                raise self._failure(exc, "cannot open the store") from None
+
+    def _init_schema(self) -> None:
+        with self.engine.begin() as conn:
+            version = stored_version(conn)
+            check_schema(self.location, version)
+            if version != SCHEMA_VERSION:
+                if not self._migrate:
+                    raise StoreAccessError(
+                        f"{self.location}: schema version {version}; run `ckpt-advisor "
+                        f"migrate` (as the owner role) to bring it to {SCHEMA_VERSION}"
+                    )
+                conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": MIGRATE_LOCK})
+                try:
+                    upgrade(conn, location=self.location, agent=self.agent, on_upgrade=self._on_upgrade)
+                except DBAPIError as exc:
+                    if not refused(exc):
+                        raise
+                    raise StoreAccessError(
+                        f"{self.location}: cannot create or upgrade the store's tables: "
+                        f"{describe(exc)}; run `ckpt-advisor migrate` as the database's owner "
+                        "role, or grant this role CREATE on the schema (docs/INSTALL.md)"
+                    ) from None
+        with self.engine.connect() as conn:
+            missing = missing_rights(conn)
+            role = conn.exec_driver_sql("SELECT current_user").scalar()
+        if missing:
+            raise StoreAccessError(
+                f"{self.location}: role {role} lacks {', '.join(missing)}; "
+                + GRANT_HINT.format(role=role)
+            )
+        self._version = SCHEMA_VERSION
+
+    def _error(self, exc: DBAPIError, what: str) -> StoreError:
+        return self._failure(exc, what)
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        self._ready()
+        with super()._write() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        self._ready()
+        with super()._read() as conn:
+            yield conn
+
+    def _db_now_s(self, conn: Connection) -> float:
+        return float(conn.exec_driver_sql("SELECT EXTRACT(EPOCH FROM clock_timestamp())").scalar_one())
+
+    def _lock_key(self, conn: Connection, key: str) -> None:
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": key})
+
+    def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Any:
+        stmt = pg_insert(table).values(**values)
+        update = {k: v for k, v in values.items() if k not in keys}
+        return stmt.on_conflict_do_update(index_elements=keys, set_=update)
+
+    def _insert_new(self, table: Any, values: dict[str, Any]) -> Any:
+        return pg_insert(table).values(**values).on_conflict_do_nothing()

@@ -1,0 +1,349 @@
+"""The store's read queries, once for both backends, over a DB-API connection.
+
+``ckpt-advisor estimates``, ``events`` and ``status`` only read, and used to spend most of
+their start-up importing SQLAlchemy (~0.25 s): the SQLite reader (``sqlite/reader.py``) runs
+these queries over the standard library's sqlite3, and every store (SQLite or PostgreSQL) runs
+the same ones over the driver connection its pool lends (:class:`SqlQueries` is the base of all
+of them), so each query exists once. Written with ``?`` placeholders in SQL both databases
+speak; :meth:`SqlQueries._sql` turns them into the driver's. The estimator's read
+(:meth:`SqlQueries.event_columns`) goes straight into numpy arrays; the one part of it that is
+each database's own (concatenating the events' packed numbers in time order) is the backend's
+:meth:`SqlQueries._packed`.
+
+Times are stored as Unix epoch seconds (UTC) and returned as aware UTC datetimes. Standard
+library only (numpy inside :meth:`SqlQueries.event_columns`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ckpt_advisor.agent.store.records import (
+    AgentInfo,
+    EventColumns,
+    OutboxItem,
+    RegisteredJob,
+    StoredEvent,
+    StoreError,
+)
+from ckpt_advisor.agent.store.schema import NUMBER_FIELDS, SCHEMA_VERSION, group_key
+from ckpt_advisor.parsers.events import Event, EventKind
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+def _parser_counts(timed: list[tuple[str, int, int]], untimed: list[Any]) -> dict[str, int]:
+    """Log events per parser, most first, ties by the first seen in time order (events
+    without time after those with, by id): the order of ``Counter.most_common`` over
+    :meth:`SqlQueries.events`. ``timed``: (parser, count, index of the first) of each group
+    of timed log events; ``untimed``: (parser, count, first id) of the events without time."""
+    ranks: dict[str, list[Any]] = {}
+    for parser, n, first in timed:
+        rank = ranks.setdefault(parser, [0, (0, first)])
+        rank[0] += n
+        rank[1] = min(rank[1], (0, first))
+    for parser, n, first_id in untimed:
+        rank = ranks.setdefault(parser, [0, (1, first_id)])
+        rank[0] += n
+    ranked = sorted(ranks.items(), key=lambda item: (-item[1][0], item[1][1]))
+    return {parser: n for parser, (n, _) in ranked}
+
+
+def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    values[values == float("inf")] = float(
+        "nan"
+    )  # NULL comes back as +inf (1e999): how SQLite reads NULL into a packed number
+    return values
+
+
+def _dt(s: float | None) -> datetime | None:
+    return None if s is None else datetime.fromtimestamp(s, UTC)
+
+
+def _stored_event(m: Any) -> StoredEvent:
+    return StoredEvent(
+        job=m["job"],
+        source=m["source"],
+        event=Event(
+            kind=EventKind(m["kind"]),
+            line=m["line"],
+            parser=m["parser"],
+            time=_dt(m["time_s"]),
+            step=m["step"],
+            duration_s=m["duration_s"],
+            failure_class=m["failure_class"],
+            planned=bool(m["planned"]),
+            persist_s=m["persist_s"],
+            detail=m["detail"],
+            time_estimated=bool(m["time_estimated"]),
+        ),
+        from_timing_file=bool(m["from_timing_file"]),
+    )
+
+
+class SqlQueries:
+    """The read queries of a store, over the DB-API connection :meth:`_reading` lends.
+
+    Args:
+        location: the database, for messages (a path, or a URL without its password).
+        version: its schema version (:data:`~agent.store.schema.SCHEMA_VERSION` or older:
+            the columnar read needs version 4).
+    """
+
+    def __init__(self, location: str, version: int) -> None:
+        self.location = location
+        self._version = version
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        """A DB-API connection to read with (the reader's own, or one from the pool); errors
+        of the database while it is used become :class:`StoreError`."""
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        """``sql`` in the driver's placeholder style (``?`` as written: sqlite3's)."""
+        return sql
+
+    def _cursor(self, conn: Any) -> Any:
+        """A cursor of ``conn`` whose rows are read by column name."""
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._reading() as conn:
+            cur = self._cursor(conn)
+            cur.execute(self._sql(sql), tuple(params))
+            return list(cur.fetchall())
+
+    def _packed(self, conn: Any, job: str) -> tuple[int, bytes]:
+        """How many of the job's events have a time, and their ``numbers`` blobs concatenated
+        in time order (ties by id): each database's own aggregate."""
+        raise NotImplementedError
+
+    def events(
+        self,
+        *,
+        job: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since_s: float | None = None,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        """Stored events in time order (events without time last), filtered as asked."""
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if job is not None:
+            where.append("job = ?")
+            params.append(job)
+        if kinds is not None:
+            names = list(kinds)
+            where.append(f"kind IN ({','.join('?' * len(names))})")
+            params += names
+        if since_s is not None:
+            where.append("time_s >= ?")
+            params.append(since_s)
+        sql = (
+            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY time_s IS NULL, time_s, id"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_stored_event(r) for r in self._rows(sql, params)]
+
+    def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
+        """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
+
+        The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
+        (:func:`~agent.store.schema.event_numbers`) in time order from an index that
+        holds them (:meth:`_packed`), so the database hands over one buffer that numpy reads whole; the blobs' group
+        keys name each event's source, parser, timing flag and kind, resolved with one indexed
+        look-up per distinct key. Small queries add the failures' classes and the events
+        without time (for the per-parser counts). Both this and :meth:`events` give the same
+        timeline (tests, on both backends).
+
+        Raises:
+            StoreError: the store predates schema version 4 (open it once read-write, e.g. by
+                the daemon or ``ingest``, to upgrade it), or an event lacks its numbers.
+        """
+        import numpy as np  # not at module level: the CLI's other reads need no numpy
+
+        if self._version < 4:
+            raise StoreError(
+                f"{self.location}: schema version {self._version}, from an older ckpt-advisor; "
+                f"estimating needs version {SCHEMA_VERSION}: open it once read-write (start "
+                "the daemon, or `ingest` into it) to upgrade it"
+            )
+        kinds = tuple(kinds)
+        marks = ",".join("?" * len(kinds))
+        with self._reading() as raw:
+            count, packed = self._packed(raw, job)
+            dtype = np.dtype([(n, "<f8") for n in NUMBER_FIELDS] + [("key", "<u8")])
+            rows = np.frombuffer(packed or b"", dtype)
+            if rows.size != count:
+                raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
+            keys = rows["key"]  # runs of equal keys are long: sort the runs' keys, not the rows'
+            change = np.ones(keys.size, np.bool_)
+            change[1:] = keys[1:] != keys[:-1]
+            starts = np.flatnonzero(change)
+            distinct, at = np.unique(keys[starts], return_index=True)
+            first = starts[at]  # each group's first row
+            groups = [
+                self._group(raw, job, int(key), float(rows["time_s"][i]))
+                for key, i in zip(distinct, first, strict=True)
+            ]
+            untimed = self._all(  # few rows: a range of the (job, time_s) index
+                raw,
+                "SELECT parser, count(*), MIN(id) FROM events "
+                f"WHERE job = ? AND time_s IS NULL AND kind IN ({marks}) AND from_timing_file = 0 "
+                "GROUP BY parser",
+                (job, *kinds),
+            )
+            failures = [] if "failure" not in kinds else self._failures(raw, job)
+        group = np.searchsorted(distinct, keys)
+        group_kind = np.array([kinds.index(g[3]) if g[3] in kinds else -1 for g in groups], np.intp)
+        group_log = np.array([g[3] in kinds and not g[2] for g in groups], np.bool_)
+        if (group_kind < 0).any():
+            asked = group_kind[group] >= 0
+            rows, group = rows[asked], group[asked]
+            first = np.cumsum(asked)[first] - 1  # rows kept before each group's first, its index
+        size = np.bincount(group, minlength=len(groups)).tolist()
+        logs = [
+            (g, n, i)
+            for g, n, i, log in zip(groups, size, first.tolist(), group_log, strict=True)
+            if log
+        ]
+        by_source: dict[str, int] = {}
+        for g, _, i in logs:
+            by_source[g[0]] = min(i, by_source.get(g[0], i))
+        first_of_source = np.zeros(rows.size, np.bool_)
+        first_of_source[list(by_source.values())] = True
+        return EventColumns(
+            kinds=kinds,
+            time_s=rows["time_s"].copy(),
+            kind=group_kind[group],
+            step=_unknown_as_nan(rows["step"].copy()),
+            duration_s=_unknown_as_nan(rows["duration_s"].copy()),
+            persist_s=_unknown_as_nan(rows["persist_s"].copy()),
+            from_timing_file=np.array([bool(g[2]) for g in groups], np.bool_)[group],
+            first_of_source=first_of_source,
+            failure_class=tuple(r[0] for r in failures),
+            failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
+            parser_counts=_parser_counts([(g[1], n, i) for g, n, i in logs], untimed),
+        )
+
+    def _failures(self, conn: Any, job: str) -> list[Any]:
+        """``(failure_class, planned)`` of the job's timed failures in time order."""
+        return self._all(
+            conn,
+            "SELECT failure_class, planned FROM events "
+            "WHERE job = ? AND kind = 'failure' AND time_s IS NOT NULL ORDER BY time_s, id",
+            (job,),
+        )
+
+    def _all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[Any]:
+        """All rows (tuples) of ``sql`` on ``conn``."""
+        cur = conn.cursor()
+        cur.execute(self._sql(sql), tuple(params))
+        return list(cur.fetchall())
+
+    def _group(self, raw: Any, job: str, key: int, time_s: float) -> tuple[str, str, int, str]:
+        """Source, parser, timing flag and kind of the group ``key``, whose first event is at
+        ``time_s``."""
+        for row in self._all(
+            raw,
+            "SELECT source, parser, from_timing_file, kind FROM events "
+            "WHERE job = ? AND time_s = ?",
+            (job, time_s),
+        ):
+            if group_key(*row) == key:
+                return (row[0], row[1], int(row[2]), row[3])
+        raise StoreError(
+            f"{self.location}: events of job {job!r} have numbers that match no event"
+        )
+
+    def jobs(self) -> list[str]:
+        """Names of the jobs that have events or estimates, sorted."""
+        rows = self._rows(
+            "SELECT DISTINCT job FROM events UNION SELECT DISTINCT job FROM estimates"
+        )
+        return sorted(r["job"] for r in rows)
+
+    def count_events(self, job: str | None = None) -> int:
+        """How many events are stored (for one job or all)."""
+        if job is None:
+            return int(self._rows("SELECT count(*) AS n FROM events")[0]["n"])
+        return int(self._rows("SELECT count(*) AS n FROM events WHERE job = ?", (job,))[0]["n"])
+
+    def estimate_history(
+        self, *, job: str | None = None, since_s: float | None = None, latest_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """Stored estimates (JSON objects), oldest first; ``latest_only``: newest per job."""
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if job is not None:
+            where.append("job = ?")
+            params.append(job)
+        if since_s is not None:
+            where.append("computed_at_s >= ?")
+            params.append(since_s)
+        if latest_only:
+            where.append("id IN (SELECT max(id) FROM estimates GROUP BY job)")
+        sql = f"SELECT payload FROM estimates WHERE {' AND '.join(where)} ORDER BY job, id"
+        return [json.loads(r["payload"]) for r in self._rows(sql, params)]
+
+    def queued_messages(self) -> list[OutboxItem]:
+        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
+        rows = self._rows(
+            "SELECT id, job, created_s, action, payload, attempts, state FROM outbox "
+            "WHERE state IN ('queued', 'unsure') ORDER BY id"
+        )
+        return [
+            OutboxItem(
+                id=r["id"],
+                job=r["job"],
+                created_s=r["created_s"],
+                action=r["action"],
+                payload=json.loads(r["payload"]),
+                attempts=r["attempts"],
+                state=r["state"],
+            )
+            for r in rows
+        ]
+
+    def silences(self, now_s: float) -> dict[str, float]:
+        """The silences still running at ``now_s``: job → when it ends (epoch seconds)."""
+        if 0 < self._version < 2:  # schema 1 had no silences
+            return {}
+        rows = self._rows(
+            "SELECT job, until_s FROM silences WHERE until_s > ? ORDER BY job", (now_s,)
+        )
+        return {r["job"]: float(r["until_s"]) for r in rows}
+
+    # -- fleet mode (schema 5): the agents of the store, the jobs they name, who speaks ------
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent that has opened the store for writing, by name."""
+        if self._version < 5:
+            return []
+        rows = self._rows(
+            "SELECT name, host, pid, version, started_s, seen_s, stopped_s FROM agents "
+            "ORDER BY name"
+        )
+        return [AgentInfo(**{k: r[k] for k in AgentInfo.__slots__}) for r in rows]
+
+    def registered_jobs(self) -> dict[str, RegisteredJob]:
+        """The jobs some agent's config names, with the agent and the job's size."""
+        if self._version < 5:
+            return {}
+        rows = self._rows("SELECT name, agent, gpus, nodes FROM jobs ORDER BY name")
+        return {r["name"]: RegisteredJob(r["name"], r["agent"], r["gpus"], r["nodes"]) for r in rows}
+
+    def leases(self) -> dict[str, tuple[str, float]]:
+        """Which agent decides and posts for each job, and until when (epoch seconds; an
+        expired lease is still listed: its agent stopped renewing it)."""
+        if self._version < 5:
+            return {}
+        rows = self._rows("SELECT job, agent, expires_s FROM leases ORDER BY job")
+        return {r["job"]: (r["agent"], r["expires_s"]) for r in rows}
