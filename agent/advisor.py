@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ckpt_advisor.agent.contracts import estimate_json, iso
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notify.message import format_message
+from ckpt_advisor.agent.store.records import LeaseLost, StoreError
 from ckpt_advisor.rules.drift import decide
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from ckpt_advisor.rules.policy import EstimationPolicy
@@ -72,6 +73,10 @@ class Advisor:
         for job in jobs:
             try:
                 out.append(self.run_job(job))
+            except LeaseLost as exc:  # fleet mode: another agent took the job over meanwhile
+                log.info("%s: not recorded: %s", job, exc)
+            except StoreError as exc:  # the store is away: the main loop reports it
+                log.warning("estimate for job %r not made: %s", job, exc)
             except Exception:
                 log.exception("estimate for job %r failed", job)
         return out

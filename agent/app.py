@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.metrics import Metrics
     from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
     from ckpt_advisor.agent.notify.base import Notifier
-    from ckpt_advisor.agent.store import Store
+    from ckpt_advisor.agent.store import RegisteredJob, Store
     from ckpt_advisor.agent.tail import WatchSpec
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,38 @@ def job_sizes(config: Config) -> dict[str, JobFacts]:
 
 
 def estimator_of(config: Config | None) -> Estimator:
-    """The estimator of a config (its policy and job sizes); the defaults without one."""
+    """The estimator of a config (its policy, job sizes and nodes); the defaults without one."""
     if config is None:
         return Estimator()
-    return Estimator(policy_of(config.estimation), job_sizes(config))
+    nodes = {job.name: job.nodes for job in config.jobs if job.nodes}
+    return Estimator(policy_of(config.estimation), job_sizes(config), nodes)
+
+
+def registered_jobs(config: Config) -> list[RegisteredJob]:
+    """The configured jobs as the store's fleet registry keeps them (name, agent, size)."""
+    from ckpt_advisor.agent.store import RegisteredJob
+
+    return [RegisteredJob(j.name, config.agent.name, j.gpus, j.nodes) for j in config.jobs]
+
+
+def open_configured_store(
+    config: Config, *, on_upgrade: Callable[[int], None] | None = None, migrate: bool = True
+) -> Store:
+    """The store ``[store]`` names (``url``, else ``path``), opened as ``[agent] name`` with
+    the password of ``[store] password_env``.
+
+    Raises:
+        StoreError: see :func:`agent.store.open_store`.
+    """
+    from ckpt_advisor.agent.store import open_store
+
+    return open_store(
+        config.store.target(),
+        agent=config.agent.name,
+        password=config.store.password(),
+        on_upgrade=on_upgrade,
+        migrate=migrate,
+    )
 
 
 def backfill_specs(
@@ -146,6 +174,7 @@ def parts_of(config: Config, *, notifier: Notifier | None = None) -> Parts:
         estimator=estimator_of(config),
         notifier=notifier or make_notifier(config),
         send_deadline_s=3 * config.slack.timeout + 30.0,
+        registered=registered_jobs(config),
     )
 
 
@@ -164,7 +193,8 @@ def build_daemon(
 
     ``config_path`` is the file SIGHUP re-reads. A ``notifier`` passed in is kept across
     reloads; the default one is rebuilt from the reloaded ``[slack]``. The default store is
-    opened here (upgraded if older: systemd is told and given the time).
+    opened here (:func:`open_configured_store`; upgraded if older: systemd is told and given
+    the time; a PostgreSQL server that is away is retried by the running daemon).
 
     Raises:
         StoreError: the store cannot be opened.
@@ -175,7 +205,6 @@ def build_daemon(
     from ckpt_advisor.agent.daemon.metrics import Metrics
     from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
     from ckpt_advisor.agent.mounts import MOUNT_TABLE
-    from ckpt_advisor.agent.store import open_store
     from ckpt_advisor.agent.store.schema import UPGRADE_S_PER_MILLION_EVENTS
 
     notify = systemd or SystemdNotifier()
@@ -186,7 +215,7 @@ def build_daemon(
 
     return Daemon(
         parts_of(config, notifier=notifier),
-        store=store or open_store(config.store.path, on_upgrade=upgrading),
+        store=store or open_configured_store(config, on_upgrade=upgrading),
         clock=clock or utc_now,
         systemd=notify,
         metrics=metrics or Metrics(),

@@ -24,7 +24,7 @@ from ckpt_advisor.rules.sources import FINDING_KINDS
 from ckpt_advisor.rules.timeline import Timeline, kind_code
 
 if TYPE_CHECKING:
-    from ckpt_advisor.agent.store import EventColumns, StoreReader
+    from ckpt_advisor.agent.store import EventColumns, RegisteredJob, StoreReader
 
 ESTIMATE_KINDS = (
     "checkpoint_start",
@@ -74,6 +74,14 @@ def fleet_rate(
     return FleetRate(exposure_s, failures) if exposure_s > 0 else None
 
 
+def fleet_nodes(
+    registry: Mapping[str, RegisteredJob], configured: Mapping[str, int]
+) -> dict[str, int]:
+    """Job name → nodes of every job with ``nodes`` set: those every agent registered in the
+    store, and this agent's configured ones (the config wins)."""
+    return {name: job.nodes for name, job in registry.items() if job.nodes} | dict(configured)
+
+
 def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
     """What the parsers found about the job's log files' clocks (``clock_step``,
     ``bar_clock_ignored``, ``no_timestamps`` events: a few per file), for the estimate's
@@ -90,25 +98,38 @@ class Estimator:
     Args:
         policy: the estimation policy (from ``[estimation]``).
         sizes: job name → its GPUs and units (nodes, else GPUs), from ``[[jobs]]``; a job
-            absent here has no size.
+            absent here has the size some agent registered in the store, or none.
+        nodes: job name → its nodes, from ``[[jobs]]``: with the jobs every agent registered
+            in the store, the jobs the fleet's per-node rate is pooled over.
     """
 
     def __init__(
-        self, policy: EstimationPolicy = DEFAULT_POLICY, sizes: Mapping[str, JobFacts] | None = None
+        self,
+        policy: EstimationPolicy = DEFAULT_POLICY,
+        sizes: Mapping[str, JobFacts] | None = None,
+        nodes: Mapping[str, int] | None = None,
     ) -> None:
         self.policy = policy
         self.sizes: Mapping[str, JobFacts] = dict(sizes or {})
+        self.nodes: Mapping[str, int] = dict(nodes or {})
 
     def __repr__(self) -> str:
         return f"Estimator({self.policy!r}, {len(self.sizes)} sized job(s))"
 
     def facts(self, store: StoreReader, job: str, columns: EventColumns) -> JobFacts:
-        """The job's configured size, with its stack (the parser of most of its log events)
-        and, when it and at least one other job are sized, the fleet's per-unit rate."""
-        facts = self.sizes.get(job, NO_FACTS)
+        """The job's size (configured here, else as some agent registered it), with its stack
+        (the parser of most of its log events) and, when it and at least one other job have
+        nodes, the fleet's per-node rate (:func:`fleet_rate` over every agent's jobs)."""
+        registry = store.registered_jobs()
+        facts = self.sizes.get(job)
+        if facts is None and (known := registry.get(job)) is not None:
+            facts = JobFacts(gpus=known.gpus, units=known.nodes or known.gpus)
+        facts = facts or NO_FACTS
+        nodes = fleet_nodes(registry, self.nodes)
         fleet = None
-        if facts.units is not None and sum(f.units is not None for f in self.sizes.values()) > 1:
-            fleet = fleet_rate(store.estimate_history(latest_only=True), self.sizes, job)
+        if job in nodes and len(nodes) > 1:
+            pooled = {name: JobFacts(units=n) for name, n in nodes.items()}
+            fleet = fleet_rate(store.estimate_history(latest_only=True), pooled, job)
         stack = next(iter(columns.parser_counts), None)
         return dataclasses.replace(facts, fleet=fleet, stack=stack)
 

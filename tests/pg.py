@@ -30,7 +30,9 @@ PASSWORD_ENV = "CKPT_ADVISOR_DB_PASSWORD"
 
 def bindir() -> Path | None:
     """The newest installed server's binaries, or None."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
+    )
     if found:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")

@@ -56,7 +56,8 @@ def load_config(path: str) -> Config:
 
 
 def db_path(db: str | None, config: str | None) -> Path:
-    """The store's file: ``--db``, else the config's ``[store] path``, else the default."""
+    """The local state file: ``--db``, else the config's ``[store] path``, else the default
+    (in fleet mode its directory keeps the heartbeat and lock files)."""
     if db:
         return Path(db)  # no config module (pydantic) on the read commands' path
     if config:
@@ -64,6 +65,15 @@ def db_path(db: str | None, config: str | None) -> Path:
     from ckpt_advisor.agent.config import default_db_path
 
     return default_db_path()
+
+
+def store_target(db: str | None, config: str | None) -> tuple[str | Path, str | None]:
+    """The store to open and its password: ``--db`` (SQLite), else the config's ``[store]``
+    (``url``, else ``path``), else the default SQLite file."""
+    if db or not config:
+        return db_path(db, None), None
+    store = load_config(config).store
+    return store.target(), store.password()
 
 
 def slack_token(config: Config) -> str | None:
@@ -77,13 +87,26 @@ def slack_token(config: Config) -> str | None:
 
 
 def open_store(db: str | None, config: str | None) -> Store:
-    """The store opened for writing (created or upgraded), or exit 1 with its error."""
+    """The store opened for writing (created or upgraded) as the config's agent, or exit
+    with its error (:func:`fail_store`)."""
     from ckpt_advisor.agent import store
 
     try:
-        return store.open_store(db_path(db, config))
+        if config and not db:
+            from ckpt_advisor.agent.app import open_configured_store
+
+            return open_configured_store(load_config(config))
+        return store.open_store(db_path(db, None))
     except store.StoreError as exc:
-        fail(str(exc))
+        fail_store(exc)
+
+
+def fail_store(exc: Exception) -> NoReturn:
+    """Exit with a store's error: 2 when the database refuses for good (a wrong password, a
+    missing grant: bad configuration, docs/RELIABILITY.md scenario 31), 1 otherwise."""
+    refusal = sys.modules.get("ckpt_advisor.agent.store.postgres.access")
+    refused = refusal is not None and isinstance(exc, refusal.StoreAccessError)
+    fail(str(exc), EXIT_CONFIG if refused else 1)
 
 
 def lock_for(db_path: Path, command: str) -> int:
@@ -104,13 +127,15 @@ def lock_for(db_path: Path, command: str) -> int:
 
 
 def read_store(db: str | None, config: str | None) -> StoreReader:
-    """The store opened read-only through sqlite3 alone (no SQLAlchemy: fast start)."""
+    """The store opened read-only: SQLite through sqlite3 alone (no SQLAlchemy: fast start),
+    or the config's PostgreSQL ``url``."""
     from ckpt_advisor.agent.store import StoreError, open_reader
 
+    target, password = store_target(db, config)
     try:
-        return open_reader(db_path(db, config))
+        return open_reader(target, password=password)
     except StoreError as exc:
-        fail(str(exc))
+        fail_store(exc)
 
 
 def require_job(job: str | None, known: list[str]) -> None:
@@ -239,12 +264,16 @@ def num(value: float | None, fmt: str = "{:.3g}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-db_option = click.option("--db", type=click.Path(dir_okay=False), help="Store file (SQLite).")
+db_option = click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    help="Store file (SQLite; a fleet's: --config).",
+)
 config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="The daemon's config: take the store path from it (unless --db).",
+    help="The daemon's config: its store, [store] url or path (unless --db).",
 )
 estimating_config_option = click.option(
     "--config",

@@ -20,6 +20,7 @@ from ckpt_advisor.agent.cli.common import (
     duration,
     examples,
     fail,
+    fail_store,
     load_config,
     lock_for,
     read_store,
@@ -28,6 +29,7 @@ from ckpt_advisor.agent.cli.common import (
     warn,
 )
 from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
+from ckpt_advisor.agent.store.url import redact
 from ckpt_advisor.agent.units import format_ago
 
 if TYPE_CHECKING:
@@ -70,9 +72,41 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     try:
         daemon = build_daemon(config, config_path=config_path)
     except StoreError as exc:
-        fail(str(exc))
+        fail_store(exc)
     daemon.install_signal_handlers()
     sys.exit(daemon.run())
+
+
+@click.command(
+    epilog=examples(
+        "ckpt-advisor migrate --config owner.toml      # a fleet's PostgreSQL store, as owner",
+        "ckpt-advisor migrate --db ~/ckpt-advisor.db",
+    ),
+)
+@db_option
+@config_option
+def migrate(db: str | None, config_path: str | None) -> None:
+    """Create the store or bring its schema to this version's (what the daemon does at
+    start): for a fleet's PostgreSQL store, run it as the database's owner role before
+    starting agents whose role may only read and write rows."""
+    from ckpt_advisor.agent.store.schema import SCHEMA_VERSION
+
+    def upgrading(n_events: int) -> None:
+        click.echo(f"upgrading the store ({n_events:,} events) ...", err=True)
+
+    from ckpt_advisor.agent.app import open_configured_store
+    from ckpt_advisor.agent.store import StoreError, open_store
+
+    try:
+        if db or not config_path:
+            store = open_store(db_path(db, None), on_upgrade=upgrading)
+        else:
+            store = open_configured_store(load_config(config_path), on_upgrade=upgrading)
+        store.count_events()  # a server that was away at open is reached here
+    except StoreError as exc:
+        fail_store(exc)
+    click.echo(f"{store.location}: schema version {SCHEMA_VERSION}")
+    store.close()
 
 
 @click.command(
@@ -91,13 +125,13 @@ def check_config(config_path: str) -> None:
     a corrupt one exits 1 with how to recover. Exits 2 on a bad config.
     """
     config = load_config(config_path)
-    if problem := _store_problem(config.store.path):
+    if config.store.url is None and (problem := _store_problem(config.store.path)):
         fail(
             f"{config_path}: store.path: cannot create {config.store.path}: {problem}", EXIT_CONFIG
         )
     _check_store(config.store.path)
     click.echo(f"{config_path}: OK")
-    click.echo(f"store: {config.store.path}")
+    click.echo(f"store: {redact(config.store.url) if config.store.url else config.store.path}")
     if not config.jobs:
         warn("warning: no [[jobs]]: the daemon will watch nothing")
     for job in config.jobs:
@@ -321,4 +355,4 @@ def demo(days: float, replay_s: float, workdir: str | None) -> None:
     sys.exit(run_demo(days=days, replay_s=replay_s, workdir=workdir, echo=click.echo))
 
 
-COMMANDS = (run, check_config, slack_test, status, demo)
+COMMANDS = (run, check_config, slack_test, status, demo, migrate)

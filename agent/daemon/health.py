@@ -78,11 +78,16 @@ class Health:
         self._heartbeat: Heartbeat | None = None  # the last one written
         self._heartbeat_warned = False
         self._lags: list[FileLag] | None = None  # the followed files after the last scan
+        self.store_error: str | None = None
+        """The store's error (the main loop's last scan could not write or reach it)."""
 
     def problem(self) -> str | None:
-        """Why the scheduler is unhealthy, or None. The main loop's own health is implied: it
+        """Why the daemon is unhealthy, or None: the store cannot be written or reached (scenarios
+        24 and 31), or the scheduler is unhealthy. The main loop's own health is implied: it
         is the caller. A dead file watcher is not a problem: it is restarted, and polling goes
         on meanwhile."""
+        if self.store_error is not None:
+            return f"store unreachable or not writable: {self.store_error}"
         if self.ready and not self.scheduler.running:
             return "scheduler is not running"
         if self.ready and not self.scheduler.alive():

@@ -5,7 +5,8 @@ outbox, prune old events. :class:`Scheduler` runs it with APScheduler: ``estimat
 ``estimate_every`` (UTC, so daylight saving neither stalls nor repeats a run: docs/RELIABILITY.md,
 scenario 27; coalesced, so a suspended process runs a missed job once: scenario 16; one
 instance at a time), ``deliver`` every :data:`DELIVER_EVERY_S` (a slow Slack never holds up
-estimating), ``retention`` daily, and ``after-failure`` once, soon after a new failure is stored.
+estimating), ``leases`` every ``LEASE_EVERY_S`` (one voice per job: ``voice.py``),
+``retention`` daily, and ``after-failure`` once, soon after a new failure is stored.
 
 APScheduler's ``BlockingScheduler`` runs in a thread this module starts and keeps, so whether
 that thread is alive is known from our own :class:`threading.Thread` (APScheduler 3 has no
@@ -31,6 +32,8 @@ from apscheduler.events import (
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from ckpt_advisor.agent.daemon.metrics import Metrics
+from ckpt_advisor.agent.daemon.voice import LEASE_EVERY_S, Voice
+from ckpt_advisor.agent.store import StoreError
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.advisor import Advisor
@@ -56,6 +59,7 @@ class Jobs:
         clock: the current aware UTC datetime.
         jobs: the configured job names.
         retention_days: events older than this are pruned.
+        voice: the jobs this agent speaks for (leases).
     """
 
     def __init__(
@@ -68,8 +72,10 @@ class Jobs:
         clock: Callable[[], datetime],
         jobs: Sequence[str],
         retention_days: float,
+        voice: Voice,
     ) -> None:
         self.store = store
+        self.voice = voice
         self.advisor = advisor
         self.outbox = outbox
         self.metrics = metrics
@@ -84,31 +90,51 @@ class Jobs:
         """Unix time the last estimate run ended."""
 
     def estimate(self) -> None:
-        """Estimate every configured job; new messages wake the delivery job (which runs on its
-        own, so a slow Slack never holds up estimating)."""
+        """Estimate every job this agent speaks for (its configured jobs, and in fleet mode
+        those it took over: ``voice.py``); new messages wake the delivery job (which runs on
+        its own, so a slow Slack never holds up estimating)."""
+        self.voice.renew()
+        self._estimate(sorted(self.voice.held))
+
+    def speak(self) -> None:
+        """Renew the leases; estimate at once the jobs just taken over (a dead agent's)."""
+        if taken := self.voice.renew():
+            self._estimate(sorted(taken))
+
+    def _estimate(self, jobs: list[str]) -> None:
         self.estimate_started = start = time.monotonic()
         try:
-            estimates = self.advisor.run(self.jobs)
+            estimates = self.advisor.run(jobs)
         finally:
             self.estimate_started = None
             self.metrics.estimate_seconds.observe(time.monotonic() - start)
         self.last_estimate_s = self._clock().timestamp()
         self.metrics.last_estimate.set(self.last_estimate_s)
         self.metrics.set_estimates(estimates)
-        queued = len(self.store.queued_messages())
+        try:
+            queued = len(self.store.queued_messages())
+        except StoreError:
+            return  # the store is away: the main loop reports it
         self.metrics.queued.set(queued)
         if queued:
             self.wake_delivery()
 
     def deliver(self) -> None:
-        """Send what the outbox holds."""
-        self.outbox.deliver()
-        self.metrics.queued.set(len(self.store.queued_messages()))
+        """Send what the outbox holds (of the jobs this agent speaks for)."""
+        try:
+            self.outbox.deliver()
+            self.metrics.queued.set(len(self.store.queued_messages()))
+        except StoreError:
+            pass  # the store is away: the main loop reports it, and the next run retries
 
     def prune(self) -> None:
         """Drop events older than ``retention_days``."""
         cutoff_s = self._clock().timestamp() - self.retention_days * 86400.0
-        n = self.store.prune_events(cutoff_s)
+        try:
+            n = self.store.prune_events(cutoff_s)
+        except StoreError as exc:
+            log.warning("retention: %s; trying again tomorrow", exc)
+            return
         if n:
             log.info("retention: pruned %d event(s) older than %g days", n, self.retention_days)
 
@@ -171,6 +197,7 @@ class Scheduler:
             next_run_time=now,
         )
         self.scheduler.add_job(self.jobs.deliver, "interval", seconds=DELIVER_EVERY_S, id="deliver")
+        self.scheduler.add_job(self.jobs.speak, "interval", seconds=LEASE_EVERY_S, id="leases")
         self.scheduler.add_job(
             self.jobs.prune,
             "interval",

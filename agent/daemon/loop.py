@@ -36,12 +36,13 @@ from ckpt_advisor.agent.daemon.jobs import Jobs, Scheduler
 from ckpt_advisor.agent.daemon.metrics import CountingNotifier, Metrics
 from ckpt_advisor.agent.daemon.scan import Scanner
 from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
+from ckpt_advisor.agent.daemon.voice import Voice
 from ckpt_advisor.agent.daemon.watcher import Watcher
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.mounts import MOUNT_TABLE
 from ckpt_advisor.agent.notify.base import Notifier
 from ckpt_advisor.agent.notify.outbox import Outbox
-from ckpt_advisor.agent.store import Store
+from ckpt_advisor.agent.store import RegisteredJob, Store
 from ckpt_advisor.agent.tail import ScanStats, Tailer, WatchSpec
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class Parts:
     """Where messages go."""
     send_deadline_s: float
     """The longest one send may take."""
+    registered: list[RegisteredJob]
+    """The configured jobs and their sizes, as the store's fleet registry keeps them."""
 
 
 class Daemon:
@@ -105,6 +108,7 @@ class Daemon:
             send_deadline_s=parts.send_deadline_s,
         )
         jobs = [j.name for j in config.jobs]
+        self.voice = Voice(store, parts.registered)
         self.jobs = Jobs(
             store=store,
             advisor=self.advisor,
@@ -113,6 +117,7 @@ class Daemon:
             clock=clock,
             jobs=jobs,
             retention_days=config.store.retention_days,
+            voice=self.voice,
         )
         self.scheduler = Scheduler(
             self.jobs, metrics=metrics, clock=clock, estimate_every_s=config.schedule.estimate_every
@@ -141,6 +146,7 @@ class Daemon:
             clock=clock,
             discover_every_s=config.schedule.discover_every,
             location=store.location,
+            poll_every_s=config.schedule.poll_every,
         )
         self._stop = threading.Event()
         self._reload = threading.Event()
@@ -210,9 +216,11 @@ class Daemon:
         notifier = CountingNotifier(parts.notifier, self.metrics)
         self.outbox.use(notifier, send_deadline_s=parts.send_deadline_s)
         self.jobs.jobs, self.health.jobs = jobs, jobs
+        self.voice.configure(parts.registered)
         self.jobs.retention_days = config.store.retention_days
         self.health.schedule = config.schedule
         self.scanner.discover_every_s = config.schedule.discover_every
+        self.scanner.poll_every_s = config.schedule.poll_every
         self.watcher.poll_every_s = config.schedule.poll_every
         self.scheduler.reschedule(config.schedule.estimate_every)
         self.watcher.restart(self.tailer.watched_dirs(), enabled=config.schedule.file_events)
@@ -232,9 +240,9 @@ class Daemon:
 
     def _step(self) -> int | None:
         """One scan and what follows it; an exit code when the daemon must stop."""
-        poll_every_s = self.config.schedule.poll_every
         started = time.monotonic()
-        stats = self.scanner.scan(retry_every_s=poll_every_s)
+        stats = self.scanner.scan()
+        self.health.store_error = self.scanner.store_error
         if stats.failure_jobs:
             self.scheduler.after_failure(stats.failure_jobs, self.config.schedule.after_failure)
         if not self.health.ready:
@@ -290,5 +298,6 @@ class Daemon:
             self.health.write_heartbeat(None, [], stopped=True)
             self.tailer.drain()  # renamed or deleted files: to their end, nothing reads them later
             self.tailer.close()
+            self.voice.stop()
             log.info("ckpt-advisor stopped")
         return code

@@ -2,8 +2,10 @@
 
 A scan stats the known files; it also searches the globs every ``discover_every``, or at once
 after a file notification that something was created, moved or deleted. A store that cannot be
-written is reported once per distinct error and retried every poll (offsets stay where they
-were, so nothing is lost: docs/RELIABILITY.md, scenario 24). What each scan read is logged at
+written or reached (a full disk, a database server away) is reported once per outage and
+retried with backoff, from one poll interval doubling up to :data:`RETRY_MAX_S`; offsets stay
+where they were, so once it is back every line is stored exactly once (docs/RELIABILITY.md,
+scenarios 24 and 31). What each scan read is logged at
 DEBUG; at INFO, a summary of what was read at most every :data:`SUMMARY_EVERY_S` (lines, events
 and files, by job), so a busy cluster does not flood journald.
 """
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 
 SUMMARY_EVERY_S = 60.0
 """At most one INFO summary of what was read per this many seconds."""
+RETRY_MAX_S = 30.0
+"""The longest wait between two tries of a store that failed."""
 SUMMARY_JOBS = 5
 """Jobs named in a summary (those with the most lines); the others are counted."""
 
@@ -73,6 +77,7 @@ class Scanner:
         clock: the current aware UTC datetime (for the summary's minute).
         discover_every_s: seconds between two glob searches otherwise (follows reloads).
         location: the store, for the "writable again" line.
+        poll_every_s: the first wait before a failed store is tried again (follows reloads).
     """
 
     def __init__(
@@ -83,21 +88,29 @@ class Scanner:
         clock: Callable[[], datetime],
         discover_every_s: float,
         location: str,
+        poll_every_s: float,
     ) -> None:
         self.tailer = tailer
         self.discover_every_s = discover_every_s
+        self.poll_every_s = poll_every_s
         self.store_error: str | None = None
-        """The store's error on the last scan, None when it was written."""
+        """The store's error since the outage began, None while it is written."""
+        self._outage_since = 0.0  # time.monotonic() of the outage's first error
+        self._retry_s = 0.0  # the wait before the next try
+        self._retry_at = 0.0
         self._discover = discover
         self._clock = clock
         self._location = location
         self._discovered_at = float("-inf")  # time.monotonic() of the last glob search
         self._summary = ReadSummary(clock().timestamp())
 
-    def scan(self, *, retry_every_s: float) -> ScanStats:
-        """One scan (a glob search when due); a store error gives empty stats, logged once per
-        distinct message (``retry_every_s``: when the next try comes, for the log line)."""
+    def scan(self) -> ScanStats:
+        """One scan (a glob search when due). A store error gives empty stats: the first of an
+        outage is logged, and the store is tried again after a wait that doubles each time
+        (scans due meanwhile are skipped, the files' offsets unchanged)."""
         started = time.monotonic()
+        if self.store_error is not None and started < self._retry_at:
+            return ScanStats()
         discover = self._discover.is_set() or started - self._discovered_at >= (
             self.discover_every_s
         )
@@ -107,12 +120,23 @@ class Scanner:
             if stats.discovered:
                 self._discovered_at = started
         except StoreError as exc:
-            if str(exc) != self.store_error:
-                log.error("%s; retrying every %gs", exc, retry_every_s)
+            if self.store_error is None:
+                self._outage_since, self._retry_s = started, self.poll_every_s
+                log.error(
+                    "%s; retrying with backoff (from %gs up to %gs), file offsets unchanged",
+                    exc,
+                    self.poll_every_s,
+                    RETRY_MAX_S,
+                )
+            else:
+                self._retry_s = min(2 * self._retry_s, RETRY_MAX_S)
             self.store_error = str(exc)
+            self._retry_at = time.monotonic() + self._retry_s
+            self._discover.set()  # search the globs on the first scan that reaches the store
             return ScanStats()
         if self.store_error is not None:
-            log.info("store writable again: %s", self._location)
+            down_s = time.monotonic() - self._outage_since
+            log.info("store writable again after %s: %s", format_duration(down_s), self._location)
             self.store_error = None
         self._log_reads(stats)
         return stats

@@ -82,13 +82,18 @@ class Outbox:
     def _deliver_queued(self) -> int:
         sent = 0
         for item in self.store.queued_messages():
+            # one voice: only the agent holding the job's lease sends, and a message another
+            # agent began to send is looked for before it is sent again (Store.claim_message)
+            state = self.store.claim_message(item.id, item.job, self._now_s())
+            if state is None:
+                continue
             key = f"ckpt-advisor:{item.id}:{item.created_s:.6f}"
             try:
-                ts = self._find(key, item.created_s) if item.state == "unsure" else None
+                ts = self._find(key, item.created_s) if state == "unsure" else None
                 if ts is None:
                     ts = self._send(item.payload, key)
             except NotifyError as exc:
-                if not self._failed(item.id, item.job, item.state, exc):
+                if not self._failed(item.id, item.job, state, exc):
                     break
                 continue
             self.store.mark_message(item.id, state="sent", now_s=self._now_s(), ts=ts)

@@ -22,8 +22,8 @@ from ckpt_advisor.agent.store.records import (
     EventColumns,
     FileState,
     OutboxItem,
-    StoredEvent,
     RegisteredJob,
+    StoredEvent,
     StoreError,
 )
 from ckpt_advisor.agent.store.url import is_url, redact

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+
 def _parser_counts(timed: list[tuple[str, int, int]], untimed: list[Any]) -> dict[str, int]:
     """Log events per parser, most first, ties by the first seen in time order (events
     without time after those with, by id): the order of ``Counter.most_common`` over
@@ -156,12 +157,12 @@ class SqlQueries:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
 
         The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
-        (:func:`~agent.store.schema.event_numbers`) in time order from an index that
-        holds them (:meth:`_packed`), so the database hands over one buffer that numpy reads whole; the blobs' group
-        keys name each event's source, parser, timing flag and kind, resolved with one indexed
-        look-up per distinct key. Small queries add the failures' classes and the events
-        without time (for the per-parser counts). Both this and :meth:`events` give the same
-        timeline (tests, on both backends).
+        (:func:`~agent.store.schema.event_numbers`) in time order from an index that holds them
+        (:meth:`_packed`), so the database hands over one buffer that numpy reads whole; the blobs'
+        group keys name each event's source, parser, timing flag and kind, resolved with one indexed
+        look-up per distinct key. Small queries add the failures' classes and the events without
+        time (for the per-parser counts). Both this and :meth:`events` give the same timeline
+        (tests, on both backends).
 
         Raises:
             StoreError: the store predates schema version 4 (open it once read-write, e.g. by
@@ -259,9 +260,7 @@ class SqlQueries:
         ):
             if group_key(*row) == key:
                 return (row[0], row[1], int(row[2]), row[3])
-        raise StoreError(
-            f"{self.location}: events of job {job!r} have numbers that match no event"
-        )
+        raise StoreError(f"{self.location}: events of job {job!r} have numbers that match no event")
 
     def jobs(self) -> list[str]:
         """Names of the jobs that have events or estimates, sorted."""
@@ -338,7 +337,9 @@ class SqlQueries:
         if self._version < 5:
             return {}
         rows = self._rows("SELECT name, agent, gpus, nodes FROM jobs ORDER BY name")
-        return {r["name"]: RegisteredJob(r["name"], r["agent"], r["gpus"], r["nodes"]) for r in rows}
+        return {
+            r["name"]: RegisteredJob(r["name"], r["agent"], r["gpus"], r["nodes"]) for r in rows
+        }
 
     def leases(self) -> dict[str, tuple[str, float]]:
         """Which agent decides and posts for each job, and until when (epoch seconds; an

@@ -21,6 +21,11 @@ class StoreError(Exception):
     """The store cannot be opened, read or written; the message names the database."""
 
 
+class LeaseLost(StoreError):
+    """Fleet mode: another agent holds the job's lease, so this one must not decide or post
+    for it (nothing was written)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileState:
     """What the tailer remembers of one file: its identity and how far it has been read.

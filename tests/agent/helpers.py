@@ -18,8 +18,37 @@ ON_64_GPUS: dict[str, Any] = {"gpus": 64, "excess_gpu_hours_per_day": (0.35 - 0.
 excess)."""
 
 
+V5_COLUMNS = (
+    ("outbox", "claimed_s"),
+    ("outbox", "claimed_by"),
+    ("outbox", "agent"),
+    ("estimates", "agent"),
+    ("events", "agent"),
+    ("files", "shared_with"),
+    ("files", "agent"),
+)
+"""The columns schema version 5 added (fleet mode)."""
+
+
+def downgrade_to_version_4(db: Path) -> None:
+    """Turn a SQLite store into what schema version 4 (before Alembic) wrote: no agents,
+    leases, claims or agent columns, its old files index, no ``alembic_version``."""
+    conn = sqlite3.connect(db)
+    for table in ("leases", "jobs", "agents", "alembic_version"):
+        conn.execute(f"DROP TABLE {table}")
+    for index in ("ix_events_file", "ix_files_head", "ix_files_agent_identity"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute("CREATE INDEX ix_files_identity ON files (job, dev, ino)")
+    for table, column in V5_COLUMNS:
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value='4' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+
+
 def downgrade_to_version_3(db: Path) -> None:
     """Turn a store into what schema version 3 wrote: no ``events.numbers``, its old index."""
+    downgrade_to_version_4(db)
     conn = sqlite3.connect(db)
     conn.execute("DROP INDEX ix_events_job_time_numbers")
     conn.execute("ALTER TABLE events DROP COLUMN numbers")

@@ -1,4 +1,5 @@
-"""The SQLite store: schema, WAL, atomic event+offset commits, clear errors naming the path."""
+"""The store on both backends (SQLite, PostgreSQL): atomic event+offset commits, estimates, the
+outbox, schema versions and clear errors naming the database; SQLite's own WAL and upgrades."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from ckpt_advisor.agent.contracts import stored_event_json
-from ckpt_advisor.agent.store import FileState, StoreError, open_store
+from ckpt_advisor.agent.store import FileState, Store, StoreError, open_store
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.model import AlertState
+from tests.agent.helpers import downgrade_to_version_4
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -36,17 +38,25 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 
 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
-    """A new store file is created with its directory, in WAL mode, at schema version 4."""
+    """A new store file is created with its directory, in WAL mode, at schema version 5, and
+    stamped at Alembic's newest revision."""
     db = tmp_path / "deep" / "dir" / "s.db"
     open_store(db).close()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "5"
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "r0005"
 
 
-def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
+def _open(target: str | Path, password: str | None, agent: str = "a1") -> Store:
+    return open_store(target, agent=agent, password=password)
+
+
+def test_commit_read_stores_events_and_offset_together(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """Events and the new offset land in one commit and are read back as typed values."""
-    store = open_store(tmp_path / "s.db")
+    store = _open(store_target, store_password)
     state = store.commit_read(
         _new_file(), offset=120, lineno=3, events=[_event(2, step=25)], now_s=1.0
     )
@@ -57,12 +67,14 @@ def test_commit_read_stores_events_and_offset_together(tmp_path: Path) -> None:
     assert stored_event_json(stored)["time"] == "2026-11-01T12:00:00+00:00"
 
 
-def test_failed_commit_keeps_old_offset_and_no_events(tmp_path: Path) -> None:
+def test_failed_commit_keeps_old_offset_and_no_events(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """If the transaction fails, neither the events nor the offset are stored."""
-    store = open_store(tmp_path / "s.db")
+    store = _open(store_target, store_password)
     state = store.commit_read(_new_file(), offset=10, lineno=1, events=[], now_s=1.0)
-    bad = Event(EventKind.STEP, 5, "x", time=T0, step=2**70)  # overflows SQLite INTEGER
-    with pytest.raises(OverflowError):
+    bad = Event(EventKind.STEP, 5, "x", time=T0, step=2**70)  # overflows a 64-bit INTEGER
+    with pytest.raises((OverflowError, StoreError)):
         store.commit_read(state, offset=99, lineno=9, events=[_event(4), bad], now_s=2.0)
     [again] = store.find_files("j", 1, 2)
     assert (again.offset, again.lineno) == (10, 1)
@@ -87,9 +99,11 @@ def test_not_a_database_is_refused_naming_the_path(tmp_path: Path) -> None:
         open_store(db)
 
 
-def test_estimate_history_latest_per_job(tmp_path: Path) -> None:
+def test_estimate_history_latest_per_job(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """The latest estimate per job is the newest saved; history keeps them all in order."""
-    store = open_store(tmp_path / "s.db")
+    store = _open(store_target, store_password)
     store.save_estimate("a", 1.0, "ok", {"job": "a", "n": 1})
     store.save_estimate("b", 2.0, "drift", {"job": "b", "n": 1})
     store.save_estimate("a", 3.0, "drift", {"job": "a", "n": 2})
@@ -98,9 +112,11 @@ def test_estimate_history_latest_per_job(tmp_path: Path) -> None:
     assert store.estimate_history(since_s=2.5) == [{"job": "a", "n": 2}]
 
 
-def test_decision_and_message_are_recorded_together_then_delivered_in_order(tmp_path: Path) -> None:
+def test_decision_and_message_are_recorded_together_then_delivered_in_order(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """Alert state and the queued message are written in one step; the outbox keeps order."""
-    store = open_store(tmp_path / "s.db")
+    store = _open(store_target, store_password)
     first = store.record_decision(
         "a", AlertState(True, 10.0, 3600.0), message={"text": "1"}, action="notify", now_s=10.0
     )
@@ -120,6 +136,7 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     version 3, its files read as not finished."""
     db = tmp_path / "s.db"
     open_store(db).close()
+    downgrade_to_version_4(db)
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE files DROP COLUMN finished")
     conn.execute(
@@ -132,4 +149,4 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     store = open_store(db)
     assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "5"

@@ -98,8 +98,11 @@ def missing_rights(conn: Any, tables: tuple[str, ...] = AGENT_TABLES) -> list[st
         sequence = conn.exec_driver_sql(
             "SELECT pg_get_serial_sequence(%(t)s, 'id')", {"t": table}
         ).scalar()
-        if sequence and not conn.exec_driver_sql(
-            "SELECT has_sequence_privilege(current_user, %(s)s, 'USAGE')", {"s": sequence}
-        ).scalar():
+        if (
+            sequence
+            and not conn.exec_driver_sql(
+                "SELECT has_sequence_privilege(current_user, %(s)s, 'USAGE')", {"s": sequence}
+            ).scalar()
+        ):
             missing.append(f"USAGE on sequence {sequence}")
     return missing

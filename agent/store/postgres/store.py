@@ -131,7 +131,9 @@ class PostgresReader(PgSql):
         except DBAPIError as exc:
             raise self._failure(exc, "cannot connect") from None
         if version is None:
-            raise StoreError(f"{self.location}: not a ckpt-advisor store (run `ckpt-advisor migrate`)")
+            raise StoreError(
+                f"{self.location}: not a ckpt-advisor store (run `ckpt-advisor migrate`)"
+            )
         check_schema(self.location, version)
         if version < SCHEMA_VERSION:
             raise StoreError(
@@ -202,9 +204,14 @@ class PostgresStore(PgSql, SqlStore):
                         f"{self.location}: schema version {version}; run `ckpt-advisor "
                         f"migrate` (as the owner role) to bring it to {SCHEMA_VERSION}"
                     )
-                conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": MIGRATE_LOCK})
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+                    {"k": MIGRATE_LOCK},
+                )
                 try:
-                    upgrade(conn, location=self.location, agent=self.agent, on_upgrade=self._on_upgrade)
+                    upgrade(
+                        conn, location=self.location, agent=self.agent, on_upgrade=self._on_upgrade
+                    )
                 except DBAPIError as exc:
                     if not refused(exc):
                         raise
@@ -239,7 +246,9 @@ class PostgresStore(PgSql, SqlStore):
             yield conn
 
     def _db_now_s(self, conn: Connection) -> float:
-        return float(conn.exec_driver_sql("SELECT EXTRACT(EPOCH FROM clock_timestamp())").scalar_one())
+        return float(
+            conn.exec_driver_sql("SELECT EXTRACT(EPOCH FROM clock_timestamp())").scalar_one()
+        )
 
     def _lock_key(self, conn: Connection, key: str) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": key})

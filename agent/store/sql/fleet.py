@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.engine import Connection
 
-from ckpt_advisor.agent.store.records import FileState, RegisteredJob, StoreError
+from ckpt_advisor.agent.store.records import FileState, LeaseLost, RegisteredJob
 from ckpt_advisor.agent.store.sql import tables as t
 
 AGENT_ALIVE_S = 60.0
@@ -112,7 +112,7 @@ class FleetTables:
             mine = t.jobs.c.agent == self.agent
             conn.execute(delete(t.jobs).where(mine, t.jobs.c.name.not_in(names)))
             for job in jobs:
-                row = {"name": job.name, "agent": self.agent, "gpus": job.gpus}
+                row: dict[str, Any] = {"name": job.name, "agent": self.agent, "gpus": job.gpus}
                 row |= {"nodes": job.nodes, "updated_s": now_s}
                 conn.execute(self._upsert(t.jobs, row, ["name"]))
 
@@ -151,9 +151,9 @@ class FleetTables:
                 continue
             if lease is not None and lease.expires_s >= now_s:
                 continue  # another agent's, in force
-            if owner == self.agent or not seen.get(owner, False):
-                if self._take(job, ttl_s, renew=False):
-                    out.add(job)
+            free_to_take = owner == self.agent or not seen.get(owner, False)
+            if free_to_take and self._take(job, ttl_s, renew=False):
+                out.add(job)
         return out
 
     def _take(self, job: str, ttl_s: float, *, renew: bool) -> bool:
@@ -218,15 +218,15 @@ class FleetTables:
             return None
         agent = conn.execute(select(t.agents).where(t.agents.c.name == row.agent)).first()
         now_s = self._db_now_s(conn)
-        alive = agent is not None and agent.stopped_s is None and agent.seen_s >= now_s - (
-            AGENT_ALIVE_S
+        alive = (
+            agent is not None
+            and agent.stopped_s is None
+            and agent.seen_s >= now_s - (AGENT_ALIVE_S)
         )
         state = FileState(**{k: row._mapping[k] for k in FileState.__slots__})
         return FingerprintOwner(state, row.agent, alive)
 
-    def fingerprint_owner(
-        self, job: str, head_len: int, head_hash: str
-    ) -> FingerprintOwner | None:
+    def fingerprint_owner(self, job: str, head_len: int, head_hash: str) -> FingerprintOwner | None:
         """Another agent's file of ``job`` with this fingerprint (first bytes), if any."""
         with self._read() as conn:
             return self._fingerprint_owner(conn, job, head_len, head_hash)
@@ -243,7 +243,3 @@ class FleetTables:
                     .values(agent=self.agent, dev=dev, ino=ino, path=path)
                 ).rowcount
             )
-
-
-class LeaseLost(StoreError):
-    """Another agent holds the job's lease: this agent must not decide or post for it."""

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import delete, func, inspect, insert, select
+from sqlalchemy import delete, func, insert, inspect, select
 from sqlalchemy.engine import Connection
 
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.engine import Connection, CursorResult
 
-from ckpt_advisor.agent.store.sql import tables as t
 from ckpt_advisor.agent.store.records import StoreError
+from ckpt_advisor.agent.store.sql import tables as t
 from ckpt_advisor.rules.model import AlertState
 
 

@@ -1,4 +1,5 @@
-"""The store's tables in SQLAlchemy Core, for both backends (schema :data:`~agent.store.schema.SCHEMA_VERSION`).
+"""The store's tables in SQLAlchemy Core, for both backends (the schema version is
+:data:`~agent.store.schema.SCHEMA_VERSION`).
 
 SQL both SQLite and PostgreSQL speak; where they differ the column says so (a 64-bit key is
 SQLite's ``INTEGER PRIMARY KEY``, the rowid, and PostgreSQL's ``BIGINT`` identity). Migrations

@@ -1,11 +1,11 @@
 """The store's writes of events and offsets, through SQLAlchemy Core, for both backends.
 
-Events and the tailer's file offsets are committed in one transaction (:meth:`SqlStore.commit_read`),
-so a crash at any moment neither loses nor repeats a line. A store is opened as one agent: the
-files it remembers are that agent's (two hosts' inode numbers never meet), and every event and
-estimate it writes carries the agent's name. A file whose first :data:`FINGERPRINT_BYTES` match
-a file another agent reads (two agents' globs reaching one shared file) is that agent's: this
-one stores none of its events (docs/RELIABILITY.md, scenario 32).
+Events and the tailer's file offsets are committed in one transaction
+(:meth:`SqlStore.commit_read`), so a crash at any moment neither loses nor repeats a line. A store
+is opened as one agent: the files it remembers are that agent's (two hosts' inode numbers never
+meet), and every event and estimate it writes carries the agent's name. A file whose first
+:data:`FINGERPRINT_BYTES` match a file another agent reads (two agents' globs reaching one shared
+file) is that agent's: this one stores none of its events (docs/RELIABILITY.md, scenario 32).
 
 The backends (``sqlite/writer.py``, ``postgres/store.py``) give the engine, the queries and
 their own SQL (a lock, the database's clock).
@@ -44,7 +44,7 @@ def _epoch(when: datetime | None) -> float | None:
     return None if when is None else when.timestamp()
 
 
-class SqlStore(OutboxTables, FleetTables):
+class SqlStore(FleetTables, OutboxTables):
     """The writes of a store over ``engine``, as ``agent`` (the backends' base).
 
     Thread-safe: writes are serialised by a lock (one writer per process; the database
@@ -114,7 +114,11 @@ class SqlStore(OutboxTables, FleetTables):
 
     def files(self, job: str | None = None) -> list[FileState]:
         """This agent's remembered files (optionally of one job), newest first."""
-        q = select(t.files).where(t.files.c.agent == self.agent).order_by(t.files.c.updated_s.desc())
+        q = (
+            select(t.files)
+            .where(t.files.c.agent == self.agent)
+            .order_by(t.files.c.updated_s.desc())
+        )
         if job is not None:
             q = q.where(t.files.c.job == job)
         with self._read() as conn:
@@ -219,9 +223,9 @@ class SqlStore(OutboxTables, FleetTables):
             return None
         self._lock_key(conn, f"head:{file.job}:{file.head_hash}")
         other = self._fingerprint_owner(conn, file.job, file.head_len, file.head_hash)
-        if other is None or not other[2]:
+        if other is None or not other.alive:
             return None
-        return f"agent {other[0].agent_name} ({other[0].state.path})"
+        return f"agent {other.agent_name} ({other.state.path})"
 
     # -- events ---------------------------------------------------------------------------
 

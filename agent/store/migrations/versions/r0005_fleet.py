@@ -20,17 +20,19 @@ from alembic import op
 revision = "r0005"
 down_revision = "r0004"
 
-_AGENT = {"nullable": False, "server_default": ""}
+
+def _agent() -> sa.Column[str]:
+    return sa.Column("agent", sa.String(), nullable=False, server_default="")
 
 
 def upgrade(*, agent: str, **_kw: Any) -> None:
     """Add the agent columns (filled for the upgrading agent), the claims, the new tables and
     the per-agent file identity index."""
-    op.add_column("files", sa.Column("agent", sa.String(), **_AGENT))
+    op.add_column("files", _agent())
     op.add_column("files", sa.Column("shared_with", sa.Text(), nullable=True))
-    op.add_column("events", sa.Column("agent", sa.String(), **_AGENT))
-    op.add_column("estimates", sa.Column("agent", sa.String(), **_AGENT))
-    op.add_column("outbox", sa.Column("agent", sa.String(), **_AGENT))
+    op.add_column("events", _agent())
+    op.add_column("estimates", _agent())
+    op.add_column("outbox", _agent())
     op.add_column("outbox", sa.Column("claimed_by", sa.String(), nullable=True))
     op.add_column("outbox", sa.Column("claimed_s", sa.Float(), nullable=True))
     for table in ("files", "estimates", "outbox"):
