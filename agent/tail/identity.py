@@ -50,6 +50,8 @@ def identify(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> 
             return replace(known, path=path)
         store.forget_file(known.id)
         log.info("%s: inode %d held another file before; reading from 0", path, st.st_ino)
+    if st.st_size >= HEAD_BYTES and (shared := _fleet_copy(store, fd, st, job, path)):
+        return shared
     head_len = min(HEAD_BYTES, st.st_size)
     return FileState(
         id=0,
@@ -63,6 +65,31 @@ def identify(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> 
         lineno=0,
         truncations=0,
     )
+
+
+def _fleet_copy(
+    store: Store, fd: int, st: os.stat_result, job: str, path: str
+) -> FileState | None:
+    """Fleet mode (scenario 32): the state of a file that another agent's file of the same job
+    is, by its first :data:`HEAD_BYTES` (a shared filesystem both agents' globs reach): marked
+    ``shared_with`` that agent while it is alive (this agent reads none of it), or adopted
+    from an agent that is away, to read on from its offset; None when no other agent has it."""
+    digest = head_hash(fd, HEAD_BYTES)
+    owner = store.fingerprint_owner(job, HEAD_BYTES, digest)
+    if owner is None:
+        return None
+    state = replace(owner.state, path=path, dev=st.st_dev, ino=st.st_ino)
+    if owner.alive:
+        return replace(state, id=0, shared_with=f"agent {owner.agent_name} ({owner.state.path})")
+    if not store.adopt_file(owner.state.id, owner.agent_name, st.st_dev, st.st_ino, path):
+        return replace(state, id=0, shared_with=f"an agent that took it from {owner.agent_name}")
+    log.warning(
+        "%s: read by agent %s, which is away, up to byte %d; reading on from there",
+        path,
+        owner.agent_name,
+        owner.state.offset,
+    )
+    return state
 
 
 def truncated(fd: int, state: FileState, pos: int, size: int) -> bool:

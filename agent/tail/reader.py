@@ -76,6 +76,10 @@ class ScanStats:
     """Paths new lines were read from, by job."""
 
 
+SHARED_RECHECK_S = 30.0
+"""How often a file another agent reads is looked at again (that agent may have gone away)."""
+
+
 def _file_clock(fd: int) -> FileClock:
     return FileClock(lambda: os.fstat(fd).st_mtime)
 
@@ -141,7 +145,9 @@ class Reader:
             os.close(fd)
             raise
         fmt = spec.fmt
-        if state.offset:
+        if state.shared_with is not None:
+            log.warning("%s: %s reads this file; not read here", path, state.shared_with)
+        elif state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
         parser = parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom)
         f = OpenFile(
@@ -175,6 +181,13 @@ class Reader:
             StoreError: the store cannot be written; ``f``'s in-memory state is then ahead of
                 the store: the caller marks it ``stale``, and the next read rebuilds it.
         """
+        if f.state.shared_with is not None:  # fleet mode: another agent reads this file
+            if self._clock().timestamp() - f.idle_since_s < SHARED_RECHECK_S:
+                return
+            f.idle_since_s = self._clock().timestamp()
+            self._reload(f)  # that agent may be away now: adopt its file
+            if f.state.shared_with is not None:
+                return
         stats.files_read += 1
         if f.stale:
             self._reload(f)
@@ -365,6 +378,9 @@ class Reader:
             truncated=truncated,
             finished=f.flushed,
         )
+        if f.state.shared_with is not None:  # the store found another agent reading it
+            log.warning("%s: %s reads this file; not read here", f.path, f.state.shared_with)
+            return
         stats.events += len(events)
         stats.job_events[f.spec.job] += len(events)
         for ev in events:

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from ckpt_advisor.agent.store.records import FileState, LeaseLost, RegisteredJob
 from ckpt_advisor.agent.store.sql import tables as t
 
-AGENT_ALIVE_S = 60.0
+AGENT_ALIVE_S = 30.0
 """An agent not seen for this long (and one that said it stopped) is away: its files may be
 adopted, and its jobs' leases taken once expired."""
 
