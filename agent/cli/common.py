@@ -129,11 +129,10 @@ def lock_for(db_path: Path, command: str) -> int:
 def read_store(db: str | None, config: str | None) -> StoreReader:
     """The store opened read-only: SQLite through sqlite3 alone (no SQLAlchemy: fast start),
     or the config's PostgreSQL ``url``."""
-    from ckpt_advisor.agent.store import StoreError, open_reader
+    from ckpt_advisor.agent.store import StoreError
 
-    target, password = store_target(db, config)
     try:
-        return open_reader(target, password=password)
+        return read_store_or_raise(db, config)
     except StoreError as exc:
         fail_store(exc)
 
@@ -143,6 +142,14 @@ def require_job(job: str | None, known: list[str]) -> None:
     job name gets an answer, never an empty table."""
     if job is not None and job not in known:
         fail(f"no job {job!r} here; known: {', '.join(known) or 'none'}")
+
+
+def read_store_or_raise(db: str | None, config: str | None) -> StoreReader:
+    """:func:`read_store` that raises :class:`StoreError` instead of exiting."""
+    from ckpt_advisor.agent.store import open_reader
+
+    target, password = store_target(db, config)
+    return open_reader(target, password=password)
 
 
 def duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +25,7 @@ from ckpt_advisor.agent.cli.common import (
     load_config,
     lock_for,
     read_store,
+    read_store_or_raise,
     slack_token,
     until_cell,
     warn,
@@ -275,21 +277,54 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
     """
     from ckpt_advisor.agent.daemon.heartbeat import assess, heartbeat_path, read_heartbeat
 
-    store = read_store(db, config_path)
     hb = read_heartbeat(heartbeat_path(db_path(db, config_path)))
-    queued = store.queued_messages()
     now_s = datetime.now(UTC).timestamp()
-    silences = store.silences(now_s)
+    queued, silences, fleet, unreachable = _outbox_and_fleet(db, config_path, now_s)
     verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
+    if unreachable:
+        verdict = replace(verdict, healthy=False, problems=[*verdict.problems, unreachable])
     if as_json:
         from ckpt_advisor.agent.contracts import status_json
 
-        click.echo(json.dumps(status_json(verdict, hb, queued, silences), indent=2))
+        click.echo(json.dumps(status_json(verdict, hb, queued, silences) | fleet, indent=2))
     else:
         _print_status(hb, verdict, queued, now_s)
         for job, until_s in silences.items():
             click.echo(f"silenced: {job} until {until_cell(until_s, now_s)} UTC")
+        _print_fleet(fleet, now_s)
     sys.exit(0 if verdict.healthy else 1)
+
+
+def _outbox_and_fleet(
+    db: str | None, config_path: str | None, now_s: float
+) -> tuple[list[OutboxItem], dict[str, float], dict[str, Any], str | None]:
+    """What waits in the outbox, the silences running at ``now_s`` and, in fleet mode, the
+    agents and who speaks for each job; a fleet store that cannot be reached is a problem to
+    report (the last item), not a failure of `status`."""
+    from ckpt_advisor.agent.cli.common import store_target
+    from ckpt_advisor.agent.store import StoreError, is_url
+
+    target, _ = store_target(db, config_path)
+    if not is_url(target):
+        store = read_store(db, config_path)
+        return store.queued_messages(), store.silences(now_s), {}, None
+    try:
+        store = read_store_or_raise(db, config_path)
+        agents = [
+            {
+                "name": a.name,
+                "host": a.host,
+                "pid": a.pid,
+                "seen_s": a.seen_s,
+                "stopped_s": a.stopped_s,
+            }
+            for a in store.agents()
+        ]
+        leases = {job: {"agent": a, "expires_s": e} for job, (a, e) in store.leases().items()}
+        fleet = {"agents": agents, "leases": leases}
+        return store.queued_messages(), store.silences(now_s), fleet, None
+    except StoreError as exc:
+        return [], {}, {}, f"store unreachable: {exc}"
 
 
 def _print_status(
@@ -325,6 +360,16 @@ def _print_status(
         click.echo(
             f"  #{q.id} {q.job} {q.action}, queued {format_ago(q.created_s, now_s)}, "
             f"{q.attempts} attempt(s)"
+        )
+
+
+def _print_fleet(fleet: dict[str, Any], now_s: float) -> None:
+    for agent in fleet.get("agents", []):
+        state = "stopped" if agent["stopped_s"] else f"seen {format_ago(agent['seen_s'], now_s)}"
+        jobs = sorted(j for j, lease in fleet["leases"].items() if lease["agent"] == agent["name"])
+        click.echo(
+            f"agent {agent['name']} on {agent['host']} (pid {agent['pid']}), {state}; "
+            f"speaks for: {', '.join(jobs) or 'none'}"
         )
 
 

@@ -67,9 +67,7 @@ def identify(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> 
     )
 
 
-def _fleet_copy(
-    store: Store, fd: int, st: os.stat_result, job: str, path: str
-) -> FileState | None:
+def _fleet_copy(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> FileState | None:
     """Fleet mode (scenario 32): the state of a file that another agent's file of the same job
     is, by its first :data:`HEAD_BYTES` (a shared filesystem both agents' globs reach): marked
     ``shared_with`` that agent while it is alive (this agent reads none of it), or adopted
