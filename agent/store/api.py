@@ -21,6 +21,7 @@ from ckpt_advisor.agent.store.records import (
     AgentInfo,
     EventColumns,
     FileState,
+    FingerprintOwner,
     OutboxItem,
     RegisteredJob,
     StoredEvent,
@@ -114,10 +115,9 @@ class Store(StoreReader, Protocol):
         checks the head)."""
         ...
 
-    def fingerprint_owner(self, job: str, head_len: int, head_hash: str) -> Any:
+    def fingerprint_owner(self, job: str, head_len: int, head_hash: str) -> FingerprintOwner | None:
         """Another agent's file of ``job`` whose first ``head_len`` bytes hash to
-        ``head_hash`` (a ``FingerprintOwner``: its state, agent, whether that agent is alive),
-        or None."""
+        ``head_hash`` (its state, agent, whether that agent is alive), or None."""
         ...
 
     def adopt_file(self, file_id: int, from_agent: str, dev: int, ino: int, path: str) -> bool:

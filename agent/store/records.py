@@ -128,3 +128,12 @@ class RegisteredJob:
     agent: str
     gpus: int | None
     nodes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FingerprintOwner:
+    """Another agent's file with a given fingerprint: its state, its agent, whether alive."""
+
+    state: FileState
+    agent_name: str
+    alive: bool

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ckpt_advisor.agent.store import StoreError, open_reader
+from ckpt_advisor.agent.synth import simulate
 from tests import pg
 from tests.agent.helpers import TOKEN_ENV
 
@@ -24,13 +25,14 @@ def agent_config(
     tmp: Path,
     name: str,
     url: str,
-    jobs: dict[str, str],
+    jobs: dict[str, Path],
     *,
     slack_url: str | None = None,
     estimate_every: str = "1h",
     extra: str = "",
 ) -> Path:
-    """A config for agent ``name`` in ``tmp/name/``: store ``url``, each job's timing glob."""
+    """A config for agent ``name`` in ``tmp/name/``: store ``url``; each job reads the timing
+    files (``*.jsonl``) and logs (``*.log``) of its folder."""
     home = tmp / name
     home.mkdir(parents=True, exist_ok=True)
     text = (
@@ -39,9 +41,10 @@ def agent_config(
         f'[schedule]\npoll_every = "0.2s"\nestimate_every = "{estimate_every}"\n'
         'after_failure = "0.5s"\n\n'
     )
-    for job, glob in jobs.items():
+    for job, folder in jobs.items():
         text += (
-            f'[[jobs]]\nname = "{job}"\ntimings = ["{glob}"]\nlogs = []\ngpus = 64\nnodes = 8\n\n'
+            f'[[jobs]]\nname = "{job}"\ntimings = ["{folder}/*.jsonl"]\n'
+            f'logs = ["{folder}/*.log"]\ngpus = 64\nnodes = 8\n\n'
         )
     if slack_url:
         text += (
@@ -127,3 +130,12 @@ def stored_lines(url: str, job: str) -> Counter[tuple[str, int, str]]:
         return Counter((e.source, e.event.line, str(e.event.kind)) for e in reader.events(job=job))
     finally:
         reader.close()
+
+
+def drifting_job(folder: Path, seed: int) -> None:
+    """Write a simulated week of a job that checkpoints far too rarely (HF Trainer log and
+    timing file, ``agent/synth.py``) into ``folder``: its estimate drifts, so it is posted."""
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, step_time_s=6.0, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.log").write_text("".join(text for _, text in job.log))
+    (folder / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))

@@ -31,7 +31,7 @@ def test_server_away_at_start_then_every_line_stored_once(
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "t.jsonl").write_text(timing_records(1, 50))
-    config = agent_config(tmp_path, "a", pg_url, {"j": f"{runs}/*.jsonl"})
+    config = agent_config(tmp_path, "a", pg_url, {"j": runs})
     assert cli("migrate", "--config", str(config)).returncode == 0
     pg_server.stop()
     agent = Agent(config, agent_env())
@@ -46,7 +46,7 @@ def test_server_away_at_start_then_every_line_stored_once(
         pg_server.start()
         assert until(lambda: _exactly_once(pg_url, "j", 75), timeout_s=60)
         assert agent.stderr.count("retrying with backoff") == 1
-        assert "store writable again after" in agent.stderr
+        agent.wait_log("store writable again after")
         assert until(lambda: cli("status", "--config", str(config)).returncode == 0, 30)
     finally:
         assert agent.stop() == 0
@@ -62,7 +62,7 @@ def test_server_gone_mid_read_loses_and_doubles_nothing(
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "t.jsonl").write_text(timing_records(1, 20))
-    config = agent_config(tmp_path, "a", pg_url, {"j": f"{runs}/*.jsonl"})
+    config = agent_config(tmp_path, "a", pg_url, {"j": runs})
     with NotifyListener() as notify:
         env = agent_env(NOTIFY_SOCKET=notify.address, WATCHDOG_USEC="400000")
         agent = Agent(config, env)
@@ -95,7 +95,7 @@ def test_agent_sigkilled_mid_commit_loses_and_doubles_nothing(tmp_path: Path, pg
     runs.mkdir()
     backlog, appended = 220_000, 2_000
     (runs / "t.jsonl").write_text(timing_records(1, backlog))
-    config = agent_config(tmp_path, "a", pg_url, {"j": f"{runs}/*.jsonl"})
+    config = agent_config(tmp_path, "a", pg_url, {"j": runs})
     rng = random.Random(7)
 
     def write() -> None:

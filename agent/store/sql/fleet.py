@@ -18,28 +18,23 @@ import os
 import socket
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.engine import Connection
 
-from ckpt_advisor.agent.store.records import FileState, LeaseLost, RegisteredJob
+from ckpt_advisor.agent.store.records import (
+    FileState,
+    FingerprintOwner,
+    LeaseLost,
+    RegisteredJob,
+)
 from ckpt_advisor.agent.store.sql import tables as t
 
 AGENT_ALIVE_S = 30.0
 """An agent not seen for this long (and one that said it stopped) is away: its files may be
 adopted, and its jobs' leases taken once expired."""
-
-
-@dataclass(frozen=True, slots=True)
-class FingerprintOwner:
-    """Another agent's file with a given fingerprint: its state, its agent, whether alive."""
-
-    state: FileState
-    agent_name: str
-    alive: bool
 
 
 def _version() -> str:

@@ -102,6 +102,7 @@ def _set_version(conn: Connection) -> None:
 def _alembic(
     conn: Connection, agent: str, *, stamp: str | None = None, upgrade: str | None = None
 ) -> None:
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # our own lines say what runs
     from alembic import command
     from alembic.config import Config
 
