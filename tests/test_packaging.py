@@ -93,7 +93,8 @@ def test_every_package_folder_is_installed_under_ckpt_advisor() -> None:
 
 
 def test_the_wheel_installs_only_ckpt_advisor(tmp_path: Path) -> None:
-    """A built wheel has one top-level name (plus its metadata) and carries the demo's logs."""
+    """A built wheel has one top-level name (plus its metadata) and carries the demo's logs, the
+    store's backends and the Alembic scripts the store migrates with."""
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
         check=True,
@@ -108,6 +109,11 @@ def test_the_wheel_installs_only_ckpt_advisor(tmp_path: Path) -> None:
     }
     assert "ckpt_advisor/agent/training.py" in names
     assert "ckpt_advisor/agent/fixtures/real/hf_trainer_crash.log" in names
+    assert "ckpt_advisor/agent/store/postgres/store.py" in names
+    assert "ckpt_advisor/agent/store/sql/fleet.py" in names
+    assert "ckpt_advisor/agent/store/migrations/env.py" in names
+    assert "ckpt_advisor/agent/store/migrations/script.py.mako" in names
+    assert "ckpt_advisor/agent/store/migrations/versions/r0005_fleet.py" in names
 
 
 def test_training_callbacks_import_beside_a_local_agent_package(tmp_path: Path) -> None:
