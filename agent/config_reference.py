@@ -26,8 +26,8 @@ def config_reference() -> str:
     def default_of(name: str, field: Any) -> str:
         if field.is_required():
             return "required"
-        if name == "path":
-            return "see meaning"
+        if field.default_factory is not None and not isinstance(field.default_factory, type):
+            return "see meaning"  # made where it runs (a path, the host name): the text says
         value = field.get_default(call_default_factory=True)
         if value is None or value == []:
             return "unset"
