@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,21 +57,45 @@ def timeline_from(columns: EventColumns) -> Timeline:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class FleetShare:
+    """One job's part of a fleet's per-unit failure rate, from its latest estimate.
+
+    Attributes:
+        job: the job's name.
+        units: its size (nodes, or GPUs), >= 1.
+        exposure_s: its running time, seconds (> 0).
+        n_failures: its unplanned interruptions in that time.
+    """
+
+    job: str
+    units: int
+    exposure_s: float
+    n_failures: int
+
+
+def fleet_shares(rows: Sequence[Mapping[str, Any]], units: Mapping[str, int]) -> list[FleetShare]:
+    """Each job of ``units`` (name → nodes or GPUs) with running time in its latest
+    ``estimates --json`` row (``exposure_s``, ``n_failures``), in the rows' order."""
+    return [
+        FleetShare(row["job"], units[row["job"]], float(row["exposure_s"]), int(row["n_failures"]))
+        for row in rows
+        if units.get(row["job"]) and row.get("exposure_s")
+    ]
+
+
 def fleet_rate(
     rows: Sequence[Mapping[str, Any]], sizes: Mapping[str, JobFacts], job: str
 ) -> FleetRate | None:
     """The per-unit failure rate of the other jobs, from their latest ``estimates --json`` rows.
 
     Sums ``exposure_s × units`` and ``n_failures`` over every job but ``job`` whose size is
-    configured; None when there is no such job with running time.
+    configured (:func:`fleet_shares`); None when there is no such job with running time.
     """
-    exposure_s, failures = 0.0, 0
-    for row in rows:
-        size = sizes.get(row["job"], NO_FACTS).units
-        if row["job"] == job or size is None or not row.get("exposure_s"):
-            continue
-        exposure_s += float(row["exposure_s"]) * size
-        failures += int(row["n_failures"])
+    units = {name: f.units for name, f in sizes.items() if f.units and name != job}
+    shares = fleet_shares(rows, units)
+    exposure_s = sum(share.exposure_s * share.units for share in shares)
+    failures = sum(share.n_failures for share in shares)
     return FleetRate(exposure_s, failures) if exposure_s > 0 else None
 
 

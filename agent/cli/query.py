@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,10 @@ from ckpt_advisor.agent.cli.common import (
 )
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.rules.policy import DEFAULT_POLICY
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.store import StoreReader
 
 
 @click.command(
@@ -89,6 +93,7 @@ def silence(
         "ckpt-advisor estimates --config config.toml",
         "ckpt-advisor estimates --job llama-70b --since 7d       # the history, one row each",
         "ckpt-advisor estimates --json | jq '.[] | {job, status, recommended_setting}'",
+        "ckpt-advisor estimates --fleet --config fleet.toml   # per-node MTBF, every agent's jobs",
     )
 )
 @click.option("--job", help="Only this job.")
@@ -97,14 +102,28 @@ def silence(
 @click.option(
     "--since", callback=duration, help="History over this long (e.g. 7d), not only the latest."
 )
+@click.option(
+    "--fleet", is_flag=True, help="The per-node failure rate pooled over every job with nodes."
+)
 @click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per estimate.")
 def estimates(
-    job: str | None, db: str | None, config_path: str | None, since: float | None, as_json: bool
+    job: str | None,
+    db: str | None,
+    config_path: str | None,
+    since: float | None,
+    fleet: bool,
+    as_json: bool,
 ) -> None:
     """The latest estimate of each job (or their history with --since, oldest first, each row
     with the time it was computed). A silenced job shows when its silence ends (JSON:
-    ``silenced_until``, ISO 8601, or null)."""
+    ``silenced_until``, ISO 8601, or null). With --fleet, the fleet's per-node failure rate
+    and the jobs it is pooled over."""
     store = read_store(db, config_path)
+    if fleet:
+        if job or since is not None:
+            fail("--fleet: pools every job's latest estimate (no --job, no --since)", EXIT_CONFIG)
+        _fleet(store, config_path, as_json)
+        return
     now_s = datetime.now(UTC).timestamp()
     since_s = None if since is None else now_s - since
     rows = store.estimate_history(job=job, since_s=since_s, latest_only=since is None)
@@ -137,6 +156,85 @@ def estimates(
             for r in rows
         ],
     )
+
+
+def _fleet(store: StoreReader, config_path: str | None, as_json: bool) -> None:
+    """Print the fleet's per-node MTBF (:func:`fleet_json`)."""
+    config = load_config(config_path) if config_path else None
+    configured = {j.name: j.nodes for j in config.jobs if j.nodes} if config else {}
+    confidence = config.estimation.confidence if config else DEFAULT_POLICY.confidence
+    own = config.estimation.min_failures if config else DEFAULT_POLICY.min_failures
+    out = fleet_json(store, configured, confidence)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    if not out["jobs"]:
+        fail(
+            "no job with nodes and an estimate yet: set [[jobs]] nodes (the fleet's rate is "
+            "per node)"
+        )
+    table(
+        "jobs pooled (latest estimates)",
+        ["job", "nodes", "running", "node-time", "fails"],
+        [
+            [
+                j["job"],
+                str(j["nodes"]),
+                format_duration(j["exposure_s"]),
+                format_duration(j["exposure_s"] * j["nodes"]),
+                str(j["n_failures"]),
+            ]
+            for j in out["jobs"]
+        ],
+    )
+    ci = out["per_node_mtbf_ci_s"]
+    level = f"{out['confidence']:.0%}"
+    if out["per_node_mtbf_s"] is None:
+        bound = format_duration(out["per_node_mtbf_lower_s"])
+        click.echo(f"per-node MTBF: no failure yet; at least {bound} ({level} lower bound)")
+    else:
+        click.echo(
+            f"per-node MTBF: {format_duration(out['per_node_mtbf_s'])} ({level} CI "
+            f"{format_duration(ci[0])}–{format_duration(ci[1])}) from {out['n_failures']} "
+            f"failure(s) in {out['node_exposure_s'] / 3600.0:,.0f} node-hours over "
+            f"{len(out['jobs'])} job(s); a job on N nodes with fewer than {own} failure(s) of "
+            "its own starts from it divided by N"
+        )
+
+
+def fleet_json(store: StoreReader, configured: dict[str, int], confidence: float) -> dict[str, Any]:
+    """The fleet's per-node MTBF as ``estimates --fleet --json`` prints it.
+
+    Pools the latest estimate of every job whose ``nodes`` some agent registered in the store
+    or ``configured`` (name → nodes) names: ``node_exposure_s = Σ exposure_s × nodes``,
+    ``n_failures = Σ n_failures``, and the censored exponential MLE with its chi-square
+    interval at ``confidence`` (:func:`rules.mtbf.estimate_mtbf`; DESIGN.md: a per-node rate
+    rescales to another node count). Keys: ``jobs`` (``job``, ``nodes``, ``exposure_s``,
+    ``n_failures``), ``node_exposure_s``, ``n_failures``, ``per_node_mtbf_s`` (None with no
+    failure), ``per_node_mtbf_lower_s``, ``per_node_mtbf_upper_s``, ``per_node_mtbf_ci_s``
+    (both bounds, or None), ``confidence``.
+    """
+    from ckpt_advisor.agent.estimate import fleet_nodes, fleet_shares
+    from ckpt_advisor.rules.mtbf import estimate_mtbf
+
+    nodes = fleet_nodes(store.registered_jobs(), configured)
+    shares = fleet_shares(store.estimate_history(latest_only=True), nodes)
+    node_s = sum(s.exposure_s * s.units for s in shares)
+    failures = sum(s.n_failures for s in shares)
+    mtbf = estimate_mtbf(node_s, failures, confidence=confidence)
+    return {
+        "jobs": [
+            {"job": s.job, "nodes": s.units, "exposure_s": s.exposure_s, "n_failures": s.n_failures}
+            for s in shares
+        ],
+        "node_exposure_s": node_s,
+        "n_failures": failures,
+        "per_node_mtbf_s": mtbf.mtbf_s,
+        "per_node_mtbf_lower_s": mtbf.lower_s,
+        "per_node_mtbf_upper_s": mtbf.upper_s,
+        "per_node_mtbf_ci_s": list(mtbf.ci_s) if mtbf.ci_s else None,
+        "confidence": confidence,
+    }
 
 
 def _estimate_row(r: dict[str, Any]) -> list[str]:
