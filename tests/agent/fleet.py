@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +15,7 @@ from ckpt_advisor.agent.store import StoreError, open_reader
 from ckpt_advisor.agent.synth import simulate
 from tests import pg
 from tests.agent.helpers import TOKEN_ENV
+from tests.agent.processes import RunProcess
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 
@@ -61,44 +60,11 @@ def agent_env(token: str = "", **extra: str) -> dict[str, str]:
     return {**env, pg.PASSWORD_ENV: pg.ROLE_PASSWORD, TOKEN_ENV: token, **extra}
 
 
-class Agent:
-    """A ``ckpt-advisor run`` subprocess whose stderr goes to a file beside its config."""
+class Agent(RunProcess):
+    """An agent of a fleet: ``ckpt-advisor run`` with its stderr in ``agent.stderr``."""
 
     def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.config = config
-        self.env = env
-        self.stderr_path = config.parent / "agent.stderr"
-        self.start()
-
-    def start(self) -> None:
-        self._stderr = self.stderr_path.open("a")
-        cmd = [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(self.config)]
-        self.proc = subprocess.Popen(cmd, env=self.env, stderr=self._stderr)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-    def wait_log(self, text: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.stderr:
-                return
-            assert self.proc.poll() is None, f"agent exited {self.proc.returncode}:\n{self.stderr}"
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not logged:\n{self.stderr}")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self._stderr.close()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self._stderr.close()
-        return code
+        super().__init__(config, env, stderr_name="agent.stderr")
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

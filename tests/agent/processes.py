@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -70,3 +71,54 @@ def cli_imports(
         check=True,
     )
     return out, list(json.loads(out.stdout.splitlines()[-1]))
+
+
+class RunProcess:
+    """A ``ckpt-advisor run --config CONFIG ARGS…`` subprocess whose stderr goes to the file
+    ``stderr_name`` beside its config (appended to when it is started again)."""
+
+    def __init__(
+        self, config: Path, env: dict[str, str], *args: str, stderr_name: str = "daemon.stderr"
+    ) -> None:
+        self.config = config
+        self.env = env
+        self.args = args
+        self.stderr_path = config.parent / stderr_name
+        self.start()
+
+    def start(self) -> None:
+        """Start the process (again)."""
+        self._stderr = self.stderr_path.open("a")
+        cmd = [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(self.config)]
+        self.proc = subprocess.Popen([*cmd, *self.args], env=self.env, stderr=self._stderr)
+
+    @property
+    def stderr(self) -> str:
+        """Everything it logged so far."""
+        return self.stderr_path.read_text()
+
+    def wait_log(self, text: str, timeout_s: float = 30.0) -> None:
+        """Wait until ``text`` is logged; AssertionError (with the log) when the process exits
+        without it or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None  # before the read: an exit's last lines count
+            if text in self.stderr:
+                return
+            assert not exited, f"exited {self.proc.returncode} without {text!r}:\n{self.stderr}"
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not logged:\n{self.stderr}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer would."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self._stderr.close()
+
+    def stop(self) -> int:
+        """SIGTERM (unless it already exited) and its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self._stderr.close()
+        return code

@@ -24,6 +24,7 @@ from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.units import parse_duration_s
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.notify_listener import NotifyListener
+from tests.agent.processes import RunProcess as Daemon
 
 ROOT = Path(__file__).parents[2]
 FIXTURES = ROOT / "agent" / "fixtures" / "real"
@@ -68,35 +69,6 @@ def _config(
     config = tmp / "config.toml"
     config.write_text(text + extra)
     return config
-
-
-class Daemon:
-    """A ``ckpt-advisor run`` subprocess whose stderr goes to a file."""
-
-    def __init__(self, config: Path, env: dict[str, str], *args: str) -> None:
-        self.stderr_path = config.parent / "daemon.stderr"
-        self._stderr = self.stderr_path.open("w")
-        cmd = [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", str(config), *args]
-        self.proc = subprocess.Popen(cmd, env=env, stderr=self._stderr)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-    def wait_log(self, text: str, timeout_s: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.stderr:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not logged:\n{self.stderr}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self._stderr.close()
-        return code
 
 
 @pytest.fixture
