@@ -17,8 +17,8 @@ from typing import Any
 
 from ckpt_advisor.agent.store.queries import SqlQueries
 from ckpt_advisor.agent.store.records import StoreError
-from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
 from ckpt_advisor.agent.store.schema import check_schema
+from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
 
 
 def schema_version(conn: sqlite3.Connection) -> int | None:
