@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckpt_advisor.agent.store import FileState, Store, open_store
+from ckpt_advisor.agent.store import FileState, Store, is_url, open_store
 from ckpt_advisor.agent.synth import SynthJob, simulate
 from ckpt_advisor.parsers.events import Event, EventKind
 
@@ -126,18 +126,27 @@ def training_log(path: Path, size_bytes: int, shape: LogShape = SPARSE) -> LogTr
     return truth
 
 
-def event_store(path: str | Path, n_events: int, *, job: str = "big") -> Store:
-    """A store holding ``n_events`` events of one job (or the one already at ``path``): a step
-    every 30 s, a save every 30 min costing 2 min, failures with a 12 h MTBF, a resume 10 min
-    after each; written through :meth:`Store.commit_read` in batches, as the tailer does."""
-    path = Path(path)
-    if path.exists():
-        store = open_store(path)
+def event_store(
+    target: str | Path, n_events: int, *, job: str = "big", password: str | None = None
+) -> Store:
+    """A store holding ``n_events`` events of one job (or the one already at ``target``, a
+    SQLite path or a PostgreSQL URL with ``password``): a step every 30 s, a save every 30 min
+    costing 2 min, failures with a 12 h MTBF, a resume 10 min after each; written through
+    :meth:`Store.commit_read` in batches, as the tailer does."""
+    if is_url(target):
+        store = open_store(target, password=password)
         if store.count_events(job) == n_events:
             return store
-        store.close()
-        remove_store(path)
-    store = open_store(path)
+        store.prune_events(float("inf"))  # another size: start again
+    else:
+        path = Path(target)
+        if path.exists():
+            store = open_store(path)
+            if store.count_events(job) == n_events:
+                return store
+            store.close()
+            remove_store(path)
+        store = open_store(path)
     rng = np.random.default_rng(7)
     t = START.timestamp()
     next_fail = t + rng.exponential(12 * 3600.0)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import fleet
 from bench.goodput import bench_goodput
 from bench.inputs import DENSE, SPARSE, LogShape, remove_store, training_log
 
@@ -466,7 +467,11 @@ BENCHES = {
     "estimate": bench_estimate,
     "cli": bench_cli,
     "goodput": bench_goodput,
+    "fleet": fleet.bench_fleet,
 }
+DEFAULT = [name for name in BENCHES if name != "fleet"]
+"""What runs without --only: fleet mode's benchmark (a PostgreSQL server, ten agents, five
+minutes) runs when named (``python -m bench fleet``)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -480,14 +485,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--live-samples", type=int, default=50, help="appends timed with inotify")
     ap.add_argument("--poll-s", type=float, default=2.0, help="poll interval when polling")
     ap.add_argument("--idle-s", type=float, default=20.0, help="idle CPU window (20 s)")
-    ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset")
+    ap.add_argument("benches", nargs="*", help=f"benchmarks to run, of {', '.join(BENCHES)}")
+    ap.add_argument("--only", default=",".join(DEFAULT), help="comma-separated subset")
     ap.add_argument("--work", type=Path, default=Path("/tmp/ckpt-advisor-bench"))
     ap.add_argument(
         "--python",
         default=sys.executable,
         help="interpreter whose installed ckpt_advisor is measured (default: this one)",
     )
+    fleet.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.benches:
+        args.only = ",".join(args.benches)
     args.work.mkdir(parents=True, exist_ok=True)
     env = _env()
     rows: list[Row] = []
