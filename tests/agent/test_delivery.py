@@ -1,6 +1,6 @@
 """The outbox and alert hygiene with the real slack-sdk client against the loopback Slack:
 in order, never twice, bounded in time, one clear error for bad credentials, silences
-(docs/RELIABILITY.md, scenarios 17-19, 22, 23)."""
+(docs/RELIABILITY.md, scenarios 17-19, 22, 23); the store under them on both backends."""
 
 from __future__ import annotations
 
@@ -45,10 +45,12 @@ def _slack(fake: FakeSlack, **kwargs: Any) -> SlackNotifier:
     return SlackNotifier(fake.token, "#alerts", base_url=fake.base_url, **kwargs)
 
 
-def test_outage_queues_then_delivers_in_order_once(tmp_path: Path, fake_slack: FakeSlack) -> None:
+def test_outage_queues_then_delivers_in_order_once(
+    store_target: str | Path, store_password: str | None, fake_slack: FakeSlack
+) -> None:
     """Scenario 19: Slack unreachable, then 5xx: messages stay in the outbox; once Slack is back
     they arrive in queue order, each exactly once."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one", "two", "three")
     down = SlackNotifier(fake_slack.token, "#alerts", base_url="http://127.0.0.1:9/api/")
     outbox = _outbox(store, down)
@@ -64,11 +66,11 @@ def test_outage_queues_then_delivers_in_order_once(tmp_path: Path, fake_slack: F
 
 
 def test_send_that_timed_out_but_landed_is_not_sent_again(
-    tmp_path: Path, fake_slack: FakeSlack
+    store_target: str | Path, store_password: str | None, fake_slack: FakeSlack
 ) -> None:
     """Scenario 19: a post whose answer timed out had landed; the next delivery finds it by its
     metadata key in the channel history and records it as sent instead of posting twice."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one", "two")
     fake_slack.script(delay_s=2.0)
     outbox = _outbox(store, _slack(fake_slack, timeout_s=0.3))
@@ -82,11 +84,11 @@ def test_send_that_timed_out_but_landed_is_not_sent_again(
 
 
 def test_unsure_send_that_cannot_be_checked_is_never_repeated(
-    tmp_path: Path, fake_slack: FakeSlack
+    store_target: str | Path, store_password: str | None, fake_slack: FakeSlack
 ) -> None:
     """When the channel history cannot be read (missing scope), a maybe-sent message is marked
     failed with a clear reason rather than risk a second copy; the next one goes out."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one", "two")
     outbox = _outbox(store, _slack(fake_slack))
     fake_slack.script(500)
@@ -100,11 +102,14 @@ def test_unsure_send_that_cannot_be_checked_is_never_repeated(
 
 
 def test_invalid_auth_gives_one_error_and_keeps_messages(
-    tmp_path: Path, fake_slack: FakeSlack, caplog: pytest.LogCaptureFixture
+    store_target: str | Path,
+    store_password: str | None,
+    fake_slack: FakeSlack,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Scenario 19: a rejected token gives one clear error across many delivery runs, one
     request, and the messages stay queued for after the fix."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one", "two")
     bad = SlackNotifier("xoxb-wrong", "#alerts", base_url=fake_slack.base_url)
     outbox = _outbox(store, bad)
@@ -133,10 +138,12 @@ class _HungNotifier:
         return None
 
 
-def test_hung_notifier_times_out_and_the_next_run_still_happens(tmp_path: Path) -> None:
+def test_hung_notifier_times_out_and_the_next_run_still_happens(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """Scenario 17: a send that never returns is abandoned after the deadline; the estimate run
     finishes, and the next run runs (without sending again while the hung call may land)."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one")
     hung = _HungNotifier()
     advisor = Advisor(store, estimator=Estimator(), clock=lambda: NOW)
@@ -150,9 +157,11 @@ def test_hung_notifier_times_out_and_the_next_run_still_happens(tmp_path: Path) 
     hung.release.set()
 
 
-def test_rate_limit_is_waited_out_and_sent_once(tmp_path: Path, fake_slack: FakeSlack) -> None:
+def test_rate_limit_is_waited_out_and_sent_once(
+    store_target: str | Path, store_password: str | None, fake_slack: FakeSlack
+) -> None:
     """Scenario 18: 429 with Retry-After: 1 inside the bound: the client waits and sends once."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one")
     fake_slack.script(429, retry_after=1)
     assert _outbox(store, _slack(fake_slack)).deliver() == 1
@@ -168,10 +177,12 @@ class _AlwaysNotify:
         return Decision(Action.NOTIFY, "test", AlertState(True, now_s, 60.0))
 
 
-def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> None:
+def test_silenced_job_queues_nothing_until_the_silence_ends(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """Scenario 22: `silence --job` stops messages for that job until the time given without
     recording them as told, so the recommendation still due is posted when the silence ends."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     now = {"t": NOW}
     advisor = Advisor(store, estimator=Estimator(), rule=_AlwaysNotify(), clock=lambda: now["t"])
     store.silence("llama", NOW.timestamp() + 3600)
@@ -184,11 +195,14 @@ def test_silenced_job_queues_nothing_until_the_silence_ends(tmp_path: Path) -> N
 
 
 def test_token_never_in_logs_or_errors(
-    tmp_path: Path, fake_slack: FakeSlack, caplog: pytest.LogCaptureFixture
+    store_target: str | Path,
+    store_password: str | None,
+    fake_slack: FakeSlack,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Scenario 23: with slack-sdk logging at DEBUG, a successful send, a rate limit and a
     rejected token leave no trace of the token in any log record or stored error."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     _queue(store, "one", "two")
     fake_slack.script(429, retry_after=0)
     with caplog.at_level(logging.DEBUG):
@@ -252,10 +266,12 @@ class _Recorder:
         return None
 
 
-def test_concurrent_runs_queue_and_send_one_notification(tmp_path: Path) -> None:
+def test_concurrent_runs_queue_and_send_one_notification(
+    store_target: str | Path, store_password: str | None
+) -> None:
     """Two estimate runs at once (the interval job and the after-failure job) decide one after
     the other, each then delivering: one notify in the outbox and one message sent."""
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_target, password=store_password)
     notifier = _Recorder()
     advisor = Advisor(store, estimator=Estimator(), rule=_NotifyOutOfDrift(), clock=lambda: NOW)
     outbox = _outbox(store, notifier)

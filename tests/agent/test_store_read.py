@@ -18,8 +18,8 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).parents[2]
 
 
-def _filled(db: Path) -> Store:
-    store = open_store(db)
+def _filled(target: str | Path, password: str | None = None) -> Store:
+    store = open_store(target, password=password)
     state = FileState(0, "j", "/logs/a.log", 1, 2, "h", 10, 0, 0, 0)
     events = [
         Event(EventKind.STEP, 1, "hf_trainer", time=T0, step=10, duration_s=1.5),
@@ -34,10 +34,13 @@ def _filled(db: Path) -> Store:
     return store
 
 
-def test_reader_answers_as_the_store_does(tmp_path: Path) -> None:
-    """Events (every filter), estimate history, jobs, counts and the outbox read the same."""
-    store = _filled(tmp_path / "s.db")
-    reader = open_reader(tmp_path / "s.db")
+def test_reader_answers_as_the_store_does(
+    store_target: str | Path, store_password: str | None
+) -> None:
+    """Events (every filter), estimate history, jobs, counts and the outbox read the same
+    through the read-only opening as through the store, on both backends."""
+    store = _filled(store_target, store_password)
+    reader = open_reader(store_target, password=store_password)
     for kw in ({}, {"job": "j", "kinds": ["failure"]}, {"since_s": T0.timestamp() + 1}):
         assert reader.events(**kw) == store.events(**kw)  # type: ignore[arg-type]
     assert [e.event.kind for e in reader.events(limit=2)] == ["step", "checkpoint_end"]
