@@ -68,7 +68,7 @@ def _server(args: argparse.Namespace) -> Iterator[tuple[Any, str, str]]:
 
         yield make_local, pg.ROLE_PASSWORD, f"PostgreSQL {server.bin.parent.name} (throwaway)"
     finally:
-        server.stop()
+        server.remove()
 
 
 def _config(work: Path, agent: str, url: str, jobs: list[str]) -> Path:

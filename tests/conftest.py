@@ -50,7 +50,7 @@ def pg_server() -> Iterator[PgServer]:
     try:
         yield server
     finally:
-        server.stop("immediate")
+        server.remove()
 
 
 @pytest.fixture

@@ -90,6 +90,11 @@ class PgServer:
         """Stop the server (``immediate``: as if it crashed)."""
         self._run(self.bin / "pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
 
+    def remove(self) -> None:
+        """Stop the server as if it crashed and delete its directory (data, socket, log)."""
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
     def sql(self, statement: str, database: str = "postgres") -> str:
         """Run ``statement`` as the superuser; its output."""
         out = self._run(
