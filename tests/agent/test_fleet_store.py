@@ -148,3 +148,17 @@ def test_a_decision_or_send_for_another_agents_job_is_refused(
     assert b.claim_leases(30) == {"j"}
     assert b.claim_message(item, "j", 3.0) == "unsure"  # node-a may have sent it when it died
     assert [m["payload"] for m in b.messages("j")] == [{"t": 1}]
+
+
+def test_a_file_is_stored_once_when_two_agents_start_together(
+    store_target: str | Path, store_password: str | None
+) -> None:
+    """Two agents whose first scans come before their first lease renewal (neither has said it
+    runs yet): the first to commit the shared file is its reader, the second stores none of
+    its events (an agent's first commit registers it, in the same transaction)."""
+    a, b = (open_store(store_target, agent=n, password=store_password) for n in ("na", "nb"))
+    a.commit_read(_file(), offset=2000, lineno=20, events=_events(20), now_s=1.0)
+    shared = b.commit_read(_file(ino=9), offset=2000, lineno=20, events=_events(20), now_s=1.0)
+    assert shared.shared_with == "agent na (/logs/a.log)"
+    assert b.count_events() == 20
+    assert [agent.name for agent in a.agents()] == ["na", "nb"]

@@ -50,6 +50,7 @@ class FleetTables:
     engine: Engine
     agent: str
     location: str
+    _registered: bool
 
     def _write(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -72,19 +73,25 @@ class FleetTables:
     # -- agents ---------------------------------------------------------------------------
 
     def register_agent(self) -> None:
-        """Say that this agent runs (host, pid, version): called at start."""
+        """Say that this agent runs (host, pid, version): called at start (and by the first
+        :meth:`commit_read`, in its transaction)."""
         with self._write() as conn:
-            now_s = self._db_now_s(conn)
-            row = {
-                "name": self.agent,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "version": _version(),
-                "started_s": now_s,
-                "seen_s": now_s,
-                "stopped_s": None,
-            }
-            conn.execute(self._upsert(t.agents, row, ["name"]))
+            self._register_agent(conn)
+        self._registered = True
+
+    def _register_agent(self, conn: Connection) -> None:
+        """:meth:`register_agent` in the transaction of ``conn``."""
+        now_s = self._db_now_s(conn)
+        row = {
+            "name": self.agent,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": _version(),
+            "started_s": now_s,
+            "seen_s": now_s,
+            "stopped_s": None,
+        }
+        conn.execute(self._upsert(t.agents, row, ["name"]))
 
     def stop_agent(self) -> None:
         """Say that this agent stopped: its jobs and files go to others at once."""

@@ -62,6 +62,7 @@ class SqlStore(FleetTables, OutboxTables):
         self.agent = agent
         self._lock = threading.RLock()
         self._heads: dict[int, str] = {}  # file id -> head hash last checked against the fleet
+        self._registered = False  # whether this agent's row was written (by a commit_read)
         compiled = insert(t.events).values({c.name: None for c in t.events.c if c.name != "id"})
         sql = compiled.compile(dialect=engine.dialect)
         self._event_insert = (str(sql), tuple(sql.positiontup) if sql.positiontup else None)
@@ -150,6 +151,8 @@ class SqlStore(FleetTables, OutboxTables):
                 this commit is stored either way).
         """
         with self._write() as conn:
+            if not self._registered:  # a file row's agent is in `agents` (alive) from its first
+                self._register_agent(conn)  # commit: another agent that starts with it sees it
             values = {
                 "offset": offset,
                 "lineno": lineno,
@@ -180,6 +183,7 @@ class SqlStore(FleetTables, OutboxTables):
             if events and shared is None:
                 self._insert_events(conn, file, file_id, events, from_timing_file)
         self._heads[file_id] = file.head_hash
+        self._registered = True
         return replace(
             file,
             id=file_id,
