@@ -143,6 +143,10 @@ class _KeywordLines:
         return self._data.rfind(b"\n", pos, starts[i]) + 1 or pos
 
 
+SHORT_COUNT_BYTES = 16 << 10
+"""Up to this many bytes, :meth:`_LineCounter.before` counts newlines with ``bytes.count``."""
+
+
 class _LineCounter:
     """Line numbers in ``data[start:end]``: a numpy mask of its newlines (~4 GB/s), counted
     between offsets that only grow (~16 GB/s), where ``bytes.count`` goes at ~1.3 GB/s."""
@@ -150,6 +154,7 @@ class _LineCounter:
     def __init__(self, data: bytes, start: int, end: int) -> None:
         import numpy as np  # loaded already wherever there is a reader: the estimator needs it
 
+        self._data = data
         self._mask = np.frombuffer(data, np.uint8, count=end - start, offset=start) == ord("\n")
         self._count = np.count_nonzero
         self._start = start
@@ -157,11 +162,15 @@ class _LineCounter:
 
     def before(self, offset: int) -> int:
         """How many lines end between ``start`` and buffer ``offset`` (fastest for offsets in
-        growing order)."""
+        growing order). A short step is counted by ``bytes.count`` (memchr, no numpy call:
+        ~0.3 µs where slicing the mask costs ~2 µs; an event-dense log asks every few lines)."""
         pos = offset - self._start
         if pos < self._pos:
             self._pos = self._before = 0
-        self._before += int(self._count(self._mask[self._pos : pos]))
+        if pos - self._pos <= SHORT_COUNT_BYTES:
+            self._before += self._data.count(b"\n", self._start + self._pos, offset)
+        else:
+            self._before += int(self._count(self._mask[self._pos : pos]))
         self._pos = pos
         return self._before
 
@@ -195,6 +204,13 @@ def _sampled_progress_lines(markers: tuple[bytes, ...], data: bytes, lo: int, hi
     def line_start(at: int) -> int:
         return data.rfind(b"\n", lo, at) + 1 or lo
 
+    if hi - lo <= min(SHORT_COUNT_BYTES, STEP_SAMPLE_BYTES):  # a few lines: two direct scans
+        firsts = [at for at in (data.find(m, lo, hi) for m in markers) if at >= 0]
+        if not firsts:
+            return []
+        first_start = line_start(min(firsts))
+        last_start = line_start(max(data.rfind(m, lo, hi) for m in markers))
+        return [first_start] if last_start == first_start else [first_start, last_start]
     first = _nearest(markers, data, lo, hi, last=False)
     if first < 0:
         return []
