@@ -300,6 +300,21 @@ class MetricsConfig(_Section):
         return None if self.listen is None else listen_address(self.listen)
 
 
+class AdviceConfig(_Section):
+    """``[advice]``: each job's current recommendation for the training side (opt-in).
+
+    The training callbacks' ``advice_file`` reads ``dir/JOB.json`` (README, "Advice that
+    applies itself"); ``JOB`` is the job's name with any character other than letters, digits
+    and ``_.-~`` percent-encoded.
+    """
+
+    dir: Path | None = None
+    """Directory of one ``JOB.json`` per job, replaced atomically after each estimate
+    (mode 0644: the training jobs' users read it); off if unset."""
+    endpoint: bool = False
+    """Also serve each job's advice as JSON at ``/advice/JOB`` on ``[metrics] listen``."""
+
+
 def listen_address(value: str) -> tuple[str, int]:
     """Split ``"host:port"`` (``"[::1]:9464"``, ``":9464"``, ``"9464"``) into host and port.
 
@@ -329,6 +344,7 @@ class Config(_Section):
     jobs: list[JobConfig] = Field(default_factory=list)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    advice: AdviceConfig = Field(default_factory=AdviceConfig)
 
     @field_validator("jobs")
     @classmethod
@@ -339,6 +355,12 @@ class Config(_Section):
                 raise ValueError(f"job name {job.name!r} appears twice")
             seen.add(job.name)
         return jobs
+
+    @model_validator(mode="after")
+    def _endpoint_listens(self) -> Config:
+        if self.advice.endpoint and self.metrics.listen is None:
+            raise ValueError("advice.endpoint needs [metrics] listen (it is served there)")
+        return self
 
     def slack_token(self) -> str | None:
         """The bot token from the variable named by ``slack.token_env`` (or its credentials file).
@@ -381,7 +403,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
             key = _key_path(tuple(err["loc"]))
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             msg = msg.removeprefix("Value error, ")
-            lines.append(f"{source}: {key}: {msg}")
+            lines.append(f"{source}: {key}: {msg}" if key else f"{source}: {msg}")
         raise ConfigError("\n".join(lines)) from None
 
 

@@ -36,6 +36,7 @@ from ckpt_advisor.agent.daemon.voice import LEASE_EVERY_S, Voice
 from ckpt_advisor.agent.store import StoreError
 
 if TYPE_CHECKING:
+    from ckpt_advisor.agent.advice import AdviceBoard
     from ckpt_advisor.agent.advisor import Advisor
     from ckpt_advisor.agent.notify.outbox import Outbox
     from ckpt_advisor.agent.store import Store
@@ -55,7 +56,7 @@ class Jobs:
     """What the scheduler runs. ``jobs`` and ``retention_days`` follow config reloads.
 
     Args:
-        store, advisor, outbox, metrics: the daemon's parts.
+        store, advisor, outbox, metrics, advice: the daemon's parts.
         clock: the current aware UTC datetime.
         jobs: the configured job names.
         retention_days: events older than this are pruned.
@@ -69,6 +70,7 @@ class Jobs:
         advisor: Advisor,
         outbox: Outbox,
         metrics: Metrics,
+        advice: AdviceBoard,
         clock: Callable[[], datetime],
         jobs: Sequence[str],
         retention_days: float,
@@ -79,6 +81,7 @@ class Jobs:
         self.advisor = advisor
         self.outbox = outbox
         self.metrics = metrics
+        self.advice = advice
         self.jobs = list(jobs)
         self.retention_days = retention_days
         self._clock = clock
@@ -91,15 +94,17 @@ class Jobs:
 
     def estimate(self) -> None:
         """Estimate every job this agent speaks for (its configured jobs, and in fleet mode
-        those it took over: ``voice.py``); new messages wake the delivery job (which runs on
-        its own, so a slow Slack never holds up estimating)."""
+        those it took over: ``voice.py``) and publish each one's advice (``agent/advice.py``);
+        new messages wake the delivery job (which runs on its own, so a slow Slack never holds
+        up estimating)."""
         self.voice.renew()
         self._estimate(sorted(self.voice.held))
 
     def speak(self) -> None:
-        """Renew the leases; estimate at once the jobs just taken over (a dead agent's)."""
-        if taken := self.voice.renew():
-            self._estimate(sorted(taken))
+        """Renew the leases; when that took over jobs (a dead agent's), estimate at once every
+        job this agent now speaks for (the metrics' per-job snapshot is replaced whole)."""
+        if self.voice.renew():
+            self._estimate(sorted(self.voice.held))
 
     def _estimate(self, jobs: list[str]) -> None:
         self.estimate_started = start = time.monotonic()
@@ -111,6 +116,7 @@ class Jobs:
         self.last_estimate_s = self._clock().timestamp()
         self.metrics.last_estimate.set(self.last_estimate_s)
         self.metrics.set_estimates(estimates)
+        self.advice.publish(estimates)
         try:
             queued = len(self.store.queued_messages())
         except StoreError:

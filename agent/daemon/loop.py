@@ -28,6 +28,7 @@ from types import FrameType
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ckpt_advisor.agent.advice import AdviceBoard
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.config import Config, ConfigError, load_config
 from ckpt_advisor.agent.daemon.health import Health
@@ -109,11 +110,13 @@ class Daemon:
         )
         jobs = [j.name for j in config.jobs]
         self.voice = Voice(store, parts.registered)
+        self.advice = AdviceBoard(config.advice.dir, endpoint=config.advice.endpoint)
         self.jobs = Jobs(
             store=store,
             advisor=self.advisor,
             outbox=self.outbox,
             metrics=metrics,
+            advice=self.advice,
             clock=clock,
             jobs=jobs,
             retention_days=config.store.retention_days,
@@ -217,6 +220,8 @@ class Daemon:
         self.outbox.use(notifier, send_deadline_s=parts.send_deadline_s)
         self.jobs.jobs, self.health.jobs = jobs, jobs
         self.voice.configure(parts.registered)
+        self.advice.configure(config.advice.dir, endpoint=config.advice.endpoint)
+        self.advice.retain(jobs)
         self.jobs.retention_days = config.store.retention_days
         self.health.schedule = config.schedule
         self.scanner.discover_every_s = config.schedule.discover_every
@@ -269,11 +274,13 @@ class Daemon:
         )
         if (address := self.config.metrics.address()) is not None:
             try:
-                self._http = self.metrics.serve(*address)
+                self._http = self.metrics.serve(*address, advice=self.advice)
             except OSError as exc:
                 log.error("cannot serve metrics at %s: %s", self.config.metrics.listen, exc)
                 return 1
             log.info("metrics at http://%s:%d/metrics", *address)
+            if self.config.advice.endpoint:
+                log.info("advice at http://%s:%d/advice/JOB", *address)
         if self.config.schedule.file_events:
             self.watcher.start(self.tailer.watched_dirs())
         code = 0

@@ -25,10 +25,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ckpt_advisor.agent.advice import AdviceBoard
 from ckpt_advisor.agent.notify.base import Notifier, NotifyError
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.goodput import BUCKETS
@@ -263,11 +264,13 @@ class Metrics:
             old = self._snapshot.snapshot
             self._snapshot.snapshot = _Snapshot(tuple(estimates), old.files)
 
-    def serve(self, host: str, port: int) -> Any:
-        """Serve ``/metrics`` on ``host:port`` from a daemon thread; returns the server, whose
-        ``shutdown()`` stops it. Raises OSError if the address cannot be bound."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        return server
+    def serve(self, host: str, port: int, advice: AdviceBoard | None = None) -> Any:
+        """Serve ``/metrics`` (and ``/advice/JOB`` from ``advice``: ``http.py``) on
+        ``host:port`` from a daemon thread; returns the server, whose ``shutdown()`` stops it.
+        Raises OSError if the address cannot be bound."""
+        from ckpt_advisor.agent.daemon.http import routes, serve
+
+        return serve(host, port, routes(self.registry, advice))
 
 
 class CountingNotifier:

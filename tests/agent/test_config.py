@@ -191,3 +191,13 @@ def test_token_with_control_characters_is_refused_without_showing_it(
     with pytest.raises(ConfigError, match=r"\$MY_TOKEN: the Slack token contains") as info:
         config.slack_token()
     assert "SECRET" not in str(info.value)
+
+
+def test_advice_section_defaults_off_and_the_endpoint_needs_the_listener() -> None:
+    """[advice] writes no files and serves nothing by default; endpoint = true without
+    [metrics] listen is refused with a message naming both keys."""
+    config = parse_config({"advice": {"dir": "/var/lib/ckpt-advisor/advice"}})
+    assert config.advice.dir == Path("/var/lib/ckpt-advisor/advice")
+    assert not config.advice.endpoint and parse_config({}).advice.dir is None
+    with pytest.raises(ConfigError, match=r"^c\.toml: advice\.endpoint needs \[metrics\] listen"):
+        parse_config({"advice": {"endpoint": True}}, "c.toml")

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.units import parse_duration_s
+from ckpt_advisor.rules.adoption import parse_advice
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.notify_listener import NotifyListener
 from tests.agent.processes import RunProcess as Daemon
@@ -179,8 +180,9 @@ def test_metrics_endpoint_json_logs_and_no_token_in_logs(
     tmp_path: Path, notify: NotifyListener, daemons: list[Daemon], fake_slack: FakeSlack
 ) -> None:
     """While the daemon runs, /metrics answers in Prometheus text format with the per-job,
-    per-file, tailer, notification and scheduler families; every log line is one JSON object
-    with a level, and the Slack token appears in none."""
+    per-file, tailer, notification and scheduler families, and /advice/JOB and the advice file
+    hold the drifting job's recommendation; every log line is one JSON object with a level,
+    and the Slack token appears in none."""
     job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, step_time_s=6.0, seed=3)
     runs = tmp_path / "runs"
     (runs / "job-1").mkdir(parents=True)
@@ -192,7 +194,8 @@ def test_metrics_endpoint_json_logs_and_no_token_in_logs(
         {"llama-8b": f"{runs}/**/*.log"},
         slack=fake_slack,
         gpus=64,
-        extra=f'[metrics]\nlisten = "127.0.0.1:{port}"\n',
+        extra=f'[metrics]\nlisten = "127.0.0.1:{port}"\n\n'
+        f'[advice]\ndir = "{tmp_path / "advice"}"\nendpoint = true\n',
     )
     env = _env(notify, **{TOKEN_ENV: fake_slack.token})
     daemon = Daemon(config, env, "--log-format", "json")
@@ -253,6 +256,14 @@ def test_metrics_endpoint_json_logs_and_no_token_in_logs(
     assert value("ckpt_advisor_estimate_run_duration_seconds_count") >= 1
     assert ("ckpt_advisor_scheduler_misses_total", ()) in samples  # 1 s runs may overlap
     assert value("ckpt_advisor_healthy") == 1
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/advice/llama-8b", timeout=10) as resp:
+        served = parse_advice(json.loads(resp.read()))
+    written = parse_advice(json.loads((tmp_path / "advice" / "llama-8b.json").read_text()))
+    for advice in (served, written):
+        assert advice.status == "drift"
+        assert advice.recommended_interval_s == pytest.approx(
+            value("ckpt_advisor_recommended_interval_seconds", **j), rel=0.05
+        )
 
     assert daemon.stop() == 0
     lines = daemon.stderr.splitlines()

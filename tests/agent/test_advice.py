@@ -1,0 +1,120 @@
+"""The advice file and /advice/JOB: what the daemon writes is what the training side reads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import stat
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_advisor.agent.advice import AdviceBoard, advice_file_name
+from ckpt_advisor.agent.daemon.metrics import Metrics
+from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
+from ckpt_advisor.rules.adoption import parse_advice
+from ckpt_advisor.rules.model import Status
+from tests.samples import drifting_estimate
+
+NOW_S = 1_700_000_000.0  # drifting_estimate's computed_at
+
+
+def test_advice_file_round_trips_through_the_training_side(tmp_path: Path) -> None:
+    """The file written for a drifting job parses with parse_advice to the estimate's values,
+    is readable by other users (0644), leaves no temp file, and AdvisedInterval, 8 s a step
+    at 1,800 steps, halves its interval towards the advised 450 steps."""
+    board = AdviceBoard(tmp_path / "advice")
+    est = drifting_estimate()
+    board.publish([est])
+    path = tmp_path / "advice" / "llama-70b.json"
+    assert board.path("llama-70b") == path
+    advice = parse_advice(json.loads(path.read_text()))
+    assert (advice.job, advice.status) == ("llama-70b", "drift")
+    assert advice.recommended_interval_s == 3600.0
+    assert advice.recommended_interval_steps == 450
+    assert advice.computed_at_s == NOW_S
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in path.parent.iterdir()] == ["llama-70b.json"]
+    schedule = AdvisedInterval(
+        path,
+        interval_steps=1800,
+        policy=AdoptionPolicy(min_interval_s=600.0, max_interval_s=20_000.0),
+        clock=lambda: NOW_S + 60.0,
+    )
+    assert schedule.step_done(1) == 900  # at most halved per change (max_change_factor 2)
+
+
+def test_a_new_estimate_replaces_the_file_and_names_are_encoded(tmp_path: Path) -> None:
+    """A second estimate replaces the first one's advice (status ok, no interval); a job name
+    with a slash is one file in the directory, percent-encoded."""
+    board = AdviceBoard(tmp_path)
+    board.publish([drifting_estimate(job="team/a")])
+    board.publish([drifting_estimate(job="team/a", status=Status.OK, recommended_interval_s=None)])
+    assert advice_file_name("team/a") == "team%2Fa.json"
+    record = json.loads((tmp_path / "team%2Fa.json").read_text())
+    assert record["status"] == "ok"
+    assert record["recommended_interval_s"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team%2Fa.json"]
+
+
+def test_unwritable_directory_warns_once_keeps_the_advice_and_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory path that is a file: one warning over two estimates, the advice still served
+    from memory; once it is a directory the file is written and that is logged."""
+    blocked = tmp_path / "advice"
+    blocked.write_text("not a directory")
+    board = AdviceBoard(blocked, endpoint=True)
+    with caplog.at_level(logging.INFO, logger="ckpt_advisor.agent.advice"):
+        board.publish([drifting_estimate()])
+        board.publish([drifting_estimate()])
+        assert sum("cannot write advice file" in r.getMessage() for r in caplog.records) == 1
+        got = board.get("llama-70b")
+        assert got is not None and got["status"] == "drift"
+        blocked.unlink()
+        board.publish([drifting_estimate()])
+    assert (blocked / "llama-70b.json").is_file()
+    assert any("written again" in r.getMessage() for r in caplog.records)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[AdviceBoard, int]]:
+    """A real metrics listener on a free loopback port serving a board's advice."""
+    board = AdviceBoard(endpoint=True)
+    server = Metrics().serve("127.0.0.1", 0, advice=board)
+    yield board, server.server_port
+    server.shutdown()
+    server.server_close()
+
+
+def _get(port: int, path: str) -> tuple[int, str, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], json.loads(exc.read())
+
+
+def test_endpoint_serves_advice_404s_unknown_jobs_and_keeps_metrics(
+    listener: tuple[AdviceBoard, int],
+) -> None:
+    """/advice/JOB answers the job's advice as JSON (name percent-decoded); an unknown job, or
+    the endpoint switched off, is a 404 with a JSON error; /metrics is still the metrics."""
+    board, port = listener
+    board.publish([drifting_estimate(job="team/a")])
+    code, kind, body = _get(port, "/advice/team%2Fa")
+    assert (code, kind) == (200, "application/json")
+    assert parse_advice(json.loads(body)).recommended_interval_steps == 450
+    assert _get(port, "/advice/nope") == (
+        404,
+        "application/json",
+        {"error": "no advice for job 'nope'"},
+    )
+    code, kind, body = _get(port, "/metrics")
+    assert code == 200 and kind.startswith("text/plain") and "ckpt_advisor_lines" in body
+    board.configure(None, endpoint=False)
+    assert _get(port, "/advice/team%2Fa")[2] == {"error": "[advice] endpoint is off"}
