@@ -36,6 +36,7 @@ ESTIMATE_KINDS = (
     "run_start",
     "run_end",
     "step",
+    "interval_change",
 )
 """The event kinds an estimate reads."""
 

@@ -47,6 +47,7 @@ from ckpt_advisor.rules.progress import (
     redated_failures,
     restart_cost_s,
     save_index,
+    saves_since_change,
     step_time_s,
 )
 from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs
@@ -76,10 +77,12 @@ def estimate_job(
     The recommendation is Daly's interval (FGCS 22(3), 2006, eq. 37); its confidence interval is
     Daly evaluated at the corners of the M and C confidence intervals. The current interval is
     the compute time between saves (the measured spacing minus C, as Daly's T;
-    :func:`rules.progress.current_interval_s`). Waste fractions and the excess GPU-hours use
-    Daly's exponential model (:func:`rules.interval.exponential_waste_fraction`) with R
-    included when known; it never exceeds 1. When C/M exceeds ``policy.high_cost_ratio`` a note
-    says that the job mostly writes checkpoints.
+    :func:`rules.progress.current_interval_s`), over the saves since the job's last logged
+    interval change (an adopted advice: :func:`rules.progress.saves_since_change`), or the
+    interval that change declared until two saves measure it. Waste fractions and the excess
+    GPU-hours use Daly's exponential model (:func:`rules.interval.exponential_waste_fraction`)
+    with R included when known; it never exceeds 1. When C/M exceeds ``policy.high_cost_ratio``
+    a note says that the job mostly writes checkpoints.
 
     Failure lines often carry no time of their own and arrive stamped with the last stamped
     line's time; once the step time is known, each interruption is moved to where its steps say
@@ -188,7 +191,10 @@ def estimate_job(
         mtbf, mtbf_source = widen_mtbf_ci(own, weibull.cv), "weibull"
     if mtbf.mtbf_s is None:
         mtbf_source = None
-    current_s = current_interval_s(timeline, run_id, saves, window=window, cost_s=cost_s)
+    saves_now, declared_s = saves_since_change(timeline, run_id, saves)
+    current_s = current_interval_s(timeline, run_id, saves_now, window=window, cost_s=cost_s)
+    if current_s is None:
+        current_s = declared_s
     restart_s = restart_cost_s(timeline, counted)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
@@ -213,7 +219,9 @@ def estimate_job(
                 excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
                 if policy.price_per_gpu_hour is not None:
                     excess_money = excess_gpu_h * policy.price_per_gpu_hour
-                spacing_s = current_interval_s(timeline, run_id, saves, window=window)
+                spacing_s = current_interval_s(timeline, run_id, saves_now, window=window)
+                if spacing_s is None and declared_s is not None:
+                    spacing_s = declared_s + cost_s
                 if cost is not None and spacing_s is not None:
                     excess_gpu_h_range = excess_range(
                         mtbf.mtbf_s, cost, spacing_s, restart_s or 0.0, gpus
@@ -240,7 +248,7 @@ def estimate_job(
     by_class = mtbf_by_class(
         exposure, dict(Counter(i.failure_class for i in counted)), confidence=confidence
     )
-    steps_now = current_interval_steps(timeline, run_id, saves)
+    steps_now = current_interval_steps(timeline, run_id, saves_now)
     if steps_now is None and current_s is not None and step_s is not None:
         steps_now = interval_steps(current_s, step_s)
     recommended_steps = None if daly_s is None or step_s is None else interval_steps(daly_s, step_s)

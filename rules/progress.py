@@ -8,6 +8,7 @@ They read a :class:`rules.timeline.Timeline` and its run labels
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,6 +54,38 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     keep = np.ones(chosen.size, np.bool_)
     keep[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
     return chosen[keep]
+
+
+def saves_since_change(
+    timeline: Timeline, run_id: IntArray, saves: IntArray
+) -> tuple[IntArray, float | None]:
+    """The saves that measure the interval in force now, and the interval the job declared.
+
+    A job that adopted an advised interval logs an ``interval_change`` (``parsers/adoption.py``);
+    save gaps from before it measure the old interval and must not be averaged with the new
+    one. So only the saves at or after the last change count; when a run began after that
+    change (a restart: the callbacks start again from the interval the job was launched with),
+    only the saves from that run's start on. Without any change, every save counts.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+        saves: from :func:`save_index`.
+
+    Returns:
+        The saves that count (a subset of ``saves``), and the new interval the last change
+        logged (compute time, seconds) when that change is in the newest run, else None: the
+        interval in force until two saves measure it.
+    """
+    changes = np.flatnonzero(timeline.kind == Kind.INTERVAL_CHANGE)
+    if not changes.size:
+        return saves, None
+    last = int(changes[-1])
+    later = np.flatnonzero(run_id > run_id[last])
+    since_s = float(timeline.time_s[later[0] if later.size else last])
+    declared = float(timeline.duration_s[last])
+    declared_s = declared if not later.size and math.isfinite(declared) and declared > 0 else None
+    return saves[timeline.time_s[saves] >= since_s], declared_s
 
 
 def current_interval_s(

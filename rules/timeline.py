@@ -47,6 +47,7 @@ class Kind(IntEnum):
     RUN_END = 6
     STEP = 7
     OTHER = 8
+    INTERVAL_CHANGE = 9
 
 
 _KIND_CODES: dict[str, int] = {kind.name.lower(): kind.value for kind in Kind}

@@ -8,12 +8,15 @@ import stat
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from ckpt_advisor.agent.advice import AdviceBoard, advice_file_name
+from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.daemon.metrics import Metrics
 from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
 from ckpt_advisor.rules.adoption import parse_advice
@@ -118,3 +121,42 @@ def test_endpoint_serves_advice_404s_unknown_jobs_and_keeps_metrics(
     assert code == 200 and kind.startswith("text/plain") and "ckpt_advisor_lines" in body
     board.configure(None, endpoint=False)
     assert _get(port, "/advice/team%2Fa")[2] == {"error": "[advice] endpoint is off"}
+
+
+CAPTURE = Path(__file__).parents[1] / "parsers" / "fixtures" / "adoption"
+
+
+def _estimate_prefix(tmp: Path, log_text: str, *, until_step: int) -> dict[str, Any]:
+    """Ingest the capture's log and timing records up to ``until_step``'s save and estimate."""
+    tmp.mkdir()
+    (tmp / "train.log").write_text(log_text)
+    records = (CAPTURE / "ckpt_timings.jsonl").read_text().splitlines(keepends=True)
+    timings = [r for r in records if json.loads(r)["step"] <= until_step]
+    (tmp / "ckpt_timings.jsonl").write_text("".join(timings))
+    db = str(tmp / "s.db")
+    paths = [str(tmp / "train.log"), str(tmp / "ckpt_timings.jsonl")]
+    assert CliRunner().invoke(main, ["ingest", *paths, "--job", "demo", "--db", db]).exit_code == 0
+    out = CliRunner().invoke(main, ["estimates", "--json", "--db", db]).stdout
+    found: dict[str, Any] = json.loads(out)[0]
+    return found
+
+
+def test_current_interval_is_measured_after_the_last_interval_change(tmp_path: Path) -> None:
+    """The real HF run up to its save at step 126: saves at 50, 75, 84, 94, 104, 115, 126 while
+    the callback moved the interval 50 -> 25 -> 13 -> 9 -> 10 -> 11 steps (last change at step
+    109). The current interval is the one save gap since (115 -> 126: 11 steps), not the median
+    of every gap (10 steps, 1.7 s) that the same log without its change lines gives."""
+    text = (CAPTURE / "hf_adoption.log").read_text()
+    cut = text[: text.index("checkpoint-137")]
+    cut = cut[: cut.rindex("\n") + 1]
+    est = _estimate_prefix(tmp_path / "adopted", cut, until_step=126)
+    timings = [json.loads(r) for r in (CAPTURE / "ckpt_timings.jsonl").read_text().splitlines()]
+    end_s = {r["step"]: datetime.fromisoformat(r["end"]).timestamp() for r in timings}
+    assert est["current_interval_steps"] == 11
+    assert est["current_interval_s"] == pytest.approx(
+        end_s[126] - end_s[115] - est["checkpoint_cost_s"], rel=1e-6
+    )
+    unmarked = cut.replace("checkpoint interval changed", "checkpoint interval noted")
+    mixed = _estimate_prefix(tmp_path / "unmarked", unmarked, until_step=126)
+    assert mixed["current_interval_steps"] == 10
+    assert mixed["current_interval_s"] > 1.5 > est["current_interval_s"]

@@ -537,3 +537,38 @@ def test_a_failure_time_clamped_to_the_next_line_is_counted_in_a_note() -> None:
     assert Note(NoteCode.FAILURES_CLAMPED, {"n_failures": 1}) in est.notes
     plain = estimate_job("hf", hf_like_crash(), now_s=0.0)
     assert NoteCode.FAILURES_CLAMPED not in codes(plain)
+
+
+def _saves(*ends_s: float) -> list[Observation]:
+    """Saves of 10 s ending at ``ends_s`` (seconds after T0), at step = end (1 s a step)."""
+    return [obs("checkpoint_end", t, step=int(t), duration_s=10.0) for t in ends_s]
+
+
+@pytest.mark.parametrize(
+    ("after", "interval_s", "steps"),
+    [
+        (_saves(360, 420), 50.0, 60),  # a gap of 60 s since the change: T = 60 - C
+        (_saves(360), 45.0, 50),  # no gap since: the declared interval (0.9 s a step)
+        (  # a restart after the change: the callbacks start from the launch interval again
+            [
+                *_saves(360, 420, 480),
+                obs("failure", 500, failure_class="segfault"),
+                obs("restart", 600),
+                *_saves(700, 800),
+            ],
+            90.0,
+            100,
+        ),
+    ],
+)
+def test_current_interval_counts_only_saves_since_the_last_interval_change(
+    after: list[Observation], interval_s: float, steps: int
+) -> None:
+    """Saves every 100 s (C = 10 s, so T = 90 s), then an interval_change to 45 s at 350 s: the
+    current interval is measured from the saves after it, is the declared 45 s until two saves
+    measure it, and after a restart only the new run's saves count."""
+    before = [obs("run_start", 0), *_saves(100, 200, 300)]
+    change = obs("interval_change", 350, step=350, duration_s=45.0)
+    est = estimate_job("j", [*before, change, *after], now_s=T0 + 1000)
+    assert est.current_interval_s == pytest.approx(interval_s)
+    assert est.current_interval_steps == steps
