@@ -1,6 +1,6 @@
 """Each job's current recommendation, for training code that follows it (``[advice]``).
 
-After every estimate run the daemon puts each job's advice (:func:`agent.contracts.advice_json`)
+After every estimate run the daemon puts each job's advice (:func:`advice_json`)
 on an :class:`AdviceBoard`: in memory for ``/advice/JOB`` on the metrics listener
 (``agent/daemon/http.py``), and, with ``[advice] dir``, in ``dir/JOB.json``, which the training
 callbacks' ``advice_file`` reads (``agent/training_advice.py``). The file is replaced atomically
@@ -22,13 +22,41 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ckpt_advisor.agent.contracts import advice_json
+from ckpt_advisor.agent.contracts import iso
 from ckpt_advisor.rules.model import JobEstimate
 
 log = logging.getLogger(__name__)
 
 FILE_MODE = 0o644
 """Advice files are read by the training jobs, often another user than the daemon's."""
+
+
+ADVICE_VERSION = 1
+"""The advice file's ``version``: raised only if a key changes meaning (keys are added)."""
+
+
+def advice_json(est: JobEstimate) -> dict[str, Any]:
+    """The advice file and ``/advice/JOB`` object of one estimate (docs/DESIGN.md, "Advice
+    file"), read by :func:`rules.adoption.parse_advice` on the training side.
+
+    ``status`` and the intervals are the estimate's: the callbacks move the interval only on
+    ``drift``. ``current_interval_s``, ``step_time_s`` and the range over the plausible C
+    (``recommended_interval_range_s``) say what the advice rests on.
+    """
+    range_s = est.recommended_interval_range_s
+    return {
+        "version": ADVICE_VERSION,
+        "job": est.job,
+        "status": str(est.status),
+        "recommended_interval_s": est.recommended_interval_s,
+        "recommended_interval_steps": est.recommended_interval_steps,
+        "recommended_interval_range_s": None if range_s is None else list(range_s),
+        "recommended_setting": est.recommended_setting,
+        "current_interval_s": est.current_interval_s,
+        "current_interval_steps": est.current_interval_steps,
+        "step_time_s": est.step_time_s,
+        "computed_at": iso(est.computed_at_s),
+    }
 
 
 def advice_file_name(job: str) -> str:

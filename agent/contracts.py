@@ -190,33 +190,6 @@ def untimed_files(est: JobEstimate) -> dict[str, int]:
     return next((dict(n.by_name) for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), {})
 
 
-ADVICE_VERSION = 1
-"""The advice file's ``version``: raised only if a key changes meaning (keys are added)."""
-
-
-def advice_json(est: JobEstimate) -> dict[str, Any]:
-    """The advice file and ``/advice/JOB`` object of one estimate (docs/DESIGN.md, "Advice
-    file"), read by :func:`rules.adoption.parse_advice` on the training side.
-
-    ``status`` and the intervals are the estimate's: the callbacks move the interval only on
-    ``drift``. ``current_interval_s``, ``step_time_s`` and the range over the plausible C
-    (``recommended_interval_range_s``) say what the advice rests on.
-    """
-    return {
-        "version": ADVICE_VERSION,
-        "job": est.job,
-        "status": str(est.status),
-        "recommended_interval_s": est.recommended_interval_s,
-        "recommended_interval_steps": est.recommended_interval_steps,
-        "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
-        "recommended_setting": est.recommended_setting,
-        "current_interval_s": est.current_interval_s,
-        "current_interval_steps": est.current_interval_steps,
-        "step_time_s": est.step_time_s,
-        "computed_at": iso(est.computed_at_s),
-    }
-
-
 def interval_json(
     mtbf_s: float, cost_s: float, restart_s: float, current_s: float | None
 ) -> dict[str, Any]:
