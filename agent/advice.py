@@ -56,6 +56,25 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
         "current_interval_steps": est.current_interval_steps,
         "step_time_s": est.step_time_s,
         "computed_at": iso(est.computed_at_s),
+        "tiers": tier_advice(est),
+    }
+
+
+def tier_advice(est: JobEstimate) -> dict[str, dict[str, float | int | None]]:
+    """The advice file's ``tiers``: the fast tier's and the persistent interval of a two-tier
+    job's recommended pair (``{}`` when there is none)."""
+    tiers = est.tiers
+    if tiers is None or tiers.fast_interval_s is None:
+        return {}
+    return {
+        tiers.fast_tier: {
+            "interval_s": tiers.fast_interval_s,
+            "interval_steps": tiers.fast_interval_steps,
+        },
+        "persistent": {
+            "interval_s": tiers.persistent_interval_s,
+            "interval_steps": tiers.persistent_interval_steps,
+        },
     }
 
 

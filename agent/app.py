@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.rules.policy import EstimationPolicy, JobFacts
+from ckpt_advisor.rules.tiers import with_overrides
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import Config, EstimationConfig
@@ -65,12 +66,15 @@ def policy_of(estimation: EstimationConfig) -> EstimationPolicy:
 
 
 def job_sizes(config: Config) -> dict[str, JobFacts]:
-    """Each sized job's facts from ``[[jobs]]``: its GPUs, and its units for M per unit and the
-    fleet's rate (``nodes``, else ``gpus``). Jobs with neither are left out."""
+    """Each sized job's facts from ``[[jobs]]``: its GPUs, its units for M per unit and the
+    fleet's rate (``nodes``, else ``gpus``), and its tier survival table. Jobs with none of
+    these are left out."""
     return {
-        job.name: JobFacts(gpus=job.gpus, units=job.nodes or job.gpus)
+        job.name: JobFacts(
+            gpus=job.gpus, units=job.nodes or job.gpus, survival=with_overrides(job.survival)
+        )
         for job in config.jobs
-        if job.gpus or job.nodes
+        if job.gpus or job.nodes or job.survival
     }
 
 

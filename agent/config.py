@@ -28,6 +28,7 @@ from ckpt_advisor import parsers
 from ckpt_advisor.agent.credentials import secret
 from ckpt_advisor.agent.units import parse_duration_s
 from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.rules.tiers import with_overrides
 
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
@@ -244,6 +245,17 @@ class JobConfig(_Section):
 
     nodes: int | None = Field(default=None, ge=1)
     """Nodes the job runs on: M per node, rescaled when the job is resized."""
+    survival: dict[str, str] = Field(default_factory=dict)
+    """For a job that saves to two tiers: failure class -> the least durable tier whose copy
+    survives it (``memory``, ``local``, ``persistent``), where it differs from the default
+    table in ``rules/tiers.py``; e.g. ``{ node_failure = "memory" }`` for peer-replicated
+    memory copies."""
+
+    @field_validator("survival")
+    @classmethod
+    def _known_tiers(cls, value: dict[str, str]) -> dict[str, str]:
+        with_overrides(value)  # ValueError names the class
+        return value
 
     @field_validator("logs", "timings")
     @classmethod

@@ -53,6 +53,7 @@ from ckpt_advisor.rules.progress import (
 from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs
 from ckpt_advisor.rules.simulate import simulated_goodput
 from ckpt_advisor.rules.sources import clock_notes, untimed_sources
+from ckpt_advisor.rules.tier_estimate import estimate_tiers, fast_save_rows, judged_by_pair
 from ckpt_advisor.rules.timeline import IntArray, Timeline
 
 MATERIAL_SHIFT_S = 60.0
@@ -147,7 +148,9 @@ def estimate_job(
         run_id = split_runs(timeline, interruptions, idle_gap_s=policy.idle_gap_s)
         return interruptions, run_id, save_index(timeline, run_id)
 
-    base = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    full = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    fast_tier, fast_rows = fast_save_rows(full)
+    base = full if fast_tier is None else full.select(~fast_rows)  # persistent saves only
     timeline, n_unseen = base.with_unseen_interruptions()
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - policy.mtbf_window_s
@@ -253,70 +256,101 @@ def estimate_job(
         steps_now = interval_steps(current_s, step_s)
     recommended_steps = None if daly_s is None or step_s is None else interval_steps(daly_s, step_s)
     n_untimed = len(untimed_sources(clock_findings))
-    return JobEstimate(
-        job=job,
-        computed_at_s=now_s,
-        checkpoint_cost_s=cost_s,
-        checkpoint_cost_ci_s=None if cost is None else cost.ci_s,
-        checkpoint_cost_source=None if cost is None else cost.source,
-        n_checkpoints=n_checkpoints,
-        mtbf_s=mtbf.mtbf_s,
-        mtbf_ci_s=mtbf.ci_s,
-        n_failures=own.n_failures,
-        exposure_s=exposure,
-        restart_cost_s=restart_s,
-        current_interval_s=current_s,
-        young_interval_s=young_s,
-        daly_interval_s=daly_s,
-        recommended_interval_s=daly_s,
-        recommended_interval_ci_s=ci_s,
-        step_time_s=step_s,
-        current_interval_steps=steps_now,
-        recommended_interval_steps=recommended_steps,
-        waste_fraction_current=waste_current,
-        waste_fraction_recommended=waste_recommended,
-        drift_ratio=ratio,
-        status=status,
-        newest_event_s=newest_s,
-        failure_classes=dict(Counter(i.failure_class for i in counted)),
-        notes=evidence_notes(cost, own, recent, policy, n_untimed)
-        + timing_notes(n_moved, current_s, step_s, n_untimed)
-        + clock_notes(clock_findings)
-        + inferred_notes(n_clamped, n_unseen)
-        + model_notes(
-            cost, persist_s, current_s, weibull, fleet if mtbf_source == "fleet" else None, units
+    tiers = None
+    if fast_tier is not None:
+        both, _ = full.with_unseen_interruptions()
+        _, both_runs, both_saves = runs(both)
+        tiers = estimate_tiers(
+            both,
+            both_runs,
+            saves_since_change(both, both_runs, both_saves)[0],
+            fast_tier=fast_tier,
+            failure_classes=Counter(i.failure_class for i in counted),
+            exposure_s=exposure,
+            restart_s=restart_s,
+            step_time_s=step_s,
+            window=window,
+            confidence=confidence,
+            table=facts.survival,
         )
-        + cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, policy),
-        checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
-        persist_latency_s=persist_s,
-        mtbf_source=mtbf_source,
-        mtbf_n_failures=mtbf.n_failures,
-        mtbf_by_class_s={name: m.mtbf_s for name, m in by_class.items()},
-        mtbf_by_class_ci_s={name: m.ci_s for name, m in by_class.items()},
-        weibull_shape=None if weibull is None else weibull.shape,
-        weibull_shape_ci=None if weibull is None else weibull.shape_ci,
-        units=units,
-        mtbf_per_unit_s=(None if units is None or mtbf.mtbf_s is None else mtbf.mtbf_s * units),
-        gpus=gpus,
-        excess_gpu_hours_per_day=excess_gpu_h,
-        excess_cost_per_day=excess_money,
-        lives_s=tuple(float(g) for g in gaps_s),
-        lives_tail_s=tail_s,
-        recommended_setting=(
-            setting_for(facts.stack, recommended_steps)
-            if facts.stack is not None and recommended_steps is not None
-            else None
+    return judged_by_pair(
+        JobEstimate(
+            job=job,
+            computed_at_s=now_s,
+            checkpoint_cost_s=cost_s,
+            checkpoint_cost_ci_s=None if cost is None else cost.ci_s,
+            checkpoint_cost_source=None if cost is None else cost.source,
+            n_checkpoints=n_checkpoints,
+            mtbf_s=mtbf.mtbf_s,
+            mtbf_ci_s=mtbf.ci_s,
+            n_failures=own.n_failures,
+            exposure_s=exposure,
+            restart_cost_s=restart_s,
+            current_interval_s=current_s,
+            young_interval_s=young_s,
+            daly_interval_s=daly_s,
+            recommended_interval_s=daly_s,
+            recommended_interval_ci_s=ci_s,
+            step_time_s=step_s,
+            current_interval_steps=steps_now,
+            recommended_interval_steps=recommended_steps,
+            waste_fraction_current=waste_current,
+            waste_fraction_recommended=waste_recommended,
+            drift_ratio=ratio,
+            status=status,
+            newest_event_s=newest_s,
+            failure_classes=dict(Counter(i.failure_class for i in counted)),
+            notes=evidence_notes(cost, own, recent, policy, n_untimed)
+            + timing_notes(n_moved, current_s, step_s, n_untimed)
+            + clock_notes(clock_findings)
+            + inferred_notes(n_clamped, n_unseen)
+            + model_notes(
+                cost,
+                persist_s,
+                current_s,
+                weibull,
+                fleet if mtbf_source == "fleet" else None,
+                units,
+            )
+            + cost_notes(cost_s, mtbf.mtbf_s, waste_recommended, policy),
+            checkpoint_cost_previous_s=None if cost is None else cost.previous_cost_s,
+            persist_latency_s=persist_s,
+            mtbf_source=mtbf_source,
+            mtbf_n_failures=mtbf.n_failures,
+            mtbf_by_class_s={name: m.mtbf_s for name, m in by_class.items()},
+            mtbf_by_class_ci_s={name: m.ci_s for name, m in by_class.items()},
+            weibull_shape=None if weibull is None else weibull.shape,
+            weibull_shape_ci=None if weibull is None else weibull.shape_ci,
+            units=units,
+            mtbf_per_unit_s=(None if units is None or mtbf.mtbf_s is None else mtbf.mtbf_s * units),
+            gpus=gpus,
+            excess_gpu_hours_per_day=excess_gpu_h,
+            excess_cost_per_day=excess_money,
+            lives_s=tuple(float(g) for g in gaps_s),
+            lives_tail_s=tail_s,
+            recommended_setting=(
+                setting_for(facts.stack, recommended_steps)
+                if facts.stack is not None and recommended_steps is not None
+                else None
+            ),
+            checkpoint_cost_is_lower_bound=cost is not None and cost.is_lower_bound,
+            checkpoint_cost_range_s=None if cost is None else cost.range_s,
+            recommended_interval_range_s=range_s if daly_s is not None else None,
+            excess_gpu_hours_per_day_range=excess_gpu_h_range,
+            interruptions=tuple(interruptions),
+            goodput_current=goodput_now,
+            goodput_recommended=goodput_best,
+            tiers=tiers,
+            goodput_spans=goodput_spans(
+                timeline,
+                interruptions,
+                run_id,
+                saves,
+                step_time_s=step_s,
+                upper_by_row=upper_by_row,
+            ),
         ),
-        checkpoint_cost_is_lower_bound=cost is not None and cost.is_lower_bound,
-        checkpoint_cost_range_s=None if cost is None else cost.range_s,
-        recommended_interval_range_s=range_s if daly_s is not None else None,
-        excess_gpu_hours_per_day_range=excess_gpu_h_range,
-        interruptions=tuple(interruptions),
-        goodput_current=goodput_now,
-        goodput_recommended=goodput_best,
-        goodput_spans=goodput_spans(
-            timeline, interruptions, run_id, saves, step_time_s=step_s, upper_by_row=upper_by_row
-        ),
+        policy,
     )
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the timeline's module imports this one
     from ckpt_advisor.rules.goodput import GoodputSpans
     from ckpt_advisor.rules.interruptions import Interruption
+    from ckpt_advisor.rules.tier_estimate import TierEstimate
 
 
 class Status(StrEnum):
@@ -40,6 +41,8 @@ class Observation:
         persist_s: for asynchronous saves, background persist seconds (not blocking).
         source: an identifier of the file the event came from (runs never span two sources'
             gaps silently; used to tell runs apart when a new log file starts).
+        tier: for saves, the tier the checkpoint went to when said (``memory``, ``local``,
+            ``persistent``: ``rules/tiers.py``), else None.
     """
 
     kind: str
@@ -51,6 +54,7 @@ class Observation:
     from_timing_file: bool = False
     persist_s: float | None = None
     source: str = ""
+    tier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +184,10 @@ class JobEstimate:
     :func:`rules.simulate.simulated_goodput`; None when C, M or that interval is unknown); its
     wall time labelled productive, checkpoint, lost, restart or idle (``goodput_spans``:
     :func:`rules.goodput.goodput_spans`, what ``goodput`` and the gauges sum; not part of the
-    JSON). ``notes`` are typed caveats (:class:`Note`), rendered to sentences by the agent.
+    JSON); for a job whose saves go to a fast tier and to persistent storage, C and M per
+    tier and the recommended pair (``tiers``: :func:`rules.tier_estimate.estimate_tiers`; its
+    single-tier numbers are then those of the persistent saves alone), else None. ``notes``
+    are typed caveats (:class:`Note`), rendered to sentences by the agent.
     """
 
     job: str
@@ -233,6 +240,7 @@ class JobEstimate:
     goodput_current: float | None = None
     goodput_recommended: float | None = None
     goodput_spans: GoodputSpans | None = None
+    tiers: TierEstimate | None = None
 
 
 @dataclass(frozen=True, slots=True)

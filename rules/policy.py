@@ -12,7 +12,8 @@ the same object. Whether an interval has drifted is judged in one place,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ckpt_advisor.rules._checks import (
     require_count,
@@ -22,6 +23,7 @@ from ckpt_advisor.rules._checks import (
 )
 from ckpt_advisor.rules.interval import HIGH_COST_RATIO
 from ckpt_advisor.rules.model import FleetRate, Status
+from ckpt_advisor.rules.tiers import DEFAULT_SURVIVAL, Survival
 
 DAY_S = 86400.0
 
@@ -150,6 +152,8 @@ class JobFacts:
         fleet: per-unit running time and failures of the job's fleet (its other jobs), or None.
         stack: the training stack that wrote most of its logs (the parser's name), for the
             recommended interval in the job's own setting (:func:`rules.advice.setting_for`).
+        survival: which tier survives each failure class, for a job that saves to two tiers
+            (:data:`rules.tiers.DEFAULT_SURVIVAL`, or the job's :func:`rules.tiers.with_overrides`).
 
     Raises:
         ValueError: ``gpus`` or ``units`` below 1.
@@ -159,6 +163,7 @@ class JobFacts:
     units: int | None = None
     fleet: FleetRate | None = None
     stack: str | None = None
+    survival: Mapping[str, Survival] = field(default_factory=lambda: DEFAULT_SURVIVAL)
 
     def __post_init__(self) -> None:
         for name in ("gpus", "units"):

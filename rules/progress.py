@@ -34,7 +34,9 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     One source only, so a save seen in both is not counted twice: timing-file saves when there
     are any, else log saves. Per run, ``checkpoint_end`` observations, or ``checkpoint_start``
     ones in a run that has no end (HF Trainer and Lightning log only the start). A save at the
-    same step as the previous one in the same run (another rank's line) is dropped.
+    same step as the previous one in the same run (another rank's line) is dropped; of two
+    records of one save in different tiers (a persistent save that also writes the fast tier)
+    the more durable one is kept.
 
     Args:
         timeline: the job's observations.
@@ -50,10 +52,16 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     source_starts = (timeline.kind == Kind.CHECKPOINT_START) & source
     runs_with_end = np.unique(run_id[source_ends])
     chosen = np.flatnonzero(source_ends | (source_starts & ~np.isin(run_id, runs_with_end)))
+    if not chosen.size:
+        return chosen
     steps, runs = timeline.step[chosen], run_id[chosen]
-    keep = np.ones(chosen.size, np.bool_)
-    keep[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
-    return chosen[keep]
+    new = np.ones(chosen.size, np.bool_)
+    new[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
+    group = np.cumsum(new) - 1
+    # in a group, the most durable tier's record (a persistent save also writes the fast tier)
+    order = np.lexsort((-timeline.tier[chosen].astype(np.int64), group))
+    firsts = order[np.concatenate(([True], group[order][1:] != group[order][:-1]))]
+    return chosen[np.sort(firsts)]
 
 
 def saves_since_change(

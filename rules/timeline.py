@@ -52,6 +52,14 @@ class Kind(IntEnum):
 
 _KIND_CODES: dict[str, int] = {kind.name.lower(): kind.value for kind in Kind}
 
+TIER_CODES: dict[str, int] = {"memory": 0, "local": 1, "persistent": 2}
+"""Codes of :attr:`Timeline.tier`, least durable first (``rules/tiers.py``'s ``Tier.rank``)."""
+
+
+def tier_code(tier: str | None) -> int:
+    """The :data:`TIER_CODES` code of a save's tier; -1 for None (or a name not listed)."""
+    return -1 if tier is None else TIER_CODES.get(tier, -1)
+
 
 def kind_code(kind: str) -> int:
     """The :class:`Kind` code of an observation kind string (``Kind.OTHER`` when unknown)."""
@@ -84,6 +92,8 @@ class Timeline:
         row: shape (n,), where each observation came from: its index in the observations
             given to :meth:`of` (or the columns' row for :meth:`from_columns`); -1 for one the
             rules added (:meth:`with_unseen_interruptions`).
+        tier: shape (n,), the save's tier code (:data:`TIER_CODES`: 0 memory, 1 local,
+            2 persistent), -1 when not said (every log save, and timing records without one).
     """
 
     time_s: FloatArray
@@ -97,6 +107,7 @@ class Timeline:
     failure_class: tuple[str | None, ...]
     failure_planned: BoolArray
     row: IntArray
+    tier: npt.NDArray[np.int8]
 
     @classmethod
     def of(cls, observations: Iterable[Observation]) -> Timeline:
@@ -141,6 +152,7 @@ class Timeline:
             first_of_source=first_of_source,
             failure_class=tuple(o.failure_class for o in failures),
             failure_planned=np.fromiter((o.planned for o in failures), np.bool_, len(failures)),
+            tier=np.fromiter((tier_code(o.tier) for o in items), np.int8, count)[order],
         )
         return replace(timeline, row=order.astype(np.intp))
 
@@ -157,6 +169,7 @@ class Timeline:
         first_of_source: BoolArray,
         failure_class: Sequence[str | None],
         failure_planned: BoolArray,
+        tier: npt.NDArray[np.int8] | None = None,
     ) -> Timeline:
         """A timeline from columns already in time order (ties: in the lines' order), the form
         a store can hand over without building an :class:`Observation` per row.
@@ -169,6 +182,7 @@ class Timeline:
             first_of_source: shape (n,), True at the first observation of each log source
                 (timing-file observations are ignored).
             failure_class, failure_planned: length f, for the ``Kind.FAILURE`` rows in order.
+            tier: shape (n,), :data:`TIER_CODES` (-1: not said); None: no tier anywhere.
 
         Raises:
             ValueError: times not finite or not sorted, shapes that disagree.
@@ -178,7 +192,8 @@ class Timeline:
             raise ValueError("observation time_s must be finite")
         if count > 1 and not (np.diff(time_s) >= 0).all():
             raise ValueError("time_s must be in ascending order")
-        columns = (kind, step, duration_s, persist_s, from_timing_file, first_of_source)
+        tier = np.full(count, -1, np.int8) if tier is None else tier
+        columns = (kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier)
         if any(c.shape != (count,) for c in columns):
             raise ValueError(f"every column must have shape ({count},)")
         failure_index = np.flatnonzero(kind == Kind.FAILURE)
@@ -202,6 +217,7 @@ class Timeline:
             failure_class=tuple(failure_class),
             failure_planned=failure_planned,
             row=np.arange(count, dtype=np.intp),
+            tier=tier,
         )
 
     def with_failure_times(self, failure_time_s: FloatArray) -> Timeline:
@@ -224,6 +240,28 @@ class Timeline:
             failure_class=tuple(self.failure_class[i] for i in failure_order),
             failure_planned=self.failure_planned[failure_order],
             row=self.row[order],
+            tier=self.tier[order],
+        )
+
+    def select(self, keep: BoolArray) -> Timeline:
+        """The observations where ``keep`` (shape (n,)) is True, in the same order."""
+        kind = self.kind[keep]
+        failures_kept = keep[self.failure_index]
+        return Timeline(
+            time_s=self.time_s[keep],
+            kind=kind,
+            step=self.step[keep],
+            duration_s=self.duration_s[keep],
+            persist_s=self.persist_s[keep],
+            from_timing_file=self.from_timing_file[keep],
+            new_source=self.new_source[keep],
+            failure_index=np.flatnonzero(kind == Kind.FAILURE),
+            failure_class=tuple(
+                c for c, kept in zip(self.failure_class, failures_kept, strict=True) if kept
+            ),
+            failure_planned=self.failure_planned[failures_kept],
+            row=self.row[keep],
+            tier=self.tier[keep],
         )
 
     def with_unseen_interruptions(self) -> tuple[Timeline, int]:
@@ -280,6 +318,7 @@ class Timeline:
                     [False if new else next(old_planned) for new in is_new], np.bool_
                 ),
                 row=grown(self.row, -1),
+                tier=grown(self.tier, -1),
             ),
             n_new,
         )

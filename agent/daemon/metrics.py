@@ -61,6 +61,14 @@ _JOB_GAUGES: Final = {
     "goodput_gpu_hours": "The same wall time by bucket in GPU-hours (jobs with gpus set).",
     "goodput_simulated": "Goodput simulated with the job's own C, M and R "
     "(interval=current|recommended).",
+    "tier_checkpoint_cost_seconds": "Two-tier jobs: C of each tier's saves "
+    "(tier=memory|local|persistent), seconds.",
+    "tier_mtbf_seconds": "Two-tier jobs: M of the interruptions that roll back to this tier's "
+    "copy (the fast tier: those it survives; persistent: the others), seconds.",
+    "tier_current_interval_seconds": "Two-tier jobs: compute time between saves of this tier "
+    "now, seconds.",
+    "tier_recommended_interval_seconds": "Two-tier jobs: the two-level model's interval of "
+    "this tier, seconds.",
 }
 _SECOND_LABEL: Final = {
     "checkpoint_cost_bound_seconds": ("bound",),
@@ -70,6 +78,10 @@ _SECOND_LABEL: Final = {
     "goodput_seconds": ("bucket",),
     "goodput_gpu_hours": ("bucket",),
     "goodput_simulated": ("interval",),
+    "tier_checkpoint_cost_seconds": ("tier",),
+    "tier_mtbf_seconds": ("tier",),
+    "tier_current_interval_seconds": ("tier",),
+    "tier_recommended_interval_seconds": ("tier",),
 }
 GOODPUT_WINDOW_S: Final = 86400.0
 """The goodput gauges cover this much wall time before each job's newest event."""
@@ -154,6 +166,17 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
     put("estimate_timestamp_seconds", e.computed_at_s)
     put("goodput_simulated", e.goodput_current, "current")
     put("goodput_simulated", e.goodput_recommended, "recommended")
+    if (t := e.tiers) is not None:
+        for tier, cost, mtbf, now, best in (
+            (t.fast_tier, t.fast_cost_s, t.mtbf_recoverable_s, t.current_fast_interval_s,
+             t.fast_interval_s),
+            ("persistent", t.persistent_cost_s, t.mtbf_persistent_s,
+             t.current_persistent_interval_s, t.persistent_interval_s),
+        ):  # fmt: skip
+            put("tier_checkpoint_cost_seconds", cost, tier)
+            put("tier_mtbf_seconds", mtbf, tier)
+            put("tier_current_interval_seconds", now, tier)
+            put("tier_recommended_interval_seconds", best, tier)
     spans = e.goodput_spans
     if spans is None or spans.last_s is None:
         return

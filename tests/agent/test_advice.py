@@ -14,13 +14,18 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from ckpt_advisor.agent.advice import AdviceBoard, advice_file_name
+from ckpt_advisor.agent.advice import AdviceBoard, advice_file_name, advice_json
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.contracts import estimate_json
 from ckpt_advisor.agent.daemon.metrics import Metrics
 from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
 from ckpt_advisor.rules.adoption import parse_advice
+from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Status
+from tests.rules.simulate import T0, two_tier_trace
 from tests.samples import drifting_estimate
 
 NOW_S = 1_700_000_000.0  # drifting_estimate's computed_at
@@ -160,3 +165,53 @@ def test_current_interval_is_measured_after_the_last_interval_change(tmp_path: P
     mixed = _estimate_prefix(tmp_path / "unmarked", unmarked, until_step=126)
     assert mixed["current_interval_steps"] == 10
     assert mixed["current_interval_s"] > 1.5 > est["current_interval_s"]
+
+
+def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> None:
+    """A generated two-tier job (memory every 50 min, every 2nd save persistent): the advice
+    file's tiers hold the pair (memory T1, persistent k·T1, in seconds and steps) that
+    parse_advice reads per tier, estimates --json has the per-tier C and M, and the tier
+    gauges carry each tier's C, M and intervals."""
+    trace = two_tier_trace(
+        fast_cost_s=5.0,
+        persistent_cost_s=300.0,
+        fast_interval_s=3000.0,
+        saves_per_persistent=2,
+        class_mtbf_s={"nccl_timeout": 8 * 3600.0, "node_failure": 24 * 3600.0},
+        restart_s=300.0,
+        days=30.0,
+    )
+    est = estimate_job("two", trace.observations, now_s=T0 + 31 * 86400.0)
+    tiers = est.tiers
+    assert tiers is not None and tiers.fast_interval_s is not None
+    advice = parse_advice(json.loads(json.dumps(advice_json(est))))
+    assert advice.status == "drift"
+    assert advice.interval_s("memory") == tiers.fast_interval_s
+    assert advice.interval_s("persistent") == pytest.approx(
+        tiers.fast_interval_s * tiers.saves_per_persistent
+    )
+    assert advice.interval_steps("persistent") == tiers.persistent_interval_steps
+    assert advice.recommended_interval_s == advice.interval_s("persistent")
+    shown = json.loads(json.dumps(estimate_json(est)))["tiers"]
+    assert shown["fast_cost_s"] == pytest.approx(5.0, rel=0.03)
+    assert shown["mtbf_persistent_s"] == tiers.mtbf_persistent_s
+    assert shown["persistent_interval_s"] == advice.interval_s("persistent")
+    metrics = Metrics()
+    metrics.set_estimates([est])
+    text = generate_latest(metrics.registry).decode()
+    samples = {
+        (s.name, s.labels.get("tier")): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name.startswith("ckpt_advisor_tier_")
+    }
+    assert samples[("ckpt_advisor_tier_checkpoint_cost_seconds", "persistent")] == pytest.approx(
+        300.0, rel=0.03
+    )
+    assert samples[("ckpt_advisor_tier_mtbf_seconds", "memory")] == tiers.mtbf_recoverable_s
+    assert samples[("ckpt_advisor_tier_recommended_interval_seconds", "memory")] == (
+        tiers.fast_interval_s
+    )
+    assert samples[("ckpt_advisor_tier_current_interval_seconds", "persistent")] == (
+        pytest.approx(6000.0, rel=0.03)
+    )

@@ -201,3 +201,18 @@ def test_advice_section_defaults_off_and_the_endpoint_needs_the_listener() -> No
     assert not config.advice.endpoint and parse_config({}).advice.dir is None
     with pytest.raises(ConfigError, match=r"^c\.toml: advice\.endpoint needs \[metrics\] listen"):
         parse_config({"advice": {"endpoint": True}}, "c.toml")
+
+
+def test_job_survival_overrides_reach_the_estimate_and_bad_tiers_are_named() -> None:
+    """[[jobs]] survival maps a class to the tier that survives it in the job's facts (other
+    classes keep the default table); an unknown tier is refused naming the job's key."""
+    from ckpt_advisor.agent.app import job_sizes
+    from ckpt_advisor.rules.tiers import Tier
+
+    job = {"name": "j", "survival": {"node_failure": "memory"}}
+    facts = job_sizes(parse_config({"jobs": [job]}))["j"]
+    assert facts.survival["node_failure"].tier is Tier.MEMORY
+    assert facts.survival["preemption"].tier is Tier.PERSISTENT
+    bad = {"name": "j", "survival": {"node_failure": "ram"}}
+    with pytest.raises(ConfigError, match=r"c\.toml: jobs\[0\]\.survival: node_failure: tier"):
+        parse_config({"jobs": [bad]}, "c.toml")

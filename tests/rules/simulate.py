@@ -164,3 +164,93 @@ def _steps_before(
     ends_s = steps * step_time_s + ((steps - 1) // save_steps) * cost_s
     keep = ends_s + margin_s < run_s
     return list(zip(steps[keep].tolist(), ends_s[keep].tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class TwoTierTrace:
+    """A generated two-tier job and its truth.
+
+    Attributes:
+        observations: saves (timing records with their tier), step rates, failures, restarts.
+        exposure_s: running time.
+        n_recoverable, n_unrecoverable: interruptions a memory copy survives, and the others.
+    """
+
+    observations: list[Observation]
+    exposure_s: float
+    n_recoverable: int
+    n_unrecoverable: int
+
+
+def two_tier_trace(
+    *,
+    fast_cost_s: float,
+    persistent_cost_s: float,
+    fast_interval_s: float,
+    saves_per_persistent: int,
+    class_mtbf_s: dict[str, float],
+    restart_s: float,
+    days: float,
+    step_time_s: float = 2.0,
+    seed: int = 0,
+) -> TwoTierTrace:
+    """A job that computes ``fast_interval_s``, then saves (every ``saves_per_persistent``-th
+    save persistent, the others to memory, each a timing record with its tier and a duration
+    drawn ±10% around its tier's cost), with interruptions of each class as a Poisson process
+    in running time (``class_mtbf_s``), each followed by ``restart_s`` of downtime and a
+    restart; a step rate line after every save. Truth: the costs, the classes' MTBFs (which
+    tier survives each: ``rules/tiers.py``)."""
+    from ckpt_advisor.rules.tiers import Tier, surviving_tier
+
+    rng = np.random.default_rng(seed)
+    total_rate = sum(1.0 / m for m in class_mtbf_s.values())
+    names = list(class_mtbf_s)
+    weights = np.array([1.0 / class_mtbf_s[n] for n in names]) / total_rate
+    observations = [Observation("run_start", T0, source="train.log")]
+    now_s, end_s, exposure_s, step = T0, T0 + days * 86400.0, 0.0, 0
+    n_rec = n_unrec = 0
+    while now_s < end_s:
+        life_s = float(rng.exponential(1.0 / total_rate))
+        run_end_s = min(now_s + life_s, end_s)
+        saves = 0
+        t = now_s
+        while True:
+            saves += 1
+            persistent = saves % saves_per_persistent == 0
+            cost = persistent_cost_s if persistent else fast_cost_s
+            duration = cost * float(rng.uniform(0.9, 1.1))
+            if t + fast_interval_s + duration >= run_end_s:
+                break
+            t += fast_interval_s
+            step += round(fast_interval_s / step_time_s)
+            observations.append(
+                Observation(
+                    "checkpoint_end",
+                    t + duration,
+                    step=step,
+                    duration_s=duration,
+                    from_timing_file=True,
+                    source="ckpt_timings.jsonl",
+                    tier="persistent" if persistent else "memory",
+                )
+            )
+            t += duration
+            observations.append(
+                Observation(
+                    "step", t + 1.0, step=step + 1, duration_s=step_time_s, source="train.log"
+                )
+            )
+        exposure_s += run_end_s - now_s
+        if run_end_s >= end_s:
+            break
+        name = names[int(rng.choice(len(names), p=weights))]
+        if surviving_tier(name).tier is Tier.MEMORY:
+            n_rec += 1
+        else:
+            n_unrec += 1
+        observations.append(
+            Observation("failure", run_end_s, failure_class=name, source="train.log")
+        )
+        now_s = run_end_s + restart_s
+        observations.append(Observation("restart", now_s, source="train.log"))
+    return TwoTierTrace(observations, exposure_s, n_rec, n_unrec)
