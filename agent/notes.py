@@ -89,6 +89,23 @@ def _values(text: Callable[[dict[str, float]], str]) -> Callable[[Note], str]:
     return lambda note: text(note.values)
 
 
+def _two_tiers(note: Note) -> str:
+    fast = next(iter(note.by_name), "fast")
+    v = note.values
+    if "fast_interval_s" not in v:
+        return (
+            f"saves go to two tiers ({fast} and persistent), but no pair is advised yet (no "
+            f"interruption of one kind: one a {fast} copy survives, or one it does not); the "
+            "interval here is the persistent saves' alone"
+        )
+    k = v["saves_per_persistent"]
+    return (
+        f"saves go to two tiers: the interval here is the persistent one; advised: {fast} "
+        f"every {d(v['fast_interval_s'])}, one save in {_count(k)} persistent (every "
+        f"{d(v['fast_interval_s'] * k)}; estimates --json: tiers)"
+    )
+
+
 _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.COST_UNKNOWN: _cost_unknown,
     NoteCode.COST_LOWER_BOUND: _values(
@@ -173,6 +190,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
             "reliable)"
         )
     ),
+    NoteCode.TWO_TIERS: _two_tiers,
 }
 
 

@@ -102,6 +102,9 @@ class NoteCode(StrEnum):
     - ``weibull``: ``shape``, ``shape_low``, ``shape_high``.
     - ``fleet_rate``: ``n_failures``, ``unit_exposure_s``, ``units``.
     - ``high_cost``: ``cost_ratio`` (C/M), ``waste_fraction`` (at the recommended interval).
+    - ``two_tiers``: ``by_name``: the fast tier (its count of saves); ``fast_interval_s`` and
+      ``saves_per_persistent`` when a pair is advised (the estimate's interval is then the
+      persistent one), else none (no pair: an MTBF per tier unknown, or C1 >= C2).
     """
 
     COST_UNKNOWN = "cost_unknown"
@@ -123,6 +126,7 @@ class NoteCode(StrEnum):
     WEIBULL = "weibull"
     FLEET_RATE = "fleet_rate"
     HIGH_COST = "high_cost"
+    TWO_TIERS = "two_tiers"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ckpt_advisor.rules.cost import estimate_checkpoint_cost
-from ckpt_advisor.rules.model import JobEstimate
+from ckpt_advisor.rules.model import JobEstimate, Note, NoteCode
 from ckpt_advisor.rules.policy import EstimationPolicy
 from ckpt_advisor.rules.progress import current_interval_s
 from ckpt_advisor.rules.tiers import DEFAULT_SURVIVAL, Survival, Tier, tier_rates
@@ -211,11 +211,18 @@ def judged_by_pair(est: JobEstimate, policy: EstimationPolicy) -> JobEstimate:
     the two-level model's, the ratio the pair's interval farther from 1 (of T1 and T2), judged
     by :meth:`EstimationPolicy.judge` as any interval is; the single-tier confidence band and
     range, which rest on the persistent-only model, are dropped, and so is the setting in the
-    job's own units (one setting cannot say both intervals). Else ``est`` unchanged.
+    job's own units (one setting cannot say both intervals). A ``two_tiers`` note says so (or
+    that no pair is advised yet). Else ``est`` unchanged.
     """
     tiers = est.tiers
-    if tiers is None or tiers.persistent_interval_s is None or tiers.fast_interval_s is None:
+    if tiers is None:
         return est
+    fast = {tiers.fast_tier: tiers.n_fast_saves}
+    if tiers.persistent_interval_s is None or tiers.fast_interval_s is None:
+        return replace(est, notes=(*est.notes, Note(NoteCode.TWO_TIERS, by_name=fast)))
+    pair = {"fast_interval_s": tiers.fast_interval_s}
+    pair["saves_per_persistent"] = float(tiers.saves_per_persistent or 1)
+    note = Note(NoteCode.TWO_TIERS, pair, fast)
     now_fast, now_persistent = tiers.current_fast_interval_s, tiers.current_persistent_interval_s
     ratio = excess = None
     if now_fast is not None and now_persistent is not None:
@@ -247,4 +254,5 @@ def judged_by_pair(est: JobEstimate, policy: EstimationPolicy) -> JobEstimate:
         excess_gpu_hours_per_day_range=None,
         recommended_setting=None,
         status=status,
+        notes=(*est.notes, note),
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.model import NoteCode, Observation
 from ckpt_advisor.rules.policy import EstimationPolicy, JobFacts
 from ckpt_advisor.rules.simulate_tiers import brute_force, draw_interruptions, plan_grid
 from ckpt_advisor.rules.tiers import with_overrides
@@ -112,18 +112,24 @@ def test_single_tier_jobs_have_no_tiers_and_unknown_m_gives_no_pair() -> None:
     tiers = estimate_job("two", _job(days=20.0), now_s=T0 + 21 * DAY_S, facts=peer).tiers
     assert tiers is not None and tiers.n_unrecoverable == 0 and tiers.mtbf_persistent_s is None
     assert tiers.fast_interval_s is None and tiers.persistent_interval_s is None
+    notes = estimate_job("two", _job(days=20.0), now_s=T0 + 21 * DAY_S, facts=peer).notes
+    assert [n.values for n in notes if n.code is NoteCode.TWO_TIERS] == [{}]
 
 
 def test_a_two_tier_job_is_judged_by_its_pair() -> None:
     """The single interval of a two-tier job is its persistent one: saving to memory every 10
     min and persisting every 10th save is ok (the pair is near 487 s x 14), where persistent-only
-    Daly (55 min) would have called it drift; every 50 min to memory and every 2nd save
-    persistent is drift, with the two-level model's waste behind the ratio."""
+    Daly (55 min) would have called it drift, and a note says the interval is the persistent
+    one; every 50 min to memory and every 2nd save persistent is drift, with the two-level
+    model's waste behind the ratio."""
     near = estimate_job("two", _job(days=30.0), now_s=T0 + 31 * DAY_S)
     assert near.tiers is not None and near.status == "ok"
     assert near.recommended_interval_s == near.tiers.persistent_interval_s
     assert near.current_interval_s == near.tiers.current_persistent_interval_s
     assert near.daly_interval_s is not None and near.daly_interval_s < 0.6 * 6000.0
+    (note,) = [n for n in near.notes if n.code is NoteCode.TWO_TIERS]
+    assert note.by_name == {"memory": near.tiers.n_fast_saves}
+    assert note.values["fast_interval_s"] == near.tiers.fast_interval_s
     far = estimate_job(
         "two",
         _job(days=30.0, fast_interval_s=3000.0, saves_per_persistent=2),
