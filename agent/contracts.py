@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
     from ckpt_advisor.rules.goodput import Goodput
     from ckpt_advisor.rules.simulate import Replay
-    from ckpt_advisor.rules.tier_estimate import TierEstimate
     from ckpt_advisor.rules.two_level import TwoTierJob, TwoTierPlan
 
 
@@ -126,7 +125,13 @@ def estimate_json(est: JobEstimate) -> dict[str, Any]:
         "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
         "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
         "note_data": [note.to_json() for note in est.notes],
-        "tiers": None if est.tiers is None else tiers_json(est.tiers),
+        "tiers": None
+        if (t := est.tiers) is None
+        else {  # rules.tier_estimate.TierEstimate
+            **dataclasses.asdict(t),
+            "current_persistent_interval_s": t.current_persistent_interval_s,
+            "persistent_interval_s": t.persistent_interval_s,
+        },
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
     }
@@ -191,16 +196,6 @@ def untimed_files(est: JobEstimate) -> dict[str, int]:
     from ckpt_advisor.rules.model import NoteCode
 
     return next((dict(n.by_name) for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), {})
-
-
-def tiers_json(tiers: TierEstimate) -> dict[str, Any]:
-    """The ``tiers`` object of ``estimates --json`` (:class:`rules.tier_estimate.TierEstimate`:
-    C and M per tier, the current and recommended pair, both T2 = k·T1)."""
-    return {
-        **dataclasses.asdict(tiers),
-        "current_persistent_interval_s": tiers.current_persistent_interval_s,
-        "persistent_interval_s": tiers.persistent_interval_s,
-    }
 
 
 def interval_json(
