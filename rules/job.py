@@ -239,10 +239,12 @@ def estimate_job(
         goodput_best = simulated[0]
         goodput_now = simulated[1] if current_s is not None else None
     n_checkpoints = int(saves.size)
-    status = policy.judge(
+    verdict = policy.judge(
         ratio=ratio,
         n_saves=n_checkpoints,
         n_failures=mtbf.n_failures,
+        cost_s=cost_s,
+        mtbf_s=mtbf.mtbf_s,
         current_s=current_s,
         band_s=band_s,
         excess_gpu_hours_per_day=excess_gpu_h,
@@ -297,7 +299,8 @@ def estimate_job(
             waste_fraction_current=waste_current,
             waste_fraction_recommended=waste_recommended,
             drift_ratio=ratio,
-            status=status,
+            status=verdict.status,
+            reason=verdict.reason,
             newest_event_s=newest_s,
             failure_classes=dict(Counter(i.failure_class for i in counted)),
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
@@ -349,9 +352,24 @@ def estimate_job(
                 step_time_s=step_s,
                 upper_by_row=upper_by_row,
             ),
+            recommended_interval_steps_range=(
+                None if daly_s is None or range_s is None else _steps_range(range_s, step_s)
+            ),
         ),
         policy,
     )
+
+
+def _steps_range(
+    range_s: tuple[float, float | None], step_s: float | None
+) -> tuple[int, int | None] | None:
+    """A range of intervals in whole steps (:func:`rules.advice.interval_steps`), open above
+    when it is; None without a step time."""
+    if step_s is None:
+        return None
+    low_s, high_s = range_s
+    high = None if high_s is None else interval_steps(high_s, step_s)
+    return interval_steps(low_s, step_s), high
 
 
 def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:

@@ -83,7 +83,8 @@ class NoteCode(StrEnum):
     of its messages; the rules never write prose. Keys per code (seconds end in ``_s``):
 
     - ``cost_unknown``: ``n_untimed_files`` (log files without timestamps: the likely cause).
-    - ``cost_lower_bound``: none (C from log lines).
+    - ``cost_lower_bound``: ``cost_s`` (C from log lines, a lower bound), ``upper_s`` (an upper
+      bound where a progress bar keeps time; absent when C is open above).
     - ``cost_changed``: ``previous_s``, ``cost_s``, ``n_saves`` (the saves C now rests on).
     - ``no_failure``: ``exposure_s``, ``window_s``, ``mtbf_lower_s``.
     - ``few_failures``: ``n_failures``, ``window_s``.
@@ -153,6 +154,88 @@ class Note:
         return data
 
 
+class ReasonCode(StrEnum):
+    """Why a job is in the state it is in: the drift verdict's reason
+    (:meth:`rules.policy.EstimationPolicy.judge`) or the alerting's over time
+    (:func:`rules.drift.decide`). Its numbers are in :attr:`Reason.values` (seconds end in
+    ``_s``); the agent renders each as a sentence (``agent/reasons.py``).
+
+    The verdict's:
+
+    - ``insufficient_data``: :attr:`Reason.missing` names what is missing (``checkpoint_cost``,
+      ``mtbf``, ``current_interval``: unknown; ``saves``, ``failures``: too few); ``n_saves``,
+      ``min_saves``, ``n_failures``, ``min_failures``.
+    - ``within_band``: ``ratio`` inside ``[1/drift_ratio, drift_ratio]``.
+    - ``within_confidence``: ``ratio``, ``current_s`` inside the optimum's confidence band
+      ``band_low_s``..``band_high_s`` (absent: open above).
+    - ``below_threshold``: ``ratio``, ``excess_gpu_hours_per_day`` below
+      ``min_excess_gpu_hours_per_day``.
+    - ``drift``: ``ratio``, ``drift_ratio``, ``excess_gpu_hours_per_day`` (when known).
+
+    The alerting's, while a drift episode is open or a message is due:
+
+    - ``hysteresis``: ``ratio`` between ``resolve_ratio`` and drift (``drift_ratio``): the
+      episode stays open, nothing is posted.
+    - ``already_posted``: ``last_sent_s`` (when), ``next_repeat_s`` (the repeat is due then, or
+      sooner when the advice moves by more than ``change_fraction``).
+    - ``repeat_due``: ``ratio``, ``last_sent_s``. ``advice_moved``: ``previous_s``,
+      ``recommended_s``. ``resolved``: ``ratio``, ``resolve_ratio``.
+    - ``silenced``: ``until_s``; :attr:`Reason.held` is the action held back.
+    """
+
+    INSUFFICIENT_DATA = "insufficient_data"
+    WITHIN_BAND = "within_band"
+    WITHIN_CONFIDENCE = "within_confidence"
+    BELOW_THRESHOLD = "below_threshold"
+    DRIFT = "drift"
+    HYSTERESIS = "hysteresis"
+    ALREADY_POSTED = "already_posted"
+    REPEAT_DUE = "repeat_due"
+    ADVICE_MOVED = "advice_moved"
+    RESOLVED = "resolved"
+    SILENCED = "silenced"
+
+
+MISSING: tuple[str, ...] = ("checkpoint_cost", "mtbf", "current_interval", "saves", "failures")
+"""The names :attr:`Reason.missing` uses, in the order they are listed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a job is in its state: a code and the numbers behind it (see :class:`ReasonCode`).
+
+    Attributes:
+        code: what the reason is.
+        values: its numbers by name (seconds end in ``_s``; epoch times too).
+        missing: for ``insufficient_data``, what is missing (names in :data:`MISSING`).
+        held: for ``silenced``, the action the silence held back.
+    """
+
+    code: ReasonCode
+    values: dict[str, float] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    held: Action | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"code": …, **values}`` plus ``missing`` and ``held`` when set (the ``decision``
+        object of ``estimates --json``, ``status --json``)."""
+        data: dict[str, Any] = {"code": str(self.code), **self.values}
+        if self.missing:
+            data["missing"] = list(self.missing)
+        if self.held is not None:
+            data["held"] = str(self.held)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The drift verdict on an interval (:meth:`rules.policy.EstimationPolicy.judge`): the
+    estimate's ``status`` and why."""
+
+    status: Status
+    reason: Reason
+
+
 @dataclass(frozen=True, slots=True)
 class JobEstimate:
     """Everything known about one job's checkpointing at one moment.
@@ -182,7 +265,10 @@ class JobEstimate:
     interruption of the timeline the estimate was made from, numbered, with the rows of the
     failure observations merged into each (``interruptions``: what ``parse`` and ``events``
     show per failure line; not part of the JSON); the recommended interval as the job's own
-    setting (``save_steps=570``; None for a stack without one); the goodput (kept work over
+    setting (``save_steps=570``; None for a stack without one); why the status is what it is
+    (``reason``, after ``status``: the verdict's :class:`Reason`); the recommended range in
+    steps (``recommended_interval_steps_range``: ``recommended_interval_range_s`` over the step
+    time, the upper end None when open); the goodput (kept work over
     wall time) of the job's own C, M, R (and Weibull shape when clearly not 1) simulated at the
     current and at the recommended interval (``goodput_current``, ``goodput_recommended``:
     :func:`rules.simulate.simulated_goodput`; None when C, M or that interval is unknown); its
@@ -217,6 +303,7 @@ class JobEstimate:
     waste_fraction_recommended: float | None
     drift_ratio: float | None
     status: Status
+    reason: Reason
     newest_event_s: float | None
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: tuple[Note, ...] = ()
@@ -245,6 +332,7 @@ class JobEstimate:
     goodput_recommended: float | None = None
     goodput_spans: GoodputSpans | None = None
     tiers: TierEstimate | None = None
+    recommended_interval_steps_range: tuple[int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +374,9 @@ class AlertState:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The drift rule's verdict: what to do and the state to remember afterwards."""
+    """The drift rule's verdict: what to do, why (:class:`Reason`), and the state to remember
+    afterwards."""
 
     action: Action
-    reason: str
+    reason: Reason
     next_state: AlertState

@@ -33,8 +33,11 @@ def evidence_notes(
     window_s = policy.mtbf_window_s
     if cost is None:
         notes.append(Note(NoteCode.COST_UNKNOWN, {"n_untimed_files": n_untimed}))
-    elif cost.source == "log":
-        notes.append(Note(NoteCode.COST_LOWER_BOUND))
+    elif cost.is_lower_bound:
+        values = {"cost_s": cost.cost_s}
+        if cost.upper_s is not None:
+            values["upper_s"] = cost.upper_s
+        notes.append(Note(NoteCode.COST_LOWER_BOUND, values))
     if mtbf.n_failures == 0 and mtbf.lower_s is not None:
         values = {"exposure_s": mtbf.exposure_s, "window_s": window_s, "mtbf_lower_s": mtbf.lower_s}
         notes.append(Note(NoteCode.NO_FAILURE, values))

@@ -12,6 +12,7 @@ the same object. Whether an interval has drifted is judged in one place,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from ckpt_advisor.rules._checks import (
     require_probability,
 )
 from ckpt_advisor.rules.interval import HIGH_COST_RATIO
-from ckpt_advisor.rules.model import FleetRate, Status
+from ckpt_advisor.rules.model import FleetRate, Reason, ReasonCode, Status, Verdict
 from ckpt_advisor.rules.tiers import DEFAULT_SURVIVAL, Survival
 
 DAY_S = 86400.0
@@ -105,34 +106,68 @@ class EstimationPolicy:
         ratio: float | None,
         n_saves: int,
         n_failures: int,
+        cost_s: float | None = None,
+        mtbf_s: float | None = None,
         current_s: float | None = None,
         band_s: tuple[float, float] | None = None,
         excess_gpu_hours_per_day: float | None = None,
-    ) -> Status:
-        """The verdict on a job's interval: the one place drift is judged.
+    ) -> Verdict:
+        """The verdict on a job's interval, and why: the one place drift is judged.
 
-        ``insufficient_data`` without a ratio (C, M or the current interval unknown), with
-        fewer than ``min_saves`` saves or ``min_failures`` interruptions behind M (the job's
-        own, or pooled with its fleet's). Else ``drift`` when all three hold:
+        ``insufficient_data`` without a ratio (C, M or the current interval unknown: the
+        reason names which of ``cost_s``, ``mtbf_s``, ``current_s`` is None), with fewer than
+        ``min_saves`` saves or ``min_failures`` interruptions behind M (the job's own, or
+        pooled with its fleet's). Else ``drift`` when all three hold, and ``ok`` with the
+        first that fails as the reason:
 
-        - ``ratio`` (current / recommended) lies outside ``[1/drift_ratio, drift_ratio]``;
+        - ``ratio`` (current / recommended) lies outside ``[1/drift_ratio, drift_ratio]``
+          (else ``within_band``);
         - the current interval lies outside ``band_s``, the optimum's confidence band from the
-          intervals of M and C (when known): inside it the data cannot tell it is wrong;
-        - the excess waste is at least ``min_excess_gpu_hours_per_day`` (when known).
-
-        Else ``ok``.
+          intervals of M and C (when known; an infinite upper end is open): inside it the data
+          cannot tell it is wrong (else ``within_confidence``);
+        - the excess waste is at least ``min_excess_gpu_hours_per_day`` (when known; else
+          ``below_threshold``).
         """
-        if ratio is None or n_saves < self.min_saves or n_failures < self.min_failures:
-            return Status.INSUFFICIENT_DATA
+        missing = [
+            name
+            for name, unknown in (
+                ("checkpoint_cost", ratio is None and cost_s is None),
+                ("mtbf", ratio is None and mtbf_s is None),
+                ("current_interval", ratio is None and current_s is None),
+                ("saves", n_saves < self.min_saves),
+                ("failures", n_failures < self.min_failures),
+            )
+            if unknown
+        ]
+        if ratio is None or missing:
+            counts: dict[str, float] = {
+                "n_saves": n_saves,
+                "min_saves": self.min_saves,
+                "n_failures": n_failures,
+                "min_failures": self.min_failures,
+            }
+            reason = Reason(ReasonCode.INSUFFICIENT_DATA, counts, missing=tuple(missing))
+            return Verdict(Status.INSUFFICIENT_DATA, reason)
         if 1.0 / self.drift_ratio <= ratio <= self.drift_ratio:
-            return Status.OK
+            values = {"ratio": ratio, "drift_ratio": self.drift_ratio}
+            return Verdict(Status.OK, Reason(ReasonCode.WITHIN_BAND, values))
         if current_s is not None and band_s is not None and band_s[0] <= current_s <= band_s[1]:
-            return Status.OK
-        if excess_gpu_hours_per_day is not None and (
-            excess_gpu_hours_per_day < self.min_excess_gpu_hours_per_day
-        ):
-            return Status.OK
-        return Status.DRIFT
+            values = {"ratio": ratio, "current_s": current_s, "band_low_s": band_s[0]}
+            if math.isfinite(band_s[1]):
+                values["band_high_s"] = band_s[1]
+            return Verdict(Status.OK, Reason(ReasonCode.WITHIN_CONFIDENCE, values))
+        threshold = self.min_excess_gpu_hours_per_day
+        if excess_gpu_hours_per_day is not None and excess_gpu_hours_per_day < threshold:
+            values = {
+                "ratio": ratio,
+                "excess_gpu_hours_per_day": excess_gpu_hours_per_day,
+                "min_excess_gpu_hours_per_day": threshold,
+            }
+            return Verdict(Status.OK, Reason(ReasonCode.BELOW_THRESHOLD, values))
+        values = {"ratio": ratio, "drift_ratio": self.drift_ratio}
+        if excess_gpu_hours_per_day is not None:
+            values["excess_gpu_hours_per_day"] = excess_gpu_hours_per_day
+        return Verdict(Status.DRIFT, Reason(ReasonCode.DRIFT, values))
 
     def resolved(self, ratio: float) -> bool:
         """True when ``ratio`` is back inside ``[1/resolve_ratio, resolve_ratio]``."""

@@ -231,10 +231,13 @@ def judged_by_pair(est: JobEstimate, policy: EstimationPolicy) -> JobEstimate:
     if est.gpus is not None and tiers.waste_fraction_current is not None:
         assert tiers.waste_fraction_recommended is not None
         excess = (tiers.waste_fraction_current - tiers.waste_fraction_recommended) * est.gpus * 24
-    status = policy.judge(
+    verdict = policy.judge(
         ratio=ratio,
         n_saves=est.n_checkpoints,
         n_failures=est.n_failures,
+        cost_s=est.checkpoint_cost_s,
+        mtbf_s=est.mtbf_s,
+        current_s=now_persistent,
         excess_gpu_hours_per_day=excess,
     )
     return replace(
@@ -253,6 +256,8 @@ def judged_by_pair(est: JobEstimate, policy: EstimationPolicy) -> JobEstimate:
         else excess * policy.price_per_gpu_hour,
         excess_gpu_hours_per_day_range=None,
         recommended_setting=None,
-        status=status,
+        recommended_interval_steps_range=None,
+        status=verdict.status,
+        reason=verdict.reason,
         notes=(*est.notes, note),
     )

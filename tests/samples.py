@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ckpt_advisor.rules.model import JobEstimate, Note, NoteCode, Status
+from ckpt_advisor.rules.model import JobEstimate, Note, NoteCode, Reason, ReasonCode, Status
 
 
 def drifting_estimate(**changes: Any) -> JobEstimate:
@@ -35,6 +35,7 @@ def drifting_estimate(**changes: Any) -> JobEstimate:
         waste_fraction_recommended=0.15,
         drift_ratio=4.0,
         status=Status.DRIFT,
+        reason=Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5}),
         newest_event_s=1_700_000_000.0,
         failure_classes={"nccl_timeout": 3, "xid_79": 1},
         notes=(Note(NoteCode.COST_CHANGED, {"previous_s": 240.0, "cost_s": 300.0, "n_saves": 3}),),

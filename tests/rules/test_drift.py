@@ -4,11 +4,12 @@ episode, repeats, hysteresis and no flapping."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from ckpt_advisor.rules.drift import decide
-from ckpt_advisor.rules.model import Action, AlertState, JobEstimate, Status
+from ckpt_advisor.rules.drift import decide, hold_if_silenced
+from ckpt_advisor.rules.model import Action, AlertState, JobEstimate, ReasonCode, Status
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.samples import drifting_estimate
 
@@ -24,15 +25,17 @@ POLICY = EstimationPolicy()
 
 def judged(estimate: JobEstimate, policy: EstimationPolicy = POLICY) -> JobEstimate:
     """``estimate`` with the status ``policy`` gives it (as ``estimate_job`` does)."""
-    status = policy.judge(
+    verdict = policy.judge(
         ratio=estimate.drift_ratio,
         n_saves=estimate.n_checkpoints,
         n_failures=estimate.n_failures,
+        cost_s=estimate.checkpoint_cost_s,
+        mtbf_s=estimate.mtbf_s,
         current_s=estimate.current_interval_s,
         band_s=estimate.recommended_interval_ci_s,
         excess_gpu_hours_per_day=estimate.excess_gpu_hours_per_day,
     )
-    return dataclasses.replace(estimate, status=status)
+    return dataclasses.replace(estimate, status=verdict.status, reason=verdict.reason)
 
 
 def at(
@@ -178,17 +181,76 @@ def test_fleet_failures_count_towards_judging() -> None:
     """With no failure of its own but M pooled over 12 fleet failures, the policy judges (the
     estimator passes the failures behind M, here the pooled 12)."""
     policy = EstimationPolicy(min_failures=2)
-    assert policy.judge(ratio=3.0, n_saves=20, n_failures=0) is Status.INSUFFICIENT_DATA
-    assert policy.judge(ratio=3.0, n_saves=20, n_failures=12) is Status.DRIFT
+    assert policy.judge(ratio=3.0, n_saves=20, n_failures=0).status is Status.INSUFFICIENT_DATA
+    assert policy.judge(ratio=3.0, n_saves=20, n_failures=12).status is Status.DRIFT
 
 
 def test_drift_needs_all_three_conditions() -> None:
     """Ratio out of band, current outside the confidence band, and excess worth it."""
     drift, ok = Status.DRIFT, Status.OK
-    assert POLICY.judge(ratio=2.0, n_saves=3, n_failures=2) is drift
-    assert POLICY.judge(ratio=1.4, n_saves=3, n_failures=2) is ok
-    assert POLICY.judge(ratio=0.6, n_saves=3, n_failures=2) is drift
+
+    def judge(ratio: float, **kwargs: Any) -> Status:
+        return POLICY.judge(ratio=ratio, n_saves=3, n_failures=2, **kwargs).status
+
+    assert judge(2.0) is drift
+    assert judge(1.4) is ok
+    assert judge(0.6) is drift
     band = (100.0, 300.0)
-    assert POLICY.judge(ratio=2.0, n_saves=3, n_failures=2, current_s=200.0, band_s=band) is ok
-    assert POLICY.judge(ratio=2.0, n_saves=3, n_failures=2, current_s=400.0, band_s=band) is drift
-    assert POLICY.judge(ratio=2.0, n_saves=3, n_failures=2, excess_gpu_hours_per_day=0.1) is ok
+    assert judge(2.0, current_s=200.0, band_s=band) is ok
+    assert judge(2.0, current_s=400.0, band_s=band) is drift
+    assert judge(2.0, excess_gpu_hours_per_day=0.1) is ok
+
+
+def test_a_job_off_its_optimum_but_below_the_gpu_hour_threshold_says_so() -> None:
+    """Issue 11's case: 2.34x off the optimum, worth 0.41 GPU-hour a day under the 1 GPU-hour
+    threshold: nothing is posted, and the reason carries both numbers."""
+    quiet = judged(dataclasses.replace(at(2.34), excess_gpu_hours_per_day=0.41))
+    decision = decide(quiet, AlertState(), 0.0)
+    assert (quiet.status, decision.action) == (Status.OK, Action.NONE)
+    assert decision.reason.to_json() == {
+        "code": "below_threshold",
+        "ratio": 2.34,
+        "excess_gpu_hours_per_day": 0.41,
+        "min_excess_gpu_hours_per_day": 1.0,
+    }
+
+
+def test_insufficient_data_names_what_is_missing() -> None:
+    """Without C the reason names the checkpoint cost; with one interruption of two needed it
+    names the failures and gives both counts."""
+    no_cost = judged(dataclasses.replace(BASE, drift_ratio=None, checkpoint_cost_s=None))
+    assert no_cost.reason.code is ReasonCode.INSUFFICIENT_DATA
+    assert no_cost.reason.missing == ("checkpoint_cost",)
+    few = decide(at(3.0, n_failures=1), AlertState(), 0.0).reason
+    assert few.missing == ("failures",)
+    assert (few.values["n_failures"], few.values["min_failures"]) == (1, 2)
+
+
+def test_every_quiet_decision_says_why() -> None:
+    """Within the band, inside the confidence band, hysteresis, already posted at T (with the
+    repeat time) and resolved each have their own code and numbers."""
+    assert decide(at(1.2), AlertState(), 0.0).reason.code is ReasonCode.WITHIN_BAND
+    wide = judged(dataclasses.replace(at(2.0), recommended_interval_ci_s=(3500.0, 21000.0)))
+    inside = decide(wide, AlertState(), 0.0).reason
+    assert inside.code is ReasonCode.WITHIN_CONFIDENCE
+    assert (inside.values["band_low_s"], inside.values["band_high_s"]) == (3500.0, 21000.0)
+    state = decide(at(2.0), AlertState(), 100.0).next_state
+    between = decide(at(1.4), state, 200.0).reason
+    assert (between.code, between.values["resolve_ratio"]) == (ReasonCode.HYSTERESIS, 1.3)
+    posted = decide(at(2.0), state, 300.0).reason
+    assert posted.code is ReasonCode.ALREADY_POSTED
+    assert (posted.values["last_sent_s"], posted.values["next_repeat_s"]) == (100.0, 100.0 + DAY_S)
+    assert decide(at(1.1), state, 400.0).reason.code is ReasonCode.RESOLVED
+
+
+def test_a_silence_holds_the_action_and_keeps_the_state() -> None:
+    """A NOTIFY due while silenced is NONE (silenced until T, the NOTIFY held) with the state
+    unchanged; once the silence is over the NOTIFY stands, and a quiet decision keeps its own
+    reason."""
+    notify = decide(at(3.0), AlertState(), 0.0)
+    held = hold_if_silenced(notify, AlertState(), 0.0, 3600.0)
+    assert (held.action, held.next_state) == (Action.NONE, AlertState())
+    assert held.reason.to_json() == {"code": "silenced", "until_s": 3600.0, "held": "notify"}
+    assert hold_if_silenced(notify, AlertState(), 3600.0, 3600.0) is notify
+    quiet = decide(at(1.2), AlertState(), 0.0)
+    assert hold_if_silenced(quiet, AlertState(), 0.0, 3600.0) is quiet

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.rules.advice import interval_steps
 from ckpt_advisor.rules.interval import daly_interval_s, exponential_waste_fraction
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import FleetRate, JobEstimate, Note, NoteCode, Observation, Status
@@ -478,12 +479,20 @@ def test_a_cost_from_log_lines_is_a_lower_bound_and_the_advice_a_range(
     truth_s = daly_interval_s(job.exposure_s / job.n_interruptions, 120.0)
     low_s, high_s = est.recommended_interval_range_s
     assert low_s < truth_s
+    assert est.step_time_s is not None and est.recommended_interval_steps_range is not None
+    low_steps, high_steps = est.recommended_interval_steps_range
+    assert low_steps == interval_steps(low_s, est.step_time_s)
+    note = next(n for n in est.notes if n.code is NoteCode.COST_LOWER_BOUND)
+    assert note.values["cost_s"] == pytest.approx(48.0)
     if frozen_bar_s is not None:
         assert est.checkpoint_cost_range_s == (48.0, None)
         assert high_s is None and est.excess_gpu_hours_per_day_range is None
+        assert high_steps is None and "upper_s" not in note.values
         return
     assert est.checkpoint_cost_range_s[1] == pytest.approx(121.0, abs=2.0)
+    assert note.values["upper_s"] == est.checkpoint_cost_range_s[1]
     assert high_s is not None and truth_s < high_s
+    assert high_steps == interval_steps(high_s, est.step_time_s)
     assert est.recommended_interval_ci_s is not None
     assert est.recommended_interval_ci_s[1] < truth_s  # what the old band said
     assert est.excess_gpu_hours_per_day_range is not None
