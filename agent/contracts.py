@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.notes import render_note
+from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.parsers.events import Event
-from ckpt_advisor.rules.model import JobEstimate
+from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Reason
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
+    from ckpt_advisor.agent.plot import Curve
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
     from ckpt_advisor.rules.goodput import Goodput
     from ckpt_advisor.rules.simulate import Replay
@@ -33,7 +35,7 @@ def iso(epoch_s: float | None) -> str | None:
     return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC).isoformat()
 
 
-def _pair(value: tuple[float, float | None] | None) -> list[float | None] | None:
+def _pair(value: tuple[float, float | None] | tuple[int, int | None] | None) -> list[Any] | None:
     return None if value is None else list(value)
 
 
@@ -67,12 +69,23 @@ def stored_event_json(stored: StoredEvent) -> dict[str, Any]:
     return {"job": stored.job, **event_json(stored.event, stored.source)}
 
 
-def estimate_json(est: JobEstimate) -> dict[str, Any]:
+def decision_json(reason: Reason, action: Action | None) -> dict[str, Any]:
+    """The ``decision`` object: why the job is in its state (:class:`rules.model.Reason`,
+    ``{"code": …, **numbers}``) and the ``action`` taken on it (``notify``, ``repeat``,
+    ``resolve``, ``none``; null when no drift rule ran, as in ``ingest``)."""
+    return {"action": None if action is None else str(action), **reason.to_json()}
+
+
+def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[str, Any]:
     """The ``estimates --json`` object of one estimate (also what the store keeps).
 
     ``notes`` are the rendered sentences (:func:`agent.notes.render_note`); ``note_data`` the
-    same notes as typed values (``{"code": …, **numbers}``) for machines.
+    same notes as typed values (``{"code": …, **numbers}``) for machines. ``decision`` is the
+    drift rule's decision on it when one was made (the daemon), else the estimate's own
+    verdict (:func:`decision_json`); ``decision_text`` says it in a sentence
+    (:func:`agent.reasons.render_reason`).
     """
+    reason = est.reason if decision is None else decision.reason
     return {
         "job": est.job,
         "computed_at": iso(est.computed_at_s),
@@ -134,6 +147,9 @@ def estimate_json(est: JobEstimate) -> dict[str, Any]:
         },
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
+        "recommended_interval_steps_range": _pair(est.recommended_interval_steps_range),
+        "decision": decision_json(reason, None if decision is None else decision.action),
+        "decision_text": render_reason(reason),
     }
 
 
@@ -367,9 +383,11 @@ def _simulation(
     return out
 
 
-def plot_json(job: str, path: Path) -> dict[str, Any]:
-    """The ``plot --json`` object: the job and the PNG written."""
-    return {"job": job, "output": str(path)}
+def plot_json(path: Path, drawn: Curve) -> dict[str, Any]:
+    """The ``plot --json`` object: the job, the PNG written and the curve drawn
+    (:meth:`agent.plot.Curve.to_json`: ``unit``, ``x`` in seconds, ``waste`` as fractions,
+    ``waste_upper`` over the plausible C, ``insufficient_data``)."""
+    return {**drawn.to_json(), "output": str(path)}
 
 
 def status_json(
@@ -377,10 +395,13 @@ def status_json(
     heartbeat: Heartbeat | None,
     queued: Sequence[OutboxItem],
     silences: dict[str, float],
+    latest: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The ``status --json`` object: the health verdict, whether the daemon's process is
-    running, its heartbeat file as it is, the lagging files, what waits in the outbox and the
-    running silences (job → when each ends, ISO 8601)."""
+    running, its heartbeat file as it is, the lagging files, what waits in the outbox, the
+    running silences (job → when each ends, ISO 8601), and each job's state with the decision
+    behind it (``jobs``: ``job``, ``status``, ``computed_at``, ``decision``,
+    ``decision_text``, from the latest stored estimates)."""
     return {
         "healthy": verdict.healthy,
         "problems": verdict.problems,
@@ -398,4 +419,14 @@ def status_json(
             for q in queued
         ],
         "silenced": {job: iso(until_s) for job, until_s in silences.items()},
+        "jobs": [
+            {
+                "job": row["job"],
+                "status": row.get("status"),
+                "computed_at": row.get("computed_at"),
+                "decision": row.get("decision"),
+                "decision_text": row.get("decision_text"),
+            }
+            for row in latest
+        ],
     }

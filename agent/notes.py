@@ -34,6 +34,26 @@ def _current_unknown(note: Note) -> str:
     return "no run with two saves: the current interval is unknown"
 
 
+TIMING_FILE_HOWTO = (
+    "a timing file gives the exact value: add hf_trainer_callback, lightning_callback or "
+    "checkpoint_timer from ckpt_advisor.agent.training to the training script and list the "
+    'file under the job\'s timings (README, "Timing files")'
+)
+"""How to get an exact C, said wherever C is only a lower bound."""
+
+
+def _lower_bound(note: Note) -> str:
+    v = note.values
+    cost = f"C ≥ {d(v['cost_s'])}" if "cost_s" in v else "C"
+    upper = (
+        f", at most {d(v['upper_s'])} where the progress bar keeps time" if "upper_s" in v else ""
+    )
+    return (
+        f"{cost} is a lower bound (log lines miss part of a save: HF Trainer logs no end of the "
+        f"optimizer-state write{upper}); {TIMING_FILE_HOWTO}"
+    )
+
+
 def _planned(note: Note) -> str:
     listed = ", ".join(f"{name}: {count}" for name, count in note.by_name.items())
     return f"planned ends ({listed}) censor the running time; they are not failures"
@@ -108,12 +128,7 @@ def _two_tiers(note: Note) -> str:
 
 _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.COST_UNKNOWN: _cost_unknown,
-    NoteCode.COST_LOWER_BOUND: _values(
-        lambda v: (
-            "C from log lines is a lower bound: logs may not mark the end of every part of a "
-            "save (HF Trainer logs no end of the optimizer-state write); a timing file is exact"
-        )
-    ),
+    NoteCode.COST_LOWER_BOUND: _lower_bound,
     NoteCode.COST_CHANGED: _values(
         lambda v: (
             f"checkpoint cost changed from {d(v['previous_s'])} to {d(v['cost_s'])} over the "

@@ -253,6 +253,28 @@ def event_table(
     table(title, columns, [[row[c] for c in columns] for row in map(cells, rows)])
 
 
+def cost_cell(r: dict[str, Any]) -> str:
+    """C of an ``estimates --json`` row, or ``≥ 43s`` / ``43s–2m 01s`` when it is a lower bound
+    from log lines (``estimates``, ``status``)."""
+    cost = format_duration(r["checkpoint_cost_s"])
+    if not r.get("checkpoint_cost_is_lower_bound") or r["checkpoint_cost_s"] is None:
+        return cost
+    high = (r.get("checkpoint_cost_range_s") or [None, None])[1]
+    return f"≥ {cost}" if high is None else f"{cost}–{format_duration(high)}"
+
+
+def best_cell(r: dict[str, Any]) -> str:
+    """The recommended interval; over the plausible C (a range, or ``≥``) when C is a bound."""
+    best = format_duration(r["recommended_interval_s"])
+    bounds = r.get("recommended_interval_range_s")
+    if not r.get("checkpoint_cost_is_lower_bound") or not bounds or best == "-":
+        return best
+    low, high = bounds
+    if high is None:
+        return f"≥ {format_duration(low)}"
+    return f"{format_duration(low)}–{format_duration(high)}"
+
+
 def short_time(iso: str | None) -> str:
     """``2026-11-23T03:15:48.123+00:00`` → ``2026-11-23 03:15:48`` (tables say UTC)."""
     return "-" if iso is None else iso[:19].replace("T", " ")

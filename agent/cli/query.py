@@ -10,7 +10,9 @@ import click
 
 from ckpt_advisor.agent.cli.common import (
     EXIT_CONFIG,
+    best_cell,
     config_option,
+    cost_cell,
     db_option,
     duration,
     event_table,
@@ -142,17 +144,20 @@ def estimates(
         fail(f"no estimate computed in the last {format_duration(since)}{of_job}")
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
     columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"]
-    columns += ["goodput", "silenced until"]
+    columns += ["goodput", "silenced until", "why"]
     history = since is not None
     table(
-        f"estimates (computed up to {newest} UTC)"
-        if not history
-        else f"estimates over the last {format_duration(since)}, oldest first (times UTC)",
+        (
+            f"estimates (computed up to {newest} UTC"
+            if not history
+            else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
+        )
+        + "; ≥: C from log lines is a lower bound)",
         (["computed"] if history else []) + columns,
         [
             ([short_time(r["computed_at"])] if history else [])
             + _estimate_row(r)
-            + [until_cell(silences.get(r["job"]), now_s)]
+            + [until_cell(silences.get(r["job"]), now_s), r.get("decision_text") or "-"]
             for r in rows
         ],
     )
@@ -242,13 +247,13 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
     return [
         r["job"],
         r["status"],
-        format_duration(r["checkpoint_cost_s"]),
+        cost_cell(r),
         format_duration(r["mtbf_s"]),
         f"{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),
         format_duration(r["current_interval_s"]),
-        format_duration(r["recommended_interval_s"]),
+        best_cell(r),
         r.get("recommended_setting") or "-",
         _goodput_change(r.get("goodput_current"), r.get("goodput_recommended")),
     ]

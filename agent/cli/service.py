@@ -15,7 +15,9 @@ import click
 
 from ckpt_advisor.agent.cli.common import (
     EXIT_CONFIG,
+    best_cell,
     config_option,
+    cost_cell,
     db_option,
     db_path,
     duration,
@@ -27,6 +29,7 @@ from ckpt_advisor.agent.cli.common import (
     read_store,
     read_store_or_raise,
     slack_token,
+    table,
     until_cell,
     warn,
 )
@@ -220,7 +223,8 @@ def _store_problem(db_path: Path) -> str | None:
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--text", default=None, help="Message text (default: a short test message).")
 def slack_test(config_path: str, text: str | None) -> None:
-    """Post a test message to the configured Slack channel, to check token and channel.
+    """Post a test message to the configured Slack channel, to check token and channel, and
+    say which of the scopes ckpt-advisor uses the token lacks (files:write: the plots).
 
     Exits 2 when no token or channel is configured, 1 when Slack refuses the message.
     """
@@ -228,7 +232,7 @@ def slack_test(config_path: str, text: str | None) -> None:
 
     from ckpt_advisor.agent.notify.base import NotifyError
     from ckpt_advisor.agent.notify.message import escape_slack
-    from ckpt_advisor.agent.notify.slack import SlackNotifier
+    from ckpt_advisor.agent.notify.slack import SCOPES, SlackNotifier
 
     config = load_config(config_path)
     token = slack_token(config)
@@ -246,9 +250,20 @@ def slack_test(config_path: str, text: str | None) -> None:
     )
     try:
         ts = notifier.send({"text": body, "blocks": None})
+        scopes = notifier.scopes()
     except NotifyError as exc:
         fail(exc.message)
     click.echo(f"posted to {config.slack.channel} (ts {ts})")
+    if scopes is None:
+        click.echo("Slack did not say which scopes the token has (no x-oauth-scopes)")
+        return
+    click.echo("token scopes: " + (", ".join(sorted(scopes)) or "none"))
+    for scope, lost in SCOPES.items():
+        if scope not in scopes:
+            click.echo(
+                f"missing scope {scope}: {lost}; add it under the Slack app's OAuth & "
+                "Permissions and reinstall the app"
+            )
 
 
 @click.command(
@@ -271,34 +286,38 @@ def slack_test(config_path: str, text: str | None) -> None:
 def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age: float) -> None:
     """Is the daemon alive and current? Exits 1 when unhealthy (usable as a check).
 
-    Shows the last scan and estimate, files that lag, what is queued for Slack and the jobs
-    silenced (until when). A daemon that is not running is said to be so, with when it was last
-    heard of.
+    Shows the last scan and estimate, files that lag, what is queued for Slack, the jobs
+    silenced (until when), and each job's state with the decision behind it (why a message
+    was, or was not, posted). A daemon that is not running is said to be so, with when it was
+    last heard of.
     """
     from ckpt_advisor.agent.daemon.heartbeat import assess, heartbeat_path, read_heartbeat
 
     hb = read_heartbeat(heartbeat_path(db_path(db, config_path)))
     now_s = datetime.now(UTC).timestamp()
-    queued, silences, fleet, unreachable = _outbox_and_fleet(db, config_path, now_s)
+    queued, silences, latest, fleet, unreachable = _outbox_and_fleet(db, config_path, now_s)
     verdict = assess(hb, queued, now_s=now_s, max_queue_age_s=max_queue_age)
     if unreachable:
         verdict = replace(verdict, healthy=False, problems=[*verdict.problems, unreachable])
     if as_json:
         from ckpt_advisor.agent.contracts import status_json
 
-        click.echo(json.dumps(status_json(verdict, hb, queued, silences) | fleet, indent=2))
+        out = status_json(verdict, hb, queued, silences, latest) | fleet
+        click.echo(json.dumps(out, indent=2))
     else:
         _print_status(hb, verdict, queued, now_s)
         for job, until_s in silences.items():
             click.echo(f"silenced: {job} until {until_cell(until_s, now_s)} UTC")
         _print_fleet(fleet, now_s)
+        _print_jobs(latest, now_s)
     sys.exit(0 if verdict.healthy else 1)
 
 
 def _outbox_and_fleet(
     db: str | None, config_path: str | None, now_s: float
-) -> tuple[list[OutboxItem], dict[str, float], dict[str, Any], str | None]:
-    """What waits in the outbox, the silences running at ``now_s`` and, in fleet mode, the
+) -> tuple[list[OutboxItem], dict[str, float], list[dict[str, Any]], dict[str, Any], str | None]:
+    """What waits in the outbox, the silences running at ``now_s``, the latest estimates (each
+    job's state and why) and, in fleet mode, the
     agents and who speaks for each job; a fleet store that cannot be reached is a problem to
     report (the last item), not a failure of `status`."""
     from ckpt_advisor.agent.cli.common import store_target
@@ -307,7 +326,8 @@ def _outbox_and_fleet(
     target, _ = store_target(db, config_path)
     if not is_url(target):
         store = read_store(db, config_path)
-        return store.queued_messages(), store.silences(now_s), {}, None
+        latest = store.estimate_history(latest_only=True)
+        return store.queued_messages(), store.silences(now_s), latest, {}, None
     try:
         store = read_store_or_raise(db, config_path)
         agents = [
@@ -322,9 +342,10 @@ def _outbox_and_fleet(
         ]
         leases = {job: {"agent": a, "expires_s": e} for job, (a, e) in store.leases().items()}
         fleet = {"agents": agents, "leases": leases}
-        return store.queued_messages(), store.silences(now_s), fleet, None
+        latest = store.estimate_history(latest_only=True)
+        return store.queued_messages(), store.silences(now_s), latest, fleet, None
     except StoreError as exc:
-        return [], {}, {}, f"store unreachable: {exc}"
+        return [], {}, [], {}, f"store unreachable: {exc}"
 
 
 def _print_status(
@@ -371,6 +392,24 @@ def _print_fleet(fleet: dict[str, Any], now_s: float) -> None:
             f"agent {agent['name']} on {agent['host']} (pid {agent['pid']}), {state}; "
             f"speaks for: {', '.join(jobs) or 'none'}"
         )
+
+
+def _print_jobs(latest: list[dict[str, Any]], now_s: float) -> None:
+    """Each job's state and the decision behind it (why a message was, or was not, posted)."""
+    if not latest:
+        return
+    rows = []
+    for row in latest:
+        computed = row.get("computed_at")
+        when = datetime.fromisoformat(computed).timestamp() if computed else None
+        why = row.get("decision_text") or "-"
+        cost = cost_cell(row) if "checkpoint_cost_s" in row else "-"
+        best = best_cell(row) if "recommended_interval_s" in row else "-"
+        rows.append(
+            [row["job"], row.get("status") or "-", format_ago(when, now_s), cost, best, why]
+        )
+    title = "jobs (latest estimate; ≥: C from log lines is a lower bound)"
+    table(title, ["job", "status", "estimated", "C", "best", "why"], rows)
 
 
 @click.command(

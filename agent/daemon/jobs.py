@@ -109,14 +109,14 @@ class Jobs:
     def _estimate(self, jobs: list[str]) -> None:
         self.estimate_started = start = time.monotonic()
         try:
-            estimates = self.advisor.run(jobs)
+            advice = self.advisor.run(jobs)
         finally:
             self.estimate_started = None
             self.metrics.estimate_seconds.observe(time.monotonic() - start)
         self.last_estimate_s = self._clock().timestamp()
         self.metrics.last_estimate.set(self.last_estimate_s)
-        self.metrics.set_estimates(estimates)
-        self.advice.publish(estimates)
+        self.metrics.set_estimates(advice)
+        self.advice.publish(advice)
         try:
             queued = len(self.store.queued_messages())
         except StoreError:

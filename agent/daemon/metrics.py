@@ -2,11 +2,12 @@
 
 Three kinds of families:
 
-* per job, from the latest estimate of each job (``set_estimates``): C and M with their
-  confidence bounds, the current and recommended interval, the waste fractions, the excess
-  GPU-hours per day, the drift ratio and state; goodput over the day before the job's newest
-  event, split into buckets in seconds and (with ``gpus``) GPU-hours, and the goodput simulated
-  at the current and recommended intervals;
+* per job, from the latest estimate of each job and the decision made on it
+  (``set_estimates``): C and M with their confidence bounds, the current and recommended
+  interval, the waste fractions, the excess GPU-hours per day, the drift ratio and state, and
+  why the job is in that state (the decision's reason, its numbers, what is missing); goodput
+  over the day before the job's newest event, split into buckets in seconds and (with
+  ``gpus``) GPU-hours, and the goodput simulated at the current and recommended intervals;
 * per followed file, from the tailer after each scan (``set_files``): bytes behind and the time
   of the last read;
 * counters and histograms the daemon adds to as it goes: lines, events, parse misses, skipped
@@ -23,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -33,13 +34,19 @@ from ckpt_advisor.agent.advice import AdviceBoard
 from ckpt_advisor.agent.notify.base import Notifier, NotifyError
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.goodput import BUCKETS
-from ckpt_advisor.rules.model import JobEstimate, Status
+from ckpt_advisor.rules.model import JobEstimate, ReasonCode, Status
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.advisor import Advice
 
 PREFIX: Final = "ckpt_advisor_"
 
 _JOB_GAUGES: Final = {
     "checkpoint_cost_seconds": "Checkpoint cost C: median blocking seconds of recent saves.",
-    "checkpoint_cost_bound_seconds": "Confidence bounds of C (bound=lower|upper), seconds.",
+    "checkpoint_cost_bound_seconds": "Confidence bounds of C (bound=lower|upper), seconds; "
+    "when C is a lower bound, its plausible range (no upper sample when open above).",
+    "checkpoint_cost_lower_bound": "1 when C comes from log lines and is only a lower bound "
+    "(a timing file gives the exact value), else 0.",
     "mtbf_seconds": "Mean time between failures M (censored exponential MLE), seconds.",
     "mtbf_bound_seconds": "Chi-square confidence bounds of M (bound=lower|upper), seconds.",
     "checkpoints": "Checkpoint saves seen in the estimate window.",
@@ -69,8 +76,16 @@ _JOB_GAUGES: Final = {
     "now, seconds.",
     "tier_recommended_interval_seconds": "Two-tier jobs: the two-level model's interval of "
     "this tier, seconds.",
+    "decision": "1 for the reason behind the job's current state, else 0 (reason=drift|"
+    "within_band|within_confidence|below_threshold|insufficient_data|hysteresis|"
+    "already_posted|repeat_due|advice_moved|resolved|silenced).",
+    "decision_value": "The numbers behind the job's current decision (reason, name=ratio|"
+    "excess_gpu_hours_per_day|min_excess_gpu_hours_per_day|until_s|last_sent_s|…; times are "
+    "Unix seconds).",
+    "decision_missing": "1 for each input an insufficient_data decision lacks (missing="
+    "checkpoint_cost|mtbf|current_interval|saves|failures).",
 }
-_SECOND_LABEL: Final = {
+_EXTRA_LABELS: Final = {
     "checkpoint_cost_bound_seconds": ("bound",),
     "mtbf_bound_seconds": ("bound",),
     "waste_fraction": ("interval",),
@@ -82,6 +97,9 @@ _SECOND_LABEL: Final = {
     "tier_mtbf_seconds": ("tier",),
     "tier_current_interval_seconds": ("tier",),
     "tier_recommended_interval_seconds": ("tier",),
+    "decision": ("reason",),
+    "decision_value": ("reason", "name"),
+    "decision_missing": ("missing",),
 }
 GOODPUT_WINDOW_S: Final = 86400.0
 """The goodput gauges cover this much wall time before each job's newest event."""
@@ -93,7 +111,7 @@ _FILE_GAUGES: Final = {
 
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
-    estimates: tuple[JobEstimate, ...] = ()
+    estimates: tuple[Advice, ...] = ()
     files: tuple[FilePosition, ...] = ()
 
 
@@ -115,11 +133,12 @@ class _SnapshotCollector(Collector):
 
     def _families(self, snap: _Snapshot) -> Iterator[GaugeMetricFamily]:
         fam = {
-            name: _gauge(name, text, ["job", *_SECOND_LABEL.get(name, ())])
+            name: _gauge(name, text, ["job", *_EXTRA_LABELS.get(name, ())])
             for name, text in _JOB_GAUGES.items()
         }
-        for e in snap.estimates:
-            _job_samples(fam, e)
+        for advice in snap.estimates:
+            _job_samples(fam, advice.estimate)
+            _decision_samples(fam, advice)
         yield from fam.values()
         lag = _gauge("file_lag_bytes", _FILE_GAUGES["file_lag_bytes"], ["job", "path"])
         read = _gauge(
@@ -145,13 +164,18 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
 
     put("checkpoint_cost_seconds", e.checkpoint_cost_s)
     put("mtbf_seconds", e.mtbf_s)
-    for name, ci in (
-        ("checkpoint_cost_bound_seconds", e.checkpoint_cost_ci_s),
+    cost_bounds: tuple[float, float | None] | None = e.checkpoint_cost_ci_s
+    if e.checkpoint_cost_is_lower_bound:  # the plausible range, open above when it is
+        cost_bounds = e.checkpoint_cost_range_s
+    if e.checkpoint_cost_s is not None:
+        put("checkpoint_cost_lower_bound", float(e.checkpoint_cost_is_lower_bound))
+    for name, bounds in (
+        ("checkpoint_cost_bound_seconds", cost_bounds),
         ("mtbf_bound_seconds", e.mtbf_ci_s),
     ):
-        if ci is not None:
-            put(name, ci[0], "lower")
-            put(name, ci[1], "upper")
+        if bounds is not None:
+            put(name, bounds[0], "lower")
+            put(name, bounds[1], "upper")
     put("checkpoints", e.n_checkpoints)
     put("failures", e.n_failures)
     put("current_interval_seconds", e.current_interval_s)
@@ -186,6 +210,18 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
         put("goodput_seconds", seconds, name)
         if e.gpus is not None:
             put("goodput_gpu_hours", seconds * e.gpus / 3600.0, name)
+
+
+def _decision_samples(fam: dict[str, GaugeMetricFamily], advice: Advice) -> None:
+    """The decision behind the job's state: one-hot over the reasons, its numbers, and what an
+    insufficient_data decision lacks."""
+    job, reason = advice.estimate.job, advice.decision.reason
+    for code in ReasonCode:
+        fam["decision"].add_metric([job, str(code)], float(code is reason.code))
+    for name, value in reason.values.items():
+        fam["decision_value"].add_metric([job, str(reason.code), name], float(value))
+    for missing in reason.missing:
+        fam["decision_missing"].add_metric([job, missing], 1.0)
 
 
 class Metrics:
@@ -281,8 +317,8 @@ class Metrics:
             old = self._snapshot.snapshot
             self._snapshot.snapshot = _Snapshot(old.estimates, tuple(files))
 
-    def set_estimates(self, estimates: Sequence[JobEstimate]) -> None:
-        """Replace the per-job snapshot."""
+    def set_estimates(self, estimates: Sequence[Advice]) -> None:
+        """Replace the per-job snapshot: each job's estimate and the decision made on it."""
         with self._lock:
             old = self._snapshot.snapshot
             self._snapshot.snapshot = _Snapshot(tuple(estimates), old.files)
@@ -306,19 +342,21 @@ class CountingNotifier:
     def __repr__(self) -> str:
         return f"CountingNotifier({self.inner!r})"
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
         """Send through the wrapped notifier; same return value and errors."""
         try:
-            ts = self.inner.send(message, key=key)
+            ts = self.inner.send(message, key=key, thread_ts=thread_ts)
         except NotifyError as exc:
             self._metrics.notifications.labels("deferred" if exc.transient else "failed").inc()
             raise
         self._metrics.notifications.labels("sent").inc()
         return ts
 
-    def find(self, key: str, since_s: float) -> str | None:
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
         """Look up through the wrapped notifier (not counted: it sends nothing)."""
-        return self.inner.find(key, since_s)
+        return self.inner.find(key, since_s, thread_ts=thread_ts)
 
 
 def metric_names(metrics: Metrics) -> set[str]:
