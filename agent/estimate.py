@@ -159,13 +159,17 @@ class Estimator:
         stack = next(iter(columns.parser_counts), None)
         return dataclasses.replace(facts, fleet=fleet, stack=stack)
 
-    def estimate(self, store: StoreReader, job: str, now_s: float) -> JobEstimate:
-        """Read the job's events and estimate them (:func:`rules.job.estimate_job`).
+    def estimate(
+        self, store: StoreReader, job: str, now_s: float, columns: EventColumns | None = None
+    ) -> JobEstimate:
+        """Read the job's events (or take ``columns``, read with :data:`ESTIMATE_KINDS`) and
+        estimate them (:func:`rules.job.estimate_job`).
 
         Raises:
             StoreError: the store cannot be read (e.g. a schema too old to estimate from).
         """
-        columns = store.event_columns(job, ESTIMATE_KINDS)
+        if columns is None:
+            columns = store.event_columns(job, ESTIMATE_KINDS)
         facts = self.facts(store, job, columns)
         return estimate_job(
             job,

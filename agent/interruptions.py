@@ -1,20 +1,28 @@
-"""Which interruption each failure line was counted in, for ``parse`` (table and ``--json``).
+"""Which interruption each failure line was counted in, for ``parse`` and ``events`` (table
+and ``--json``).
 
 A user who reads N interruptions in an estimate wants to see which lines made each one: every
 failure row gets the id of its interruption and the ``source:line`` of every failure line
 merged into it, from the estimate's own clustering (:func:`rules.job.estimate_job`, its
-``interruptions``), so the numbers agree with what ``estimates`` counts.
+``interruptions``), so the numbers agree with what ``estimates`` counts: ``parse`` numbers
+the files it reads; ``events`` the stored job, estimated as the daemon does
+(:class:`agent.estimate.Estimator`, with the config's policy when given one).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent.estimate import ESTIMATE_KINDS
+from ckpt_advisor.agent.estimate import ESTIMATE_KINDS, Estimator
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Observation
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.store import StoreReader
 
 
 def number_interruptions(rows: list[dict[str, Any]], now_s: float) -> None:
@@ -48,6 +56,33 @@ def number_interruptions(rows: list[dict[str, Any]], now_s: float) -> None:
         lines = [f"{m['source']}:{m['line']}" for m in members]
         for member in members:
             member["interruption"], member["interruption_lines"] = interruption.id, lines
+
+
+def number_stored_interruptions(
+    store: StoreReader, rows: list[dict[str, Any]], estimator: Estimator, now_s: float
+) -> None:
+    """Add ``interruption`` and ``interruption_lines`` (as :func:`number_interruptions`) to
+    every ``failure`` row of ``rows`` (``events --json`` objects), in place, from each job's
+    estimate over all its stored events: the estimate's timeline rows are the job's timed
+    events in store order, so its k-th failure row is the job's k-th timed failure event."""
+    for job in sorted({r["job"] for r in rows if r["kind"] == "failure"}):
+        columns = store.event_columns(job, ESTIMATE_KINDS)
+        estimate = estimator.estimate(store, job, now_s, columns)
+        failure_rows = np.flatnonzero(columns.kind == columns.kinds.index("failure"))
+        ordinal = {int(row): k for k, row in enumerate(failure_rows)}
+        stored = [e for e in store.events(job=job, kinds=["failure"]) if e.event.time is not None]
+        places = [(e.source, e.event.line) for e in stored]
+        numbered: dict[tuple[str, int], tuple[int, list[str]]] = {}
+        for interruption in estimate.interruptions:
+            found = (ordinal.get(r) for r in interruption.rows)  # None: an inferred failure
+            members = [places[k] for k in found if k is not None and k < len(places)]
+            lines = [f"{source}:{line}" for source, line in members]
+            for place in members:
+                numbered[place] = (interruption.id, lines)
+        for row in rows:
+            if row["job"] == job and row["kind"] == "failure":
+                number, lines = numbered.get((row["source"], row["line"]), (None, []))
+                row["interruption"], row["interruption_lines"] = number, lines
 
 
 def interruption_cell(row: dict[str, Any]) -> str:

@@ -289,7 +289,8 @@ def events(
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """Stored events, oldest first."""
+    """Stored events, oldest first; each failure with the interruption it was counted in (its
+    id, and the lines merged into it), as the job's estimate counts them."""
     from ckpt_advisor.agent.contracts import stored_event_json
 
     store = read_store(db, config_path)
@@ -297,11 +298,24 @@ def events(
     if not found:
         require_job(job, store.jobs())
     rows = [stored_event_json(e) for e in found]
+    if any(r["kind"] == "failure" for r in rows):
+        from ckpt_advisor.agent.app import estimator_of
+        from ckpt_advisor.agent.interruptions import number_stored_interruptions
+
+        estimator = estimator_of(load_config(config_path) if config_path else None)
+        number_stored_interruptions(store, rows, estimator, datetime.now(UTC).timestamp())
     if as_json:
         print_json_lines(rows)
         return
-    columns = ["job", "time", "kind", "step", "duration", "class", "source:line"]
-    event_table(f"{len(rows)} event(s); times UTC, ~ = inferred", columns, rows)
+    from ckpt_advisor.agent.interruptions import interruption_cell
+
+    columns = ["job", "time", "kind", "step", "duration", "class", "interruption", "source:line"]
+    event_table(
+        f"{len(rows)} event(s); times UTC, ~ = inferred; interruption: #id +lines merged into it",
+        columns,
+        rows,
+        extra={"interruption": interruption_cell},
+    )
 
 
 COMMANDS = (estimates, events, silence)
