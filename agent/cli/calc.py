@@ -329,10 +329,16 @@ def simulate(
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file.")
 @db_option
 @config_option
-@click.option("--json", "as_json", is_flag=True, help="Print what was drawn as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print what was drawn as JSON: the curve (x: intervals in seconds, waste: fractions).",
+)
 def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's
-    confidence band (from its latest stored estimate)."""
+    confidence band (from its latest stored estimate); a job with insufficient data is marked
+    so on the plot."""
     from ckpt_advisor.agent.contracts import plot_json
     from ckpt_advisor.agent.plot import plot_waste_curve
 
@@ -342,15 +348,14 @@ def plot(job: str, output: str, db: str | None, config_path: str | None, as_json
         require_job(job, store.jobs())
         fail(f"no estimate stored for job {job!r}")
     try:
-        path = plot_waste_curve(rows[-1], output)
-    except ValueError as exc:
-        fail(str(exc))
+        path, drawn = plot_waste_curve(rows[-1], output)
     except OSError as exc:
         fail(f"{output}: {exc.strerror}")
     if as_json:
-        click.echo(json.dumps(plot_json(job, path)))
+        click.echo(json.dumps(plot_json(path, drawn)))
     else:
-        click.echo(f"{job}: waste curve written to {path}")
+        note = f" ({drawn.insufficient})" if drawn.insufficient else ""
+        click.echo(f"{job}: waste curve written to {path}{note}")
 
 
 COMMANDS = (interval, simulate, plot)

@@ -103,11 +103,23 @@ def test_backtest_replays_the_jobs_own_interruptions(week_db: tuple[Path, int]) 
 
 
 def test_plot_writes_a_png_of_the_waste_curve(week_db: tuple[Path, int], tmp_path: Path) -> None:
-    """plot writes a PNG file for a job with an estimate, and fails clearly for an unknown job."""
+    """plot writes a PNG file for a job with an estimate and prints the curve it drew (x in
+    seconds, waste, the unit picked: hours for a 2-hour interval), and fails clearly for an
+    unknown job."""
     db, _ = week_db
     png = tmp_path / "curve.png"
     out = json.loads(_run("plot", "--job", "week", "--db", str(db), "-o", str(png), "--json"))
-    assert out == {"job": "week", "output": str(png)}
+    assert (out["job"], out["output"], out["unit"]) == ("week", str(png), "h")
+    [est] = json.loads(_run("estimates", "--db", str(db), "--json"))
+    x, waste = out["x"], out["waste"]
+    assert len(x) == len(waste) == 200 and x == sorted(x)
+    marks = [est["recommended_interval_s"], est["current_interval_s"]]
+    marks += est["recommended_interval_ci_s"]  # the curve spans every marked interval
+    assert x[0] == pytest.approx(min(marks) / 3, rel=0.01)
+    assert x[-1] == pytest.approx(max(marks) * 3, rel=0.01)
+    best = x[waste.index(min(waste))]
+    assert best == pytest.approx(est["recommended_interval_s"], rel=0.05)  # Daly's optimum
+    assert out["insufficient_data"] is None and out["waste_upper"] is None
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = CliRunner().invoke(main, ["plot", "--job", "nope", "--db", str(db), "-o", str(png)])
     assert result.exit_code == 1
