@@ -172,10 +172,15 @@ class Store(StoreReader, Protocol):
         message: dict[str, Any] | None,
         action: str,
         now_s: float,
+        replies: Sequence[tuple[str, dict[str, Any]]] = (),
+        reply_to: int | None = None,
     ) -> int | None:
-        """Persist the new alert state and, in the same transaction, queue ``message``; returns
-        its outbox id (None without a message). Written before sending: exactly-once delivery.
-        Raises ``LeaseLost`` (a :class:`StoreError`) when another agent holds the job's lease."""
+        """Persist the new alert state and, in the same transaction, queue ``message`` (a reply
+        under the outbox item ``reply_to`` when given) and ``replies`` (``(action, payload)``
+        pairs, each a reply under ``message``: its ``OutboxItem.thread_of``); returns the
+        message's outbox id (None without a message). Written before sending: exactly-once
+        delivery. Raises ``LeaseLost`` (a :class:`StoreError`) when another agent holds the
+        job's lease."""
         ...
 
     def claim_message(self, item_id: int, job: str, now_s: float) -> str | None:

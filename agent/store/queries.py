@@ -293,22 +293,33 @@ class SqlQueries:
         return [json.loads(r["payload"]) for r in self._rows(sql, params)]
 
     def queued_messages(self) -> list[OutboxItem]:
-        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued."""
+        """Messages not yet delivered (``queued`` or ``unsure``), in the order they were queued;
+        a reply (its payload's ``thread_of``) with the ``ts`` of the message it goes under, once
+        that was sent."""
         rows = self._rows(
             "SELECT id, job, created_s, action, payload, attempts, state FROM outbox "
             "WHERE state IN ('queued', 'unsure') ORDER BY id"
         )
+        payloads = [json.loads(r["payload"]) for r in rows]
+        parents = sorted({p["thread_of"] for p in payloads if p.get("thread_of") is not None})
+        sent: dict[int, str | None] = {}
+        if parents:
+            marks = ", ".join("?" * len(parents))
+            found = self._rows(f"SELECT id, ts FROM outbox WHERE id IN ({marks})", parents)
+            sent = {r["id"]: r["ts"] for r in found}
         return [
             OutboxItem(
                 id=r["id"],
                 job=r["job"],
                 created_s=r["created_s"],
                 action=r["action"],
-                payload=json.loads(r["payload"]),
+                payload=payload,
                 attempts=r["attempts"],
                 state=r["state"],
+                thread_of=payload.get("thread_of"),
+                thread_ts=sent.get(payload.get("thread_of", -1)),
             )
-            for r in rows
+            for r, payload in zip(rows, payloads, strict=True)
         ]
 
     def silences(self, now_s: float) -> dict[str, float]:

@@ -95,7 +95,13 @@ class EventColumns:
 
 @dataclass(frozen=True, slots=True)
 class OutboxItem:
-    """A Slack message written before sending, so it is delivered once even across crashes."""
+    """A Slack message written before sending, so it is delivered once even across crashes.
+
+    ``thread_of``: for a reply (a message's detail, its plot, a resolve), the outbox id of the
+    message it goes under (kept in the payload as ``thread_of``); ``thread_ts``: that message's
+    Slack ``ts`` once it was sent (None while it is not, or when it could not be: the reply
+    then goes to the channel).
+    """
 
     id: int
     job: str
@@ -104,6 +110,8 @@ class OutboxItem:
     payload: dict[str, Any]
     attempts: int
     state: str = "queued"  # or "unsure": an earlier send may have landed; look before resending
+    thread_of: int | None = None
+    thread_ts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ job's lease (``fleet.py``), and a message is sent only by the agent that claimed
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -59,11 +60,16 @@ class OutboxTables:
         message: dict[str, Any] | None,
         action: str,
         now_s: float,
+        replies: Sequence[tuple[str, dict[str, Any]]] = (),
+        reply_to: int | None = None,
     ) -> int | None:
-        """Persist the new alert state and, in the same transaction, queue ``message``.
+        """Persist the new alert state and, in the same transaction, queue ``message`` (as a
+        reply under the outbox item ``reply_to`` when given) and ``replies`` (``(action,
+        payload)`` pairs such as ``("detail", …)``, each under ``message``, in order); a
+        reply's payload carries the outbox id it goes under as ``thread_of``.
 
         Returns the outbox id of the queued message, or None when there is none. Writing the
-        message before sending is what makes delivery exactly-once across crashes.
+        messages before sending is what makes delivery exactly-once across crashes.
 
         Raises:
             LeaseLost: another agent holds the job's lease (nothing is written).
@@ -81,19 +87,18 @@ class OutboxTables:
             )
             if message is None:
                 return None
-            return new_id(
-                conn.execute(
-                    insert(t.outbox).values(
-                        job=job,
-                        created_s=now_s,
-                        action=action,
-                        payload=json.dumps(message),
-                        state="queued",
-                        attempts=0,
-                        agent=self.agent,
-                    )
-                )
-            )
+
+            def queue(kind: str, payload: dict[str, Any], thread_of: int | None) -> int:
+                if thread_of is not None:  # a reply: kept in its payload, no column of its own
+                    payload = {**payload, "thread_of": thread_of}
+                row = {"job": job, "created_s": now_s, "action": kind, "state": "queued"}
+                values = {**row, "payload": json.dumps(payload), "attempts": 0, "agent": self.agent}
+                return new_id(conn.execute(insert(t.outbox).values(**values)))
+
+            first = queue(action, message, reply_to)
+            for kind, reply in replies:
+                queue(kind, reply, first)
+            return first
 
     def silence(self, job: str, until_s: float) -> None:
         """Send nothing about ``job`` until ``until_s`` (epoch seconds); decisions go on."""
