@@ -168,17 +168,21 @@ def make_notifier(config: Config) -> Notifier:
 
 def parts_of(config: Config, *, notifier: Notifier | None = None) -> Parts:
     """What the daemon runs with under ``config``: globs, estimator, notifier (``notifier``, or
-    the one ``[slack]`` gives), and the send deadline: three attempts (429 retry, connect retry)
-    plus the longest Retry-After slept through."""
+    the one ``[slack]`` gives), the send deadline (three attempts: 429 retry, connect retry,
+    plus the longest Retry-After slept through), and whether messages carry plots (Slack
+    only)."""
     from ckpt_advisor.agent.daemon.loop import Parts
+    from ckpt_advisor.agent.notify.slack import SlackNotifier
 
+    notifier = notifier or make_notifier(config)
     return Parts(
         config=config,
         specs=watch_specs(config),
         estimator=estimator_of(config),
-        notifier=notifier or make_notifier(config),
+        notifier=notifier,
         send_deadline_s=3 * config.slack.timeout + 30.0,
         registered=registered_jobs(config),
+        plots=isinstance(notifier, SlackNotifier),
     )
 
 

@@ -68,6 +68,8 @@ class Parts:
     """The longest one send may take."""
     registered: list[RegisteredJob]
     """The configured jobs and their sizes, as the store's fleet registry keeps them."""
+    plots: bool = False
+    """Attach waste-curve plots to messages (the notifier uploads files: Slack)."""
 
 
 class Daemon:
@@ -100,7 +102,11 @@ class Daemon:
         self._rewire = rewire
         self.watcher = Watcher(mount_table=mount_table, poll_every_s=config.schedule.poll_every)
         self.advisor = Advisor(
-            store, estimator=parts.estimator, clock=clock, currency=config.estimation.currency
+            store,
+            estimator=parts.estimator,
+            clock=clock,
+            currency=config.estimation.currency,
+            plots=parts.plots,
         )
         self.outbox = Outbox(
             store,
@@ -215,7 +221,9 @@ class Daemon:
         config = self.config = parts.config
         jobs = [j.name for j in config.jobs]
         self.tailer.set_specs(parts.specs)
-        self.advisor.configure(parts.estimator, currency=config.estimation.currency)
+        self.advisor.configure(
+            parts.estimator, currency=config.estimation.currency, plots=parts.plots
+        )
         notifier = CountingNotifier(parts.notifier, self.metrics)
         self.outbox.use(notifier, send_deadline_s=parts.send_deadline_s)
         self.jobs.jobs, self.health.jobs = jobs, jobs

@@ -57,15 +57,19 @@ class NotifyError(Exception):
 
 
 class Notifier(Protocol):
-    """Something that delivers a message dict (:func:`agent.notify.message.format_message`)
-    and returns its id."""
+    """Something that delivers a message dict (:mod:`agent.notify.message`: a post, or a
+    plot to upload) and returns its id."""
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
-        """Deliver ``message`` tagged with the idempotency ``key``; return its id (Slack's
-        ``ts``). Raises :class:`NotifyError`."""
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
+        """Deliver ``message`` tagged with the idempotency ``key`` (as a reply in the thread of
+        the message ``thread_ts`` when given); return its id (Slack's ``ts``, or a file's id).
+        Raises :class:`NotifyError`."""
         ...
 
-    def find(self, key: str, since_s: float) -> str | None:
-        """The id of a message tagged ``key`` sent since ``since_s`` (epoch seconds), or None.
-        Raises :class:`NotifyError` when it cannot be checked."""
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
+        """The id of a message tagged ``key`` sent since ``since_s`` (epoch seconds; in the
+        thread ``thread_ts`` when given), or None. Raises :class:`NotifyError` when it cannot
+        be checked."""
         ...

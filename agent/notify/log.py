@@ -21,11 +21,14 @@ class LogNotifier:
     def __repr__(self) -> str:
         return f"LogNotifier(logger={self.logger.name!r})"
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
-        """Log ``message["text"]``; return a Slack-like id (``"<epoch seconds>.<micros>"``)."""
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
+        """Log ``message["text"]`` (a reply's too: a log has no threads); return a Slack-like id
+        (``"<epoch seconds>.<micros>"``)."""
         self.logger.warning("%s", unescape_slack(message["text"]))
         return f"{time.time():.6f}"
 
-    def find(self, key: str, since_s: float) -> str | None:
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
         """A log line cannot be half-sent: never found, always safe to write again."""
         return None

@@ -1,25 +1,65 @@
-"""Tell people about a job's checkpoint interval: the message, built without I/O.
+"""Tell people about a job's checkpoint interval: the Slack messages, built without I/O.
 
-``format_message`` turns a :class:`~rules.model.JobEstimate` and the drift rule's
-:class:`~rules.model.Decision` into a Slack Block Kit message; ``format_log_line`` gives the same
-facts as one plain line (the log notifier's text and the message's notification fallback). Every
-number comes computed from the rules; here it is only written for people (durations by
-:func:`agent.units.format_duration`, notes by :func:`agent.notes.render_note`).
+One decision gives up to three posts (:mod:`agent.notify.wording` has their words):
+
+- the message (:func:`format_message`): a header, the action line, the lower bound of C and
+  how to get the exact value (when C is one), the evidence (C and M) and a context line;
+- its detail (:func:`format_details`), a reply in the message's thread: intervals in seconds
+  and steps, per-class M, the Weibull shape, the reason, the notes;
+- the waste-curve plot (:func:`plot_upload`), uploaded into that thread when the token may
+  upload files. A resolve is one short reply in the thread of the episode's last message
+  (:func:`format_resolve`).
+
+Every block is built with slack-sdk's Block Kit models, whose ``to_dict`` checks Slack's
+limits (header ≤ 150 characters, section text ≤ 3,000); a message has at most 50 blocks
+(:func:`check_limits`). The header is plain text, shown as written (no entity escaping, no
+emoji codes); every mrkdwn text from logs or config (job, notes, failure classes, setting) is
+escaped with :func:`escape_slack`, so it cannot mention anyone or render a link. The ``text``
+of each post is its plain-text fallback (notifications, the log notifier): the same words,
+starting with the same action.
 
 Slack references:
 
-- Block Kit limits (50 blocks per message, 3,000 characters per section text, 150 per header):
-  https://api.slack.com/reference/block-kit/blocks
+- Block Kit limits: https://api.slack.com/reference/block-kit/blocks
 - mrkdwn escaping of ``&``, ``<``, ``>``: https://api.slack.com/reference/surfaces/formatting#escaping
+- Dates shown in the reader's time zone (``<!date^…>``):
+  https://api.slack.com/reference/surfaces/formatting#date-formatting
 """
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Sequence
 from typing import Any, Final
 
-from ckpt_advisor.agent.notes import render_note
-from ckpt_advisor.agent.units import format_duration
-from ckpt_advisor.rules.model import Action, Decision, JobEstimate
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import (
+    Block,
+    ContextBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from ckpt_advisor.agent.notify.wording import (
+    Sent,
+    action_line,
+    as_of,
+    changes,
+    cost_evidence,
+    detail_facts,
+    detail_notes,
+    lower_bound_line,
+    main_lines,
+    mtbf_evidence,
+    one_line,
+    resolve_line,
+    silence_command,
+    title,
+    utc,
+)
+from ckpt_advisor.rules.model import Decision, JobEstimate
 
 MAX_BLOCKS: Final = 50
 MAX_SECTION_CHARS: Final = 3000
@@ -31,7 +71,7 @@ _ESCAPES: Final = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 
 
 def escape_slack(text: str) -> str:
-    """Escape ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;``, ``&gt;`` for Slack text.
+    """Escape ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;``, ``&gt;`` for Slack mrkdwn text.
 
     After this, ``<!channel>``, ``<!here>``, ``<@U123>`` and ``<http://x|y>`` show literally
     instead of notifying people or rendering links. Nothing else is entity-encoded: Slack decodes
@@ -64,195 +104,161 @@ def truncate_slack(text: str, max_chars: int) -> str:
     return head + ELLIPSIS
 
 
-def _one_line(text: str) -> str:
-    """Collapse whitespace (newlines included) so log-derived text cannot forge extra lines."""
-    return " ".join(text.split())
+def _plain(text: str, max_chars: int) -> str:
+    """Plain text (no entities) cut to ``max_chars``, ending in ``…`` if cut."""
+    text = one_line(text)
+    return text if len(text) <= max_chars else text[: max_chars - len(ELLIPSIS)] + ELLIPSIS
 
 
-def _seconds(value_s: float) -> str:
-    return f"{value_s:,.0f} s"
+def _code(text: str) -> str:
+    """``text`` as mrkdwn inline code, escaped (a backtick inside would end the span)."""
+    inner = escape_slack(one_line(text).replace("`", "'"))
+    return f"`{inner}`"
 
 
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:.1f}%"
+def _date(epoch_s: float) -> str:
+    """A time Slack shows in the reader's zone, with the UTC text as its fallback."""
+    return f"<!date^{int(epoch_s)}^{{date_short_pretty}} at {{time}}|{utc(epoch_s)}>"
 
 
-def _interval(value_s: float | None, steps: int | None, step_time_s: float | None) -> str:
-    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``."""
-    if value_s is None:
-        return "unknown"
-    parts = [_seconds(value_s)]
-    if steps is not None:
-        parts.append(
-            f"{steps:,} steps" + (f" of {format_duration(step_time_s)}" if step_time_s else "")
-        )
-    return f"{format_duration(value_s)} ({', '.join(parts)})"
+def _section(mrkdwn: str) -> Block:
+    return SectionBlock(text=MarkdownTextObject(text=truncate_slack(mrkdwn, MAX_SECTION_CHARS)))
 
 
-def _range(ci_s: tuple[float, float] | None, label: str) -> str:
-    if ci_s is None:
-        return ""
-    return f"; {label} {format_duration(ci_s[0])} to {format_duration(ci_s[1])}"
+def _header(text: str) -> Block:
+    return HeaderBlock(text=PlainTextObject(text=_plain(text, MAX_HEADER_CHARS), emoji=False))
 
 
-def _cost_fact(e: JobEstimate) -> str:
-    if e.checkpoint_cost_s is None:
-        return f"unknown ({e.n_checkpoints} saves seen)"
-    source = {"timing_file": "timing file", "log": "log lines"}.get(
-        e.checkpoint_cost_source or "", e.checkpoint_cost_source or "unknown source"
-    )
-    return (
-        f"{format_duration(e.checkpoint_cost_s)} ({_seconds(e.checkpoint_cost_s)}"
-        f"{_range(e.checkpoint_cost_ci_s, 'CI')}; from {source}, {e.n_checkpoints} saves)"
+def _context(mrkdwn: str) -> Block:
+    return ContextBlock(
+        elements=[MarkdownTextObject(text=truncate_slack(mrkdwn, MAX_SECTION_CHARS))]
     )
 
 
-def _mtbf_fact(e: JobEstimate) -> str:
-    exposure = f"{e.n_failures} failures in {format_duration(e.exposure_s)} of run time"
-    if e.mtbf_s is None:
-        return f"unknown ({exposure})"
-    return (
-        f"{format_duration(e.mtbf_s)} ({_seconds(e.mtbf_s)}"
-        f"{_range(e.mtbf_ci_s, '90% CI')}; {exposure})"
-    )
+def _payload(blocks: list[Block], fallback: str) -> dict[str, Any]:
+    """``{"text", "blocks"}``; each block's ``to_dict`` checks its own limits."""
+    payload = {
+        "text": truncate_slack(escape_slack(one_line(fallback)), MAX_FALLBACK_CHARS),
+        "blocks": [block.to_dict() for block in blocks],
+    }
+    check_limits(payload)
+    return payload
 
 
-def _waste_fact(e: JobEstimate, currency: str) -> str:
-    now, best = e.waste_fraction_current, e.waste_fraction_recommended
-    if now is None or best is None:
-        return "unknown"
-    saved = now - best
-    text = f"{_percent(now)} of run time now, {_percent(best)} at the recommended interval"
-    if saved > 0:
-        text += f"; saves {_percent(saved)} of run time"
-        if e.excess_gpu_hours_per_day is not None and e.gpus is not None:
-            text += f" = {e.excess_gpu_hours_per_day:,.1f} GPU-hours/day on {e.gpus:,} GPUs"
-            if e.excess_cost_per_day is not None:
-                text += f" ≈ {currency}{e.excess_cost_per_day:,.0f}/day"
-    return text
+def check_limits(payload: dict[str, Any]) -> None:
+    """Raise ValueError when ``payload`` breaks a limit of Block Kit: more than 50 blocks, or a
+    block that slack-sdk's models reject (``Block.parse(...).validate_json()``: header over 150
+    characters, section text over 3,000, …), or a fallback over 4,000 characters."""
+    blocks = payload.get("blocks") or []
+    if len(blocks) > MAX_BLOCKS:
+        raise ValueError(f"{len(blocks)} blocks: Slack takes at most {MAX_BLOCKS}")
+    if len(payload.get("text") or "") > MAX_FALLBACK_CHARS:
+        raise ValueError(f"fallback text over {MAX_FALLBACK_CHARS} characters")
+    for block in blocks:
+        parsed = Block.parse(block)
+        if parsed is None:
+            raise ValueError(f"not a Block Kit block: {block!r}")
+        try:
+            parsed.validate_json()
+        except SlackObjectFormationError as exc:
+            raise ValueError(f"{block.get('type')} block: {exc}") from None
 
 
-def _class_mtbf(mtbf_s: float | None) -> str:
-    """`` (M 9h 27m)`` for a failure class whose own MTBF is known, else nothing."""
-    return "" if mtbf_s is None else f" (M {format_duration(mtbf_s)})"
+def format_message(
+    estimate: JobEstimate,
+    decision: Decision,
+    *,
+    previous: Sent | None = None,
+    currency: str = "$",
+) -> dict[str, Any]:
+    """The message for a NOTIFY or REPEAT: ``{"text": str, "blocks": list[dict]}``.
 
+    Blocks, in order: the header (plain text); the action (``*Set* `save_steps=610` (now
+    1,440): goodput +3.8 points ≈ 49 GPU-h/day``); when C is only a lower bound, that and how
+    to add a timing file; the evidence (C, then M, with ranges and counts); a context line (as
+    of the job's newest event, in the reader's time zone; what changed since ``previous``, the
+    last message about the job; the ``silence`` command). ``text`` is the same, on one line.
 
-def _mtbf_detail(e: JobEstimate) -> list[tuple[str, str]]:
-    """The Weibull shape, the per-unit M and where M comes from."""
-    facts: list[tuple[str, str]] = []
-    if e.weibull_shape is not None and e.weibull_shape_ci is not None:
-        low, high = e.weibull_shape_ci
-        used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
-        facts.append(("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f} to {high:.2f}){used}"))
-    if e.mtbf_per_unit_s is not None and e.units is not None:
-        # units are the job's nodes when configured, else its GPUs (agent.app.job_sizes)
-        unit = "GPU" if e.gpus is not None and e.units == e.gpus else "node"
-        source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
-        per = f"{format_duration(e.mtbf_per_unit_s)} ({e.units:,} {unit}s in the job{source})"
-        facts.append((f"M per {unit}", per))
-    return facts
-
-
-def _save_detail(e: JobEstimate) -> list[tuple[str, str]]:
-    """A recent change of C and the background persist time of asynchronous saves."""
-    facts: list[tuple[str, str]] = []
-    if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
-        facts.append(
-            (
-                "C changed",
-                f"from {format_duration(e.checkpoint_cost_previous_s)} to "
-                f"{format_duration(e.checkpoint_cost_s)} recently",
-            )
-        )
-    if e.persist_latency_s is not None:
-        text = f"{format_duration(e.persist_latency_s)} in the background (not in C)"
-        if e.current_interval_s is not None and e.persist_latency_s > e.current_interval_s:
-            text += "; WARNING: longer than the interval, saves queue up"
-        facts.append(("Persist latency", text))
-    return facts
-
-
-def _recommended_fact(e: JobEstimate) -> str:
-    text = _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
-    if e.recommended_setting:
-        text += f"; set {_one_line(e.recommended_setting)}"
-    return text + _range(e.recommended_interval_ci_s, "range")
-
-
-def _title(e: JobEstimate, action: Action) -> str:
-    job = _one_line(e.job)
-    return {
-        Action.NOTIFY: f"Checkpoint interval off for {job}",
-        Action.REPEAT: f"Checkpoint interval still off for {job}",
-        Action.RESOLVE: f"Checkpoint interval back within range for {job}",
-        Action.NONE: f"Checkpoint interval for {job}",
-    }[action]
-
-
-def _fact_groups(
-    e: JobEstimate, decision: Decision, currency: str = "$"
-) -> list[list[tuple[str, str]]]:
-    """The message's facts as (label, plain text) pairs, grouped into Slack sections."""
-    intervals = [
-        ("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
-        ("Recommended interval", _recommended_fact(e)),
-    ]
-    waste = [("Waste", _waste_fact(e, currency))]
-    why = [("Why", _one_line(decision.reason))] if decision.reason else []
-    if decision.action is Action.RESOLVE:
-        return [intervals + waste + why]
-    inputs = [
-        ("Checkpoint cost C", _cost_fact(e)),
-        *_save_detail(e),
-        ("MTBF M", _mtbf_fact(e)),
-        *_mtbf_detail(e),
-    ]
-    if e.failure_classes:
-        classes = ", ".join(
-            f"{_one_line(name)} ×{count}" + _class_mtbf(e.mtbf_by_class_s.get(name))
-            for name, count in sorted(e.failure_classes.items())
-        )
-        inputs.append(("Failures by class", classes))
-    if e.restart_cost_s is not None:
-        inputs.append(("Restart cost R", format_duration(e.restart_cost_s)))
-    model = [
-        (
-            "Model",
-            f"Young (1974) {format_duration(e.young_interval_s)}, "
-            f"Daly (2006) {format_duration(e.daly_interval_s)}"
-            + (f"; current/recommended {e.drift_ratio:.2f}×" if e.drift_ratio is not None else ""),
-        )
-    ]
-    return [intervals, inputs, waste + model + why]
-
-
-def format_log_line(estimate: JobEstimate, decision: Decision, *, currency: str = "$") -> str:
-    """The facts of :func:`format_message` as one plain-text line (no Slack escaping).
-
-    Used for the daemon's log when no Slack token is configured, and (escaped) as the message's
-    notification fallback. Newlines in log-derived text are collapsed, so the result is one line.
+    Args:
+        estimate: the job's estimate (seconds, unknown numbers None).
+        decision: the drift rule's decision (its action names the header).
+        previous: what the job's last message said, or None for a first message.
+        currency: the symbol put before money amounts.
     """
-    facts = [
-        f"{label}: {value}"
-        for group in _fact_groups(estimate, decision, currency)
-        for label, value in group
+    e = estimate
+    lead, what, rest = action_line(e, currency)
+    shown = (
+        f"*{lead.strip()}* {_code(what)}" if lead == "Set " else f"*{escape_slack(lead + what)}*"
+    )
+    blocks = [_header(title(e, decision.action)), _section(shown + escape_slack(rest))]
+    if (bound := lower_bound_line(e)) is not None:
+        blocks.append(_section(":warning: " + escape_slack(one_line(bound))))
+    evidence = [cost_evidence(e), mtbf_evidence(e)]
+    blocks.append(_section("\n".join(f"*{t[0]}*{escape_slack(t[1:])}" for t in evidence)))
+    blocks.append(
+        _context(
+            f"As of {_date(as_of(e))} · {escape_slack(changes(e, previous))} · silence: "
+            + _code(silence_command(e.job))
+        )
+    )
+    return _payload(blocks, _joined(main_lines(e, decision, previous, currency)))
+
+
+def _joined(lines: Sequence[str]) -> str:
+    """``Title: line. line. …`` (the fallback and the log line)."""
+    first, *others = lines
+    return f"{first}: " + ". ".join(others)
+
+
+def format_details(estimate: JobEstimate, decision: Decision) -> dict[str, Any]:
+    """The detail of a message, posted as a reply in its thread: ``{"text", "blocks"}``.
+
+    One section per group of facts (intervals with seconds, steps and the recommended range;
+    C with its change and persist time, R; M with per-class M, the Weibull shape, M per node;
+    Young's and Daly's intervals and why), then the notes, one bulleted line each, packed into
+    the remaining blocks (the last says how many did not fit).
+    """
+    groups = detail_facts(estimate, decision)
+    sections = [
+        _section("\n".join(f"*{f.label}:* {escape_slack(f.text)}" for f in group))
+        for group in groups
     ]
-    facts += [f"Note: {_one_line(render_note(note))}" for note in estimate.notes]
-    return f"{_title(estimate, decision.action)}. " + ". ".join(facts)
+    notes = detail_notes(estimate)
+    sections += _note_sections(notes, MAX_BLOCKS - len(sections))
+    fallback = f"Details for {estimate.job}: " + ". ".join(
+        [f"{f.label}: {f.text}" for group in groups for f in group]
+        + [f"Note: {note}" for note in notes]
+    )
+    return _payload(sections, fallback)
 
 
-def _mrkdwn_section(text: str) -> dict[str, Any]:
+def format_resolve(estimate: JobEstimate, decision: Decision) -> dict[str, Any]:
+    """The short reply that closes an episode in its thread: ``{"text", "blocks"}``."""
+    line = resolve_line(estimate, decision)
+    blocks = [_section(f":white_check_mark: *{escape_slack(title(estimate, decision.action))}*")]
+    blocks.append(_section(escape_slack(line)))
+    blocks.append(_context(f"As of {_date(as_of(estimate))}"))
+    return _payload(blocks, f"{title(estimate, decision.action)}: {line}")
+
+
+def plot_upload(job: str, png: bytes) -> dict[str, Any]:
+    """The outbox payload of a waste-curve plot: ``{"upload": {"filename", "title",
+    "png_base64"}, "text"}`` (``text``: what the log notifier writes instead)."""
     return {
-        "type": "section",
-        "text": {"type": "mrkdwn", "text": truncate_slack(text, MAX_SECTION_CHARS)},
+        "upload": {
+            "filename": "waste-curve.png",
+            "title": _plain(f"Waste curve of {job}", 200),
+            "png_base64": base64.b64encode(png).decode("ascii"),
+        },
+        "text": escape_slack(one_line(f"Waste curve of {job} (a plot, not shown in a log)")),
     }
 
 
-def _note_sections(notes: list[str], max_blocks: int) -> list[dict[str, Any]]:
+def _note_sections(notes: list[str], max_blocks: int) -> list[Block]:
     """Pack notes, one bulleted escaped line each, into at most ``max_blocks`` sections of at most
     3,000 characters; when they do not fit, the last section counts the notes left out."""
     lines = [
-        truncate_slack("• " + escape_slack(_one_line(note)), MAX_SECTION_CHARS) for note in notes
+        truncate_slack("• " + escape_slack(one_line(note)), MAX_SECTION_CHARS) for note in notes
     ]
     texts: list[str] = []
     for line in lines:
@@ -264,45 +270,4 @@ def _note_sections(notes: list[str], max_blocks: int) -> list[dict[str, Any]]:
         shown = texts[: max_blocks - 1]
         hidden = len(lines) - sum(text.count("\n") + 1 for text in shown)
         texts = [*shown, f"_…and {hidden} more notes not shown_"]
-    return [_mrkdwn_section(text) for text in texts]
-
-
-def format_message(
-    estimate: JobEstimate, decision: Decision, *, currency: str = "$"
-) -> dict[str, Any]:
-    """Build the Slack message for one decision: ``{"text": str, "blocks": list[dict]}``.
-
-    Args:
-        estimate: the job's estimate; seconds throughout, unknown numbers None. Its
-            ``recommended_setting`` (``save_steps=450``) is shown with the recommendation; its
-            ``excess_gpu_hours_per_day`` (a job with ``gpus``) and ``excess_cost_per_day`` (a
-            price per GPU-hour configured) with the saving: computed once, in the rules.
-        decision: the drift rule's verdict; ``Action.RESOLVE`` gives a short "back within range"
-            message, the other actions the full drift report.
-        currency: the symbol or code put before money amounts.
-
-    Returns:
-        ``text``: the escaped one-line fallback (``format_log_line``) for notifications, at most
-        4,000 characters. ``blocks``: a header (≤150 characters) and mrkdwn sections (each
-        ≤3,000 characters), at most 50 blocks, as ``chat.postMessage`` takes them. All text from
-        logs or config (job, notes, failure classes, setting, reason) is escaped with
-        :func:`escape_slack`, so it cannot mention anyone or render a link.
-    """
-    header = {
-        "type": "header",
-        "text": {
-            "type": "plain_text",
-            "text": truncate_slack(
-                escape_slack(_title(estimate, decision.action)), MAX_HEADER_CHARS
-            ),
-        },
-    }
-    sections = [
-        _mrkdwn_section("\n".join(f"*{label}:* {escape_slack(value)}" for label, value in group))
-        for group in _fact_groups(estimate, decision, currency)
-    ]
-    blocks = [header, *sections]
-    notes = [render_note(note) for note in estimate.notes]
-    blocks += _note_sections(notes, MAX_BLOCKS - len(blocks))
-    fallback = format_log_line(estimate, decision, currency=currency)
-    return {"text": truncate_slack(escape_slack(fallback), MAX_FALLBACK_CHARS), "blocks": blocks}
+    return [_section(text) for text in texts]

@@ -4,6 +4,12 @@ A message is written to the outbox before anything is sent (``Store.record_decis
 crash loses nothing; :class:`Outbox` then sends what is queued. Each send runs on its own thread
 with a deadline, so a hung Slack call never holds up the daemon; one that outlives it may still
 land, so its message is ``unsure`` and is looked for in the channel before it is sent again.
+
+A reply (a message's detail and plot, a resolve: ``OutboxItem.thread_of``) goes into the
+thread of the message it belongs under, by that message's ``ts``; delivery in queue order
+sends a message before its replies, and a reply that may have landed is looked for in the
+thread. A plot the token may not upload (no ``files:write``) is marked failed with one
+warning, and the rest goes on: the message went out without it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,11 @@ from typing import TYPE_CHECKING, Any
 from ckpt_advisor.agent.notify.base import Notifier, NotifyError, NotifyErrorKind
 
 if TYPE_CHECKING:
-    from ckpt_advisor.agent.store import Store
+    from ckpt_advisor.agent.store import OutboxItem, Store
+
+THREAD_ONLY = frozenset({"detail", "plot"})
+"""Outbox actions that make sense only under their message: without it they are not posted
+(a resolve whose message failed goes to the channel instead)."""
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +59,7 @@ class Outbox:
         self.blocked: str | None = None  # a token/channel error: no delivery until reconfigured
         self._delivering = threading.Lock()
         self._inflight: threading.Thread | None = None
+        self._told_scope = False
 
     def use(self, notifier: Notifier, *, send_deadline_s: float) -> None:
         """Send through ``notifier`` from the next delivery on (a config reload); a delivery
@@ -81,6 +92,7 @@ class Outbox:
 
     def _deliver_queued(self) -> int:
         sent = 0
+        sent_ts: dict[int, str] = {}  # ts of what this delivery sent: replies go under them
         for item in self.store.queued_messages():
             # one voice: only the agent holding the job's lease sends, and a message another
             # agent began to send is looked for before it is sent again (Store.claim_message)
@@ -88,24 +100,37 @@ class Outbox:
             if state is None:
                 continue
             key = f"ckpt-advisor:{item.id}:{item.created_s:.6f}"
+            thread_ts = item.thread_ts
+            if item.thread_of is not None and thread_ts is None:
+                thread_ts = sent_ts.get(item.thread_of)
+                if thread_ts is None and item.action in THREAD_ONLY:
+                    self._orphan(item)
+                    continue
             try:
-                ts = self._find(key, item.created_s) if state == "unsure" else None
+                ts = self._find(key, item.created_s, thread_ts) if state == "unsure" else None
                 if ts is None:
-                    ts = self._send(item.payload, key)
+                    ts = self._send(item.payload, key, thread_ts)
             except NotifyError as exc:
-                if not self._failed(item.id, item.job, state, exc):
+                if not self._failed(item, state, exc):
                     break
                 continue
             self.store.mark_message(item.id, state="sent", now_s=self._now_s(), ts=ts)
+            sent_ts[item.id] = ts
             sent += 1
         return sent
+
+    def _orphan(self, item: OutboxItem) -> None:
+        """A detail or plot whose message was not delivered: it is not posted on its own."""
+        error = "the message it belongs under was not delivered"
+        self.store.mark_message(item.id, state="failed", now_s=self._now_s(), error=error)
+        log.warning("%s for %s not sent: %s", item.action, item.job, error)
 
     def _now_s(self) -> float:
         return self._clock().timestamp()
 
-    def _find(self, key: str, created_s: float) -> str | None:
+    def _find(self, key: str, created_s: float, thread_ts: str | None) -> str | None:
         try:
-            return self.notifier.find(key, created_s - 60.0)
+            return self.notifier.find(key, created_s - 60.0, thread_ts=thread_ts)
         except NotifyError as exc:
             if exc.transient:
                 raise
@@ -115,13 +140,13 @@ class Outbox:
                 f"({exc.message}); not sending again, to never post twice",
             ) from None
 
-    def _send(self, payload: dict[str, Any], key: str) -> str:
+    def _send(self, payload: dict[str, Any], key: str, thread_ts: str | None) -> str:
         """``notifier.send`` on its own thread, waiting at most ``send_deadline_s``."""
         answer: queue.Queue[str | NotifyError] = queue.Queue(maxsize=1)
 
         def call() -> None:
             try:
-                answer.put(self.notifier.send(payload, key=key))
+                answer.put(self.notifier.send(payload, key=key, thread_ts=thread_ts))
             except NotifyError as exc:
                 answer.put(exc)
             except Exception as exc:  # a notifier bug must not kill delivery
@@ -141,16 +166,16 @@ class Outbox:
             raise result
         return result
 
-    def _failed(self, item_id: int, job: str, state: str, exc: NotifyError) -> bool:
+    def _failed(self, item: OutboxItem, state: str, exc: NotifyError) -> bool:
         """Record a failed attempt; True when delivery may go on with the next message."""
         now_s = self._now_s()
         if exc.maybe_sent:
-            self.store.mark_message(item_id, state="unsure", now_s=now_s, error=exc.message)
-            log.warning("message for %s may not have been delivered: %s", job, exc.message)
+            self.store.mark_message(item.id, state="unsure", now_s=now_s, error=exc.message)
+            log.warning("message for %s may not have been delivered: %s", item.job, exc.message)
             return False
         if exc.transient:
-            self.store.mark_message(item_id, state=state, now_s=now_s, error=exc.message)
-            log.warning("message for %s not delivered yet: %s", job, exc.message)
+            self.store.mark_message(item.id, state=state, now_s=now_s, error=exc.message)
+            log.warning("message for %s not delivered yet: %s", item.job, exc.message)
             return False
         if exc.stops_delivery:
             self.blocked = exc.message
@@ -160,6 +185,11 @@ class Outbox:
                 exc.message,
             )
             return False
-        self.store.mark_message(item_id, state="failed", now_s=now_s, error=exc.message)
-        log.error("message for %s not delivered: %s", job, exc.message)
+        self.store.mark_message(item.id, state="failed", now_s=now_s, error=exc.message)
+        if item.action == "plot" and exc.slack_error == "missing_scope":
+            if not self._told_scope:  # every plot would fail the same way: say it once
+                log.warning("%s", exc.message)
+                self._told_scope = True
+            return True
+        log.error("message for %s not delivered: %s", item.job, exc.message)
         return True

@@ -1,21 +1,28 @@
-"""The Slack adapter: posts messages with slack-sdk's ``WebClient`` (``chat.postMessage``).
+"""The Slack adapter: posts messages with slack-sdk's ``WebClient`` (``chat.postMessage``,
+replies in threads, plots with ``files_upload_v2``).
 
 References:
 
-- chat.postMessage: https://api.slack.com/methods/chat.postMessage
-- conversations.history: https://api.slack.com/methods/conversations.history
+- chat.postMessage (``thread_ts`` for replies): https://api.slack.com/methods/chat.postMessage
+- conversations.history and .replies: https://api.slack.com/methods/conversations.history,
+  https://api.slack.com/methods/conversations.replies
+- files_upload_v2 (files.getUploadURLExternal, files.completeUploadExternal):
+  https://api.slack.com/methods/files.completeUploadExternal
+- scopes of a token (``x-oauth-scopes``): https://api.slack.com/methods/auth.test
 - Rate limits and ``Retry-After``: https://api.slack.com/apis/rate-limits
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Callable
 from http.client import HTTPException
 from typing import Any, Final, cast
 from urllib.error import URLError
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -27,6 +34,15 @@ from slack_sdk.http_retry.state import RetryState
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 
 METADATA_EVENT: Final = "ckpt_advisor_outbox"
+UPLOAD_SCOPE: Final = "files:write"
+"""The OAuth scope ``files_upload_v2`` needs (the waste-curve plot)."""
+SCOPES: Final = {
+    "chat:write": "no message can be posted",
+    UPLOAD_SCOPE: "messages go out without the waste-curve plot",
+    "channels:history": "a send whose answer was lost cannot be looked for in the channel, so "
+    "it is never sent again (use groups:history for a private channel)",
+}
+"""The scopes the bot uses, and what is lost without each."""
 
 # Slack error codes worth retrying later; any other ``ok: false`` answer will fail again as sent
 # (bad token, missing channel, malformed message), so retrying it would only block the outbox.
@@ -49,6 +65,28 @@ _AUTH_ERRORS: Final = frozenset(
 _CHANNEL_ERRORS: Final = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
 CONFIG_SLACK_ERRORS: Final = _AUTH_ERRORS | _CHANNEL_ERRORS
 """Errors of the token or channel, not of one message: every later message would fail too."""
+
+
+def _key_tag(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def upload_name(filename: str, key: str | None) -> str:
+    """The file name an upload is shared under: ``waste-curve.png`` with a short hash of the
+    idempotency key before the extension (``waste-curve-1a2b3c4d.png``), so :meth:`find` can
+    recognise it."""
+    if key is None:
+        return filename
+    stem, dot, ext = filename.rpartition(".")
+    if not dot:
+        return f"{filename}-{_key_tag(key)}"
+    return f"{stem}-{_key_tag(key)}.{ext}"
+
+
+def _named_for(name: str, key: str) -> bool:
+    """True when a shared file's ``name`` carries ``key``'s hash (:func:`upload_name`)."""
+    tag = f"-{_key_tag(key)}"
+    return name.rpartition(".")[0].endswith(tag) or name.endswith(tag)
 
 
 def _retry_after_s(value: str | None) -> int | None:
@@ -146,24 +184,33 @@ class SlackNotifier:
             f"timeout_s={self.timeout_s!r}, token=<hidden>)"
         )
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
-        """Post ``message`` (``{"text": ..., "blocks": [...]}``) with ``chat.postMessage``.
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
+        """Post ``message`` (``{"text": ..., "blocks": [...]}``) with ``chat.postMessage``, or
+        upload a plot (``{"upload": {...}}``, :func:`agent.notify.message.plot_upload`) with
+        ``files_upload_v2``; in the thread of ``thread_ts`` when given.
 
         Args:
-            message: the :func:`agent.notify.message.format_message` dict.
-            key: idempotency key, sent as message metadata so :meth:`find` can see whether a
-                message whose answer was lost is in the channel.
+            message: an :mod:`agent.notify.message` payload.
+            key: idempotency key: sent as message metadata (an upload's file name carries a
+                hash of it), so :meth:`find` can see whether a message whose answer was lost
+                is in the channel.
+            thread_ts: the ``ts`` of the message to reply under, or None.
 
         Returns:
-            The message's ``ts`` (Slack's id for it in the channel).
+            The message's ``ts`` (Slack's id for it in the channel); an upload's file id.
 
         Raises:
             NotifyError: TRANSIENT for rate limits beyond the retry, HTTP 5xx, timeouts and
                 connection errors (``maybe_sent`` for 5xx and timeouts); PERMANENT for answers
                 that will not change on their own (``invalid_auth``, ``not_authed``,
                 ``token_revoked``, ``account_inactive``, ``channel_not_found``,
-                ``not_in_channel``, ``invalid_blocks``, …) and for a malformed ``base_url``.
+                ``not_in_channel``, ``invalid_blocks``, ``missing_scope`` for an upload without
+                ``files:write``, …) and for a malformed ``base_url``.
         """
+        if "upload" in message:
+            return self._upload(message["upload"], key, thread_ts)
         metadata = {"event_type": METADATA_EVENT, "event_payload": {"key": key}} if key else None
         response = self._call(
             "chat.postMessage",
@@ -172,16 +219,53 @@ class SlackNotifier:
                 text=message["text"],
                 blocks=message.get("blocks"),
                 metadata=metadata,
+                thread_ts=thread_ts,
             ),
         )
         self.channel_id = str(response.get("channel") or self.channel_id or "") or None
         return str(response["ts"])
 
-    def find(self, key: str, since_s: float) -> str | None:
-        """Look in the channel's history since ``since_s`` for a message sent with ``key``.
+    def _upload(self, upload: dict[str, Any], key: str | None, thread_ts: str | None) -> str:
+        """``files_upload_v2`` (files.getUploadURLExternal, the upload, then
+        files.completeUploadExternal sharing it to the channel or thread); the file id."""
+        data = base64.b64decode(upload["png_base64"])
+        filename = upload_name(upload["filename"], key)
+
+        def request() -> Any:
+            try:
+                return self._client.files_upload_v2(
+                    channel=self.channel_id or self.channel,
+                    file=data,
+                    filename=filename,
+                    title=upload["title"],
+                    thread_ts=thread_ts,
+                )
+            except SlackRequestError as exc:  # the bytes did not reach the upload URL
+                if "Failed to upload" not in str(exc):
+                    raise
+                message = self._scrub(f"upload of {filename} failed: {exc}")
+                raise NotifyError(NotifyErrorKind.TRANSIENT, message) from None
+
+        try:
+            response = self._call("files_upload_v2", request)
+        except NotifyError as exc:
+            if exc.slack_error == "missing_scope":
+                raise NotifyError(
+                    NotifyErrorKind.PERMANENT,
+                    f"{exc.message}: the bot token lacks {UPLOAD_SCOPE}, so the waste-curve plot "
+                    "is not attached (`ckpt-advisor slack-test` lists the scopes)",
+                    slack_error="missing_scope",
+                ) from None
+            raise
+        files = response.get("files") or [{}]
+        return str(files[0].get("id") or filename)
+
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
+        """Look in the channel's history since ``since_s`` (the thread's replies when
+        ``thread_ts`` is given) for a message sent with ``key``.
 
         Returns:
-            Its ``ts``, or None when no such message is there.
+            Its ``ts`` (a plot's file id), or None when no such message is there.
 
         Raises:
             NotifyError: as :meth:`send`; PERMANENT (``missing_scope``, ``channel_not_found``)
@@ -189,17 +273,41 @@ class SlackNotifier:
                 post has succeeded yet, or the bot lacks ``channels:history``.
         """
         channel = self.channel_id or self.channel
-        response = self._call(
-            "conversations.history",
-            lambda: self._client.conversations_history(
-                channel=channel, oldest=f"{since_s:.6f}", include_all_metadata=True, limit=200
-            ),
-        )
+        oldest = f"{since_s:.6f}"
+        if thread_ts is None:
+            response = self._call(
+                "conversations.history",
+                lambda: self._client.conversations_history(
+                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200
+                ),
+            )
+        else:
+            response = self._call(
+                "conversations.replies",
+                lambda: self._client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True
+                ),
+            )
         for msg in response.get("messages") or []:
             payload = (msg.get("metadata") or {}).get("event_payload") or {}
             if payload.get("key") == key:
                 return str(msg["ts"])
+            for file in msg.get("files") or []:
+                if _named_for(str(file.get("name") or ""), key):
+                    return str(file.get("id"))
         return None
+
+    def scopes(self) -> frozenset[str] | None:
+        """The token's OAuth scopes, from the ``x-oauth-scopes`` header of ``auth.test``; None
+        when Slack does not say. Raises :class:`NotifyError` as :meth:`send`."""
+        response = self._call("auth.test", self._client.auth_test)
+        headers = {k.lower(): v for k, v in (response.headers or {}).items()}
+        value = headers.get("x-oauth-scopes")
+        if isinstance(value, list):
+            value = ",".join(value)
+        if value is None:
+            return None
+        return frozenset(scope.strip() for scope in str(value).split(",") if scope.strip())
 
     def _call(self, method: str, request: Callable[[], Any]) -> Any:
         """Run one Web API call, mapping every failure to a token-free :class:`NotifyError`."""

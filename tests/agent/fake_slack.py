@@ -1,9 +1,16 @@
 """A loopback stand-in for Slack's Web API, for tests that drive the real slack-sdk client.
 
 It speaks just enough of the API (https://api.slack.com/web) for this project:
-``POST /api/chat.postMessage``, ``POST /api/conversations.history`` (messages posted here,
-newest first, with their metadata) and ``POST /api/auth.test``, with JSON or form-encoded bodies and
-``Authorization: Bearer <token>``. Every request is recorded; the answer to each request can be
+``POST /api/chat.postMessage`` (with ``thread_ts``: a reply), ``POST
+/api/conversations.history`` (the channel's messages posted here, newest first, with their
+metadata; replies are not in it), ``POST /api/conversations.replies`` (a thread: its parent,
+then its replies), ``POST /api/auth.test``, and the three steps of slack-sdk's
+``files_upload_v2``: ``files.getUploadURLExternal`` (needs the ``files:write`` scope, else
+``missing_scope``), the upload itself (``POST /upload/<file id>``, the raw bytes) and
+``files.completeUploadExternal`` (shares the file: a message with ``files`` in the channel, or
+in the thread of ``thread_ts``). Bodies are JSON or form-encoded (query parameters too), with
+``Authorization: Bearer <token>``; every answer carries the token's scopes in
+``x-oauth-scopes``, as Slack's do. Every request is recorded; the answer to each request can be
 scripted in advance (rate limit, server error, slow answer, Slack error code)::
 
     with FakeSlack() as slack:
@@ -29,10 +36,11 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 DEFAULT_TOKEN = "xoxb-fake-0000-token-for-tests"
-_JSON_FIELDS = frozenset({"blocks", "attachments", "metadata"})
+DEFAULT_SCOPES = ("chat:write", "channels:history", "files:write")
+_JSON_FIELDS = frozenset({"blocks", "attachments", "metadata", "files"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +85,13 @@ class FakeSlack:
     served on their own threads while the test reads :attr:`requests`.
     """
 
-    def __init__(self, token: str = DEFAULT_TOKEN) -> None:
+    def __init__(
+        self, token: str = DEFAULT_TOKEN, scopes: tuple[str, ...] = DEFAULT_SCOPES
+    ) -> None:
         self.token = token
+        self.scopes = scopes
+        self.uploads: dict[str, bytes] = {}  # file id -> the bytes uploaded for it
+        self._files: dict[str, dict[str, Any]] = {}  # file id -> its name (not shared yet)
         self._lock = threading.Condition()
         self._requests: list[RecordedRequest] = []
         self._script: deque[Reply] = deque()
@@ -111,6 +124,13 @@ class FakeSlack:
     def messages(self) -> list[dict[str, Any]]:
         """Bodies of the ``chat.postMessage`` calls that were answered ``ok: true``."""
         return [r.body for r in self.requests if r.ok and r.path.endswith("/chat.postMessage")]
+
+    @property
+    def posted(self) -> list[dict[str, Any]]:
+        """What is in the channels, in the order it arrived: ``channel``, ``ts``, ``text``,
+        ``thread_ts`` (for a reply), ``metadata`` and ``files`` (a shared upload) when set."""
+        with self._lock:
+            return [dict(m) for m in self._posted]
 
     def script(
         self,
@@ -189,35 +209,65 @@ class FakeSlack:
             return reply, {"ok": False, "error": error}
         if reply.error is not None:
             return reply, {"ok": False, "error": reply.error}
+        method = path.rsplit("/", 1)[-1]
+        if path.startswith("/upload/"):  # a presigned upload URL: no token
+            return reply, self._upload(method, body)
         auth = headers.get("authorization", "")
         if not auth:
             return reply, {"ok": False, "error": "not_authed"}
         if auth != f"Bearer {self.token}":
             return reply, {"ok": False, "error": "invalid_auth"}
-        method = path.rsplit("/", 1)[-1]
+        return reply, self._method(method, body)
+
+    def _method(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer to one authorised Web API call."""
         if method == "chat.postMessage":
             channel = body.get("channel")
             if not channel:
-                return reply, {"ok": False, "error": "channel_not_found"}
+                return {"ok": False, "error": "channel_not_found"}
             if not body.get("text") and not body.get("blocks"):
-                return reply, {"ok": False, "error": "no_text"}
-            ts = self._next_ts()
-            with self._lock:
-                self._posted.append(
-                    {"channel": channel, "ts": ts, "text": body.get("text"), **_meta(body)}
-                )
-            return reply, {"ok": True, "channel": channel, "ts": ts}
+                return {"ok": False, "error": "no_text"}
+            ts = self._post(channel, body.get("text"), body.get("thread_ts"), _meta(body))
+            return {"ok": True, "channel": channel, "ts": ts}
         if method == "conversations.history":
             oldest = float(body.get("oldest") or 0)
             with self._lock:
                 found = [
                     m
                     for m in reversed(self._posted)
-                    if m["channel"] == body.get("channel") and float(m["ts"]) >= oldest
+                    if m["channel"] == body.get("channel")
+                    and float(m["ts"]) >= oldest
+                    and m.get("thread_ts") is None
                 ]
-            return reply, {"ok": True, "messages": found, "has_more": False}
+            return {"ok": True, "messages": found, "has_more": False}
+        if method == "conversations.replies":
+            parent, oldest = body.get("ts"), float(body.get("oldest") or 0)
+            with self._lock:
+                found = [
+                    m
+                    for m in self._posted
+                    if m["channel"] == body.get("channel")
+                    and (m["ts"] == parent or (m.get("thread_ts") == parent))
+                    and float(m["ts"]) >= oldest
+                ]
+            return {"ok": True, "messages": found, "has_more": False}
+        if method == "files.getUploadURLExternal":
+            if "files:write" not in self.scopes:
+                return {
+                    "ok": False,
+                    "error": "missing_scope",
+                    "needed": "files:write",
+                    "provided": ",".join(self.scopes),
+                }
+            with self._lock:
+                file_id = f"F{len(self._files) + 1:08d}"
+                self._files[file_id] = {"id": file_id, "name": body.get("filename")}
+            url = f"http://127.0.0.1:{self.port}/upload/{file_id}"
+            return {"ok": True, "upload_url": url, "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            return self._complete(body)
         if method == "auth.test":
-            return reply, {
+            return {
                 "ok": True,
                 "url": "https://fake.slack.test/",
                 "team": "Fake",
@@ -226,24 +276,64 @@ class FakeSlack:
                 "user_id": "U00000000",
                 "bot_id": "B00000000",
             }
-        return reply, {"ok": False, "error": "unknown_method"}
+        return {"ok": False, "error": "unknown_method"}
+
+    def _post(
+        self, channel: str, text: str | None, thread_ts: str | None, extra: dict[str, Any]
+    ) -> str:
+        """Put a message in a channel (or a thread); return its ts."""
+        ts = self._next_ts()
+        message = {"channel": channel, "ts": ts, "text": text, **extra}
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+        with self._lock:
+            self._posted.append(message)
+        return ts
+
+    def _upload(self, file_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if file_id not in self._files:
+                return {"ok": False, "error": "file_not_found"}
+            self.uploads[file_id] = body.get("_raw", b"")
+        return {"ok": True}
+
+    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Share uploaded files: one message holding them, in the channel or the thread."""
+        with self._lock:
+            wanted = [f.get("id") for f in body.get("files") or []]
+            if not wanted or any(i not in self.uploads for i in wanted):
+                return {"ok": False, "error": "file_not_found"}
+            files = [
+                {**self._files[i], "title": f.get("title")}
+                for i, f in zip(wanted, body["files"], strict=True)
+            ]
+        channel = body.get("channel_id")
+        if channel:
+            self._post(
+                channel, body.get("initial_comment"), body.get("thread_ts"), {"files": files}
+            )
+        return {"ok": True, "files": files}
 
 
 def _meta(body: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": body["metadata"]} if body.get("metadata") else {}
 
 
-def _parse_body(content_type: str, raw: bytes) -> dict[str, Any]:
-    """Parse a JSON or form-encoded body; JSON-valued form fields (``blocks``) are decoded."""
-    if not raw:
-        return {}
-    text = raw.decode("utf-8")
-    if content_type.startswith("application/json"):
+def _parse_body(path: str, content_type: str, raw: bytes) -> dict[str, Any]:
+    """Parse a JSON or form-encoded body and the query string; JSON-valued form fields
+    (``blocks``, ``files``) are decoded. An upload's bytes are kept whole as ``_raw``."""
+    if path.startswith("/upload/"):
+        return {"_raw": raw}
+    fields: dict[str, Any] = dict(parse_qsl(urlsplit(path).query, keep_blank_values=True))
+    text = raw.decode("utf-8") if raw else ""
+    if text and content_type.startswith("application/json"):
         parsed = json.loads(text)
-        return parsed if isinstance(parsed, dict) else {"_": parsed}
-    fields: dict[str, Any] = dict(parse_qsl(text, keep_blank_values=True))
+        fields.update(parsed if isinstance(parsed, dict) else {"_": parsed})
+        return fields
+    fields.update(parse_qsl(text, keep_blank_values=True))
     for name in _JSON_FIELDS & fields.keys():
-        fields[name] = json.loads(fields[name])
+        if isinstance(fields[name], str):
+            fields[name] = json.loads(fields[name])
     return fields
 
 
@@ -255,11 +345,12 @@ def _handler_for(slack: FakeSlack) -> type[BaseHTTPRequestHandler]:
             received_s = time.monotonic()
             headers = {k.lower(): v for k, v in self.headers.items()}
             raw = self.rfile.read(int(headers.get("content-length", "0") or 0))
-            body = _parse_body(headers.get("content-type", ""), raw)
-            reply, payload = slack._answer(self.path, headers, body)
+            path = urlsplit(self.path).path
+            body = _parse_body(self.path, headers.get("content-type", ""), raw)
+            reply, payload = slack._answer(path, headers, body)
             slack._record(
                 RecordedRequest(
-                    "POST", self.path, headers, body, reply.status, payload["ok"], received_s
+                    "POST", path, headers, body, reply.status, payload["ok"], received_s
                 )
             )
             if reply.delay_s and slack._stopping.wait(reply.delay_s):
@@ -269,6 +360,7 @@ def _handler_for(slack: FakeSlack) -> type[BaseHTTPRequestHandler]:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
+                self.send_header("x-oauth-scopes", ",".join(slack.scopes))
                 if reply.retry_after is not None:
                     self.send_header("Retry-After", str(reply.retry_after))
                 self.end_headers()

@@ -28,11 +28,13 @@ class RecordingNotifier:
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
         self.sent.append(message)
         return "1.0"
 
-    def find(self, key: str, since_s: float) -> str | None:
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
         return None
 
 

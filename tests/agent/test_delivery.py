@@ -19,9 +19,20 @@ from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.notify.outbox import Outbox
 from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.store import Store, open_store
-from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate, Reason, ReasonCode
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.fake_slack import FakeSlack
+
+_DRIFT = Reason(ReasonCode.DRIFT, {"ratio": 2.0, "drift_ratio": 1.5})
+"""The reason a scripted rule gives for its NOTIFY."""
+
+
+def _posted(state: AlertState) -> Reason:
+    """The reason a scripted rule gives for staying quiet after its NOTIFY."""
+    sent_s = state.last_sent_s or 0.0
+    values = {"last_sent_s": sent_s, "next_repeat_s": sent_s + 86_400.0, "change_fraction": 0.2}
+    return Reason(ReasonCode.ALREADY_POSTED, values)
+
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -129,12 +140,14 @@ class _HungNotifier:
         self.release = threading.Event()
         self.calls = 0
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
         self.calls += 1
         self.release.wait(30)
         raise NotifyError(NotifyErrorKind.TRANSIENT, "connection dropped", maybe_sent=True)
 
-    def find(self, key: str, since_s: float) -> str | None:
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
         return None
 
 
@@ -174,7 +187,7 @@ class _AlwaysNotify:
     def __call__(
         self, est: JobEstimate, state: AlertState, now_s: float, policy: EstimationPolicy
     ) -> Decision:
-        return Decision(Action.NOTIFY, "test", AlertState(True, now_s, 60.0))
+        return Decision(Action.NOTIFY, _DRIFT, AlertState(True, now_s, 60.0))
 
 
 def test_silenced_job_queues_nothing_until_the_silence_ends(
@@ -191,7 +204,7 @@ def test_silenced_job_queues_nothing_until_the_silence_ends(
     assert not store.alert_state("llama").in_drift  # nothing was told: the episode is still due
     now["t"] = datetime(2026, 11, 29, 13, 0, 1, tzinfo=UTC)
     advisor.run_job("llama")
-    assert [m["action"] for m in store.messages()] == ["notify"]
+    assert [m["action"] for m in store.messages()] == ["notify", "detail"]  # detail: its thread
 
 
 def test_token_never_in_logs_or_errors(
@@ -250,19 +263,23 @@ class _NotifyOutOfDrift:
     ) -> Decision:
         time.sleep(0.2)
         if state.in_drift:
-            return Decision(Action.NONE, "already notified", state)
-        return Decision(Action.NOTIFY, "test", AlertState(True, now_s, 60.0))
+            return Decision(Action.NONE, _posted(state), state)
+        return Decision(Action.NOTIFY, _DRIFT, AlertState(True, now_s, 60.0))
 
 
 class _Recorder:
     def __init__(self) -> None:
         self.sent: list[str | None] = []
+        self.threads: list[str | None] = []
 
-    def send(self, message: dict[str, Any], *, key: str | None = None) -> str:
+    def send(
+        self, message: dict[str, Any], *, key: str | None = None, thread_ts: str | None = None
+    ) -> str:
         self.sent.append(key)
+        self.threads.append(thread_ts)
         return f"{len(self.sent)}.0"
 
-    def find(self, key: str, since_s: float) -> str | None:
+    def find(self, key: str, since_s: float, *, thread_ts: str | None = None) -> str | None:
         return None
 
 
@@ -270,7 +287,8 @@ def test_concurrent_runs_queue_and_send_one_notification(
     store_target: str | Path, store_password: str | None
 ) -> None:
     """Two estimate runs at once (the interval job and the after-failure job) decide one after
-    the other, each then delivering: one notify in the outbox and one message sent."""
+    the other, each then delivering: one notify (with its detail reply) in the outbox and one
+    message sent, then its reply."""
     store = open_store(store_target, password=store_password)
     notifier = _Recorder()
     advisor = Advisor(store, estimator=Estimator(), rule=_NotifyOutOfDrift(), clock=lambda: NOW)
@@ -287,5 +305,5 @@ def test_concurrent_runs_queue_and_send_one_notification(
         t.start()
     for t in threads:
         t.join(timeout=30)
-    assert [m["action"] for m in store.messages()] == ["notify"]
-    assert len(notifier.sent) == 1
+    assert [m["action"] for m in store.messages()] == ["notify", "detail"]
+    assert notifier.threads == [None, "1.0"]  # the detail went under the message

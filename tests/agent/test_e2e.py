@@ -87,8 +87,9 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     stop_daemon: list[subprocess.Popen[str]],
 ) -> None:
     """A week of log + timing file copied into a watched dir yields exactly one Slack message
-    whose recommended interval is within 15% of the Daly interval of the true M and C, and whose
-    current interval is the compute time between saves (1200 steps of 6 s = 7200 s, C excluded)."""
+    (its detail and plot as two replies in its thread) whose recommended interval is within 15%
+    of the Daly interval of the true M and C, and whose current interval is the compute time
+    between saves (1200 steps of 6 s = 7200 s, C excluded)."""
     mtbf_s, cost_s = 6 * 3600.0, 240.0
     job = simulate(mtbf_s=mtbf_s, cost_s=cost_s, interval_steps=1200, step_time_s=6.0, seed=3)
     staging = tmp_path / "staging"
@@ -121,7 +122,11 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     assert est["current_interval_steps"] == 1200
 
     time.sleep(3.0)  # several more estimate cycles: the same episode is not posted again
-    assert len(fake_slack.messages) == 1
+    top = [m for m in fake_slack.posted if "thread_ts" not in m]
+    assert len(top) == 1
+    replies = [m for m in fake_slack.posted if m.get("thread_ts") == top[0]["ts"]]
+    assert len(replies) == 2  # the detail and the waste-curve plot, in the message's thread
+    assert [len(m.get("files") or []) for m in replies] == [0, 1]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
 

@@ -1,8 +1,10 @@
-"""Notifier: Slack message formatting (pure) and delivery with the real slack-sdk client against a
-loopback fake of Slack's Web API (docs/RELIABILITY.md scenarios 18-21, 23)."""
+"""Notifier: the Slack messages (pure: action first, evidence, context; the detail in a thread)
+and delivery with the real slack-sdk client against a loopback fake of Slack's Web API
+(docs/RELIABILITY.md scenarios 18-21, 23)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -21,14 +23,26 @@ from ckpt_advisor.agent.notify.message import (
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
     MAX_SECTION_CHARS,
+    check_limits,
     escape_slack,
-    format_log_line,
+    format_details,
     format_message,
+    format_resolve,
     truncate_slack,
     unescape_slack,
 )
 from ckpt_advisor.agent.notify.slack import SlackNotifier
-from ckpt_advisor.rules.model import Action, AlertState, Decision, Note, NoteCode
+from ckpt_advisor.agent.notify.wording import Sent
+from ckpt_advisor.rules.model import (
+    Action,
+    AlertState,
+    Decision,
+    JobEstimate,
+    Note,
+    NoteCode,
+    Reason,
+    ReasonCode,
+)
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.helpers import ON_64_GPUS
 from tests.samples import drifting_estimate
@@ -36,18 +50,48 @@ from tests.samples import drifting_estimate
 HOSTILE = "<!channel> <!here> <@U123> <http://x|y> & done"
 _BROKEN_ENTITY = re.compile(r"&(?!amp;|lt;|gt;)")
 
-
-NOTIFY = Decision(Action.NOTIFY, "interval is 4.0x the optimum", AlertState(in_drift=True))
-RESOLVE = Decision(Action.RESOLVE, "back under 1.5x", AlertState())
+DRIFT = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
+NOTIFY = Decision(Action.NOTIFY, DRIFT, AlertState(in_drift=True))
+REPEAT = Decision(Action.REPEAT, Reason(ReasonCode.REPEAT_DUE, {"ratio": 4.0}), AlertState(True))
+RESOLVE = Decision(
+    Action.RESOLVE, Reason(ReasonCode.RESOLVED, {"ratio": 1.1, "resolve_ratio": 1.3}), AlertState()
+)
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
-    """Every text string a Slack client would render: each block's text and the fallback."""
-    return [block["text"]["text"] for block in message["blocks"]] + [message["text"]]
+    """Every text string a Slack client would render: each block's text (a context block's
+    elements) and the fallback."""
+    texts = []
+    for block in message["blocks"]:
+        if block["type"] == "context":
+            texts += [element["text"] for element in block["elements"]]
+        else:
+            texts.append(block["text"]["text"])
+    return [*texts, message["text"]]
 
 
 def _notifier(slack: FakeSlack, **kwargs: Any) -> SlackNotifier:
     return SlackNotifier(slack.token, "#training-alerts", base_url=slack.base_url, **kwargs)
+
+
+def _lower_bound(upper_s: float | None, **changes: Any) -> JobEstimate:
+    """The drifting job with C read from log lines: 43 s, a lower bound (open above without
+    ``upper_s``), the interval range over it, and its note."""
+    values = {"cost_s": 43.0} if upper_s is None else {"cost_s": 43.0, "upper_s": upper_s}
+    base = drifting_estimate(recommended_setting="save_steps=450", **ON_64_GPUS)
+    return dataclasses.replace(
+        base,
+        checkpoint_cost_s=43.0,
+        checkpoint_cost_source="log",
+        checkpoint_cost_ci_s=None,
+        checkpoint_cost_is_lower_bound=True,
+        checkpoint_cost_range_s=(43.0, upper_s),
+        recommended_interval_range_s=(2_400.0, None if upper_s is None else 7_200.0),
+        recommended_interval_steps_range=(300, None if upper_s is None else 900),
+        excess_gpu_hours_per_day_range=None if upper_s is None else (150.0, 310.0),
+        notes=(Note(NoteCode.COST_LOWER_BOUND, values), *base.notes),
+        **changes,
+    )
 
 
 # --- formatting (pure) ---------------------------------------------------------------------
@@ -68,24 +112,110 @@ def test_truncate_never_splits_an_entity(text: str, limit: int) -> None:
     assert text.startswith(unescape_slack(cut.removesuffix("…")))
 
 
-def test_format_message_numbers() -> None:
-    """Intervals show in human units, seconds and steps; C, M, the setting and savings appear."""
+def test_message_leads_with_the_action_then_evidence_then_context() -> None:
+    """Header, then one action line (what to set, from what, what it buys), then C and M in two
+    lines with their ranges and counts, then as-of, news and the silence command; the fallback
+    says the same action first."""
     estimate = drifting_estimate(recommended_setting="save_steps=450", **ON_64_GPUS)
     message = format_message(estimate, NOTIFY)
-    body = "\n".join(_texts(message)[1:-1])
-    assert message["blocks"][0] == {
+    header, action, evidence, context = message["blocks"]
+    assert header == {
         "type": "header",
-        "text": {"type": "plain_text", "text": "Checkpoint interval off for llama-70b"},
+        "text": {
+            "type": "plain_text",
+            "text": "Checkpoint interval off for llama-70b",
+            "emoji": False,
+        },
     }
+    # (0.35 - 0.15) = 20 points of goodput; × 64 GPUs × 24 h = 307 GPU-hours per day.
+    assert action["text"]["text"] == (
+        "*Set* `save_steps=450` (now 1,800): goodput +20.0 points ≈ 307 GPU-h/day"
+    )
+    assert evidence["text"]["text"] == (
+        "*C* 5m 00s (CI 4m 40s–5m 20s) from the timing file, 12 saves\n"
+        "*M* 6h 00m (90% CI 3h 20m–13h 53m) from 4 failures in 1d 0h of run time"
+    )
+    [context_text] = [e["text"] for e in context["elements"]]
+    assert context_text.startswith("As of <!date^1700000000^{date_short_pretty} at {time}|")
+    assert "first message about this job" in context_text
+    assert context_text.endswith("silence: `ckpt-advisor silence --job llama-70b --for 24h`")
+    assert message["text"].startswith(
+        "Checkpoint interval off for llama-70b: Set save_steps=450 (now 1,800): goodput +20.0 "
+        "points ≈ 307 GPU-h/day. C 5m 00s"
+    )
+    assert "MTBF" not in message["text"] and "nccl_timeout" not in message["text"]
+
+
+def test_a_repeat_says_what_changed_since_the_last_message() -> None:
+    """Against the last message (250 steps, C 4 min, M 5h 33m) the context names the moves."""
+    estimate = drifting_estimate(recommended_setting="save_steps=450")
+    previous = Sent(1_699_900_000.0, 2_000.0, 250, 240.0, 20_000.0)
+    message = format_message(estimate, REPEAT, previous=previous)
+    assert message["blocks"][0]["text"]["text"] == "Checkpoint interval still off for llama-70b"
+    assert (
+        "since the message of 2023-11-13 18:26 UTC: advice from 250 to 450 steps, C rose from "
+        "4m 00s to 5m 00s, M rose from 5h 33m to 6h 00m"
+    ) in message["blocks"][-1]["elements"][0]["text"]
+    same = Sent(1_699_900_000.0, 3_600.0, 450, 300.0, 21_600.0)
+    assert (
+        "unchanged since the message of" in format_message(estimate, REPEAT, previous=same)["text"]
+    )
+
+
+def test_a_lower_bound_of_c_is_shown_as_one_and_says_first_how_to_get_it_exactly() -> None:
+    """C from log lines with no upper bound: the action says "or more", the next line says C is
+    a lower bound and how to add a timing file, the evidence says "C ≥ 43s", and the GPU-hours
+    are given at that C; with an upper bound the setting, the goodput and the GPU-hours are
+    ranges and C is "43s–2m 01s"."""
+    message = format_message(_lower_bound(None), NOTIFY)
+    _, action, bound, evidence, _ = message["blocks"]
+    assert action["text"]["text"] == (
+        "*Set* `save_steps=450 or more` (now 1,800): goodput +20.0 points ≈ 307 GPU-h/day if C "
+        "is 43s"
+    )
+    assert bound["text"]["text"].startswith(
+        ":warning: C ≥ 43s is a lower bound (log lines miss part of a save"
+    )
+    assert "a timing file gives the exact value: add hf_trainer_callback" in bound["text"]["text"]
+    assert evidence["text"]["text"].startswith("*C* ≥ 43s from log lines (a lower bound)")
+    assert "C ≥ 43s is a lower bound" in message["text"]
+    bounded = format_message(_lower_bound(121.0), NOTIFY)
+    _, action, bound, evidence, _ = bounded["blocks"]
+    # 150-310 GPU-hours a day on 64 GPUs are 9.8-20.2 points of goodput
+    assert action["text"]["text"] == (
+        "*Set* `save_steps=300–900` (now 1,800): goodput +9.8 to +20.2 points ≈ 150–310 GPU-h/day"
+    )
+    assert "at most 2m 01s where the progress bar keeps time" in bound["text"]["text"]
+    assert evidence["text"]["text"].startswith("*C* 43s–2m 01s from log lines")
+
+
+def test_the_detail_is_a_reply_with_the_numbers_classes_weibull_and_notes() -> None:
+    """The thread reply carries what the message leaves out: intervals in seconds and steps,
+    money per day, M per class, the Weibull shape, M per node, a changed C, a persist slower
+    than the interval, the reason and the notes."""
+    estimate = drifting_estimate(
+        recommended_setting="save_steps=450",
+        excess_cost_per_day=768.0,
+        mtbf_by_class_s={"nccl_timeout": 28_800.0, "xid_79": 86_400.0},
+        weibull_shape=0.71,
+        weibull_shape_ci=(0.6, 0.82),
+        mtbf_source="weibull",
+        units=8,
+        mtbf_per_unit_s=172_800.0,
+        checkpoint_cost_previous_s=120.0,
+        persist_latency_s=20_000.0,
+        **ON_64_GPUS,
+    )
+    assert "(€768/day)" in format_message(estimate, NOTIFY, currency="€")["text"]
+    body = "\n".join(_texts(format_details(estimate, NOTIFY)))
     assert "*Current interval:* 4h 00m (14,400 s, 1,800 steps)" in body
     assert "*Recommended interval:* 1h 00m (3,600 s, 450 steps of 8s); set save_steps=450" in body
-    assert "5m 00s (300 s; CI 4m 40s to 5m 20s; from timing file, 12 saves)" in body
-    assert "6h 00m (21,600 s; 90% CI 3h 20m to 13h 53m; 4 failures in 1d 0h of run time)" in body
-    assert "nccl_timeout ×3, xid_79 ×1" in body
-    # (0.35 - 0.15) × 64 GPUs × 24 h = 307.2 GPU-hours per day.
-    assert "35.0% of run time now, 15.0% at the recommended interval" in body
-    assert "saves 20.0% of run time = 307.2 GPU-hours/day on 64 GPUs" in body
-    assert "interval is 4.0x the optimum" in body
+    assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body
+    assert "*Weibull shape:* 0.71 (0.60–0.82); widens M's interval" in body
+    assert "*M per node:* 2d 0h (8 nodes in the job)" in body
+    assert "*C changed:* from 2m 00s to 5m 00s recently" in body
+    assert "longer than the interval, saves queue up" in body
+    assert "*Why:* drift: 4.00× the optimum (beyond 1.5×)" in body
     assert "• checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves" in body
 
 
@@ -102,68 +232,90 @@ def test_format_message_unknown_numbers() -> None:
         drift_ratio=None,
     )
     body = "\n".join(_texts(format_message(estimate, NOTIFY)))
-    assert "*Recommended interval:* unknown" in body
-    assert "*Checkpoint cost C:* unknown (12 saves seen)" in body
-    assert "*MTBF M:* unknown (4 failures in 1d 0h of run time)" in body
-    assert "*Waste:* unknown" in body
-    assert "GPU-hours" not in body
+    assert "*Recommended interval unknown* (now 4h 00m)" in body
+    assert "*C* unknown (12 saves seen)" in body
+    assert "*M* unknown (4 failures in 1d 0h of run time)" in body
+    assert "GPU-h" not in body
+    assert "*Waste:* unknown" in "\n".join(_texts(format_details(estimate, NOTIFY)))
 
 
-def test_resolve_message_is_short() -> None:
-    """A RESOLVE decision says the job is back within range, without the C/M breakdown."""
-    message = format_message(drifting_estimate(notes=()), RESOLVE)
+def test_resolve_is_a_short_reply() -> None:
+    """A RESOLVE says the job is back within range, how close, and the interval; no C/M."""
+    message = format_resolve(drifting_estimate(notes=()), RESOLVE)
     assert message["blocks"][0]["text"]["text"] == (
-        "Checkpoint interval back within range for llama-70b"
+        ":white_check_mark: *Checkpoint interval back within range for llama-70b*"
     )
-    assert len(message["blocks"]) == 2
+    assert message["text"] == (
+        "Checkpoint interval back within range for llama-70b: Back within range: 1.10× the "
+        "optimum (inside 1.3×); the interval is 4h 00m (14,400 s, 1,800 steps)"
+    )
     assert "MTBF" not in message["text"]
 
 
 def test_log_derived_text_is_escaped_everywhere() -> None:
-    """Job, notes, failure classes, setting and reason from logs arrive escaped in every block
-    and in the fallback text, so no mention or link fires."""
+    """Job, notes, failure classes and setting from logs arrive escaped in every mrkdwn text
+    and in the fallback, so no mention or link fires; the header is plain text and shows them
+    as written (no ``&lt;``)."""
     estimate = drifting_estimate(
         job=HOSTILE,
         notes=(Note(NoteCode.PLANNED_ENDS, by_name={HOSTILE: 1}),),
         failure_classes={HOSTILE: 1},
         recommended_setting=HOSTILE,
     )
-    decision = Decision(Action.NOTIFY, HOSTILE, AlertState())
-    message = format_message(estimate, decision)
-    escaped = escape_slack(HOSTILE)
-    for text in _texts(message):
-        assert "<" not in text and ">" not in text
+    message, details = format_message(estimate, NOTIFY), format_details(estimate, NOTIFY)
+    header = message["blocks"][0]["text"]
+    assert header == {"type": "plain_text", "text": f"Checkpoint interval off for {HOSTILE}",
+                      "emoji": False}  # fmt: skip
+    for text in _texts(message)[1:] + _texts(details):
+        assert "<" not in text.replace("<!date^", "") and ">" not in text.split("|")[-1][:-1]
         assert not _BROKEN_ENTITY.search(text)
-    assert escaped in message["blocks"][0]["text"]["text"]
-    assert message["text"].count(escaped) == 5
-
-
-def test_log_line_is_one_unescaped_line() -> None:
-    """The log line carries the same facts, unescaped, and newlines in log text cannot split it."""
-    planned = Note(NoteCode.PLANNED_ENDS, by_name={"a\nFAKE 2nd line": 1})
-    estimate = drifting_estimate(notes=(planned,), recommended_setting="save_steps=450")
-    line = format_log_line(estimate, NOTIFY)
-    assert "\n" not in line
-    assert "Recommended interval: 1h 00m (3,600 s, 450 steps of 8s); set save_steps=450" in line
-    assert "Note: planned ends (a FAKE 2nd line: 1) censor" in line
+    escaped = escape_slack(HOSTILE)
+    assert message["text"].count(escaped) == 3  # the title, the setting, the silence command
+    assert details["text"].count(escaped) == 4  # the job, the setting, the class, the note
 
 
 def test_huge_message_stays_within_slack_limits() -> None:
-    """Thousands of long notes with entities give ≤50 blocks, sections ≤3,000 characters, a header
-    ≤150, and no entity cut in half."""
+    """Thousands of long notes with entities and a huge job name give ≤50 blocks, sections
+    ≤3,000 characters, a header ≤150, no entity cut in half, and pass slack-sdk's own Block Kit
+    checks."""
     notes = tuple(
         Note(NoteCode.PLANNED_ENDS, by_name={f"note {i}\n" + "&<>" * 700: 1}) for i in range(2_000)
     )
-    message = format_message(drifting_estimate(job="j&" * 200, notes=notes), NOTIFY)
-    blocks = message["blocks"]
-    assert len(blocks) <= MAX_BLOCKS
-    assert len(blocks[0]["text"]["text"]) <= MAX_HEADER_CHARS
-    assert all(len(b["text"]["text"]) <= MAX_SECTION_CHARS for b in blocks[1:])
-    assert len(message["text"]) <= MAX_FALLBACK_CHARS
-    for text in _texts(message):
-        assert not _BROKEN_ENTITY.search(text)
+    estimate = drifting_estimate(job="j&" * 200, notes=notes)
+    message, details = format_message(estimate, NOTIFY), format_details(estimate, NOTIFY)
+    for payload in (message, details):
+        check_limits(payload)
+        blocks = payload["blocks"]
+        assert len(blocks) <= MAX_BLOCKS
+        assert all(len(t) <= MAX_SECTION_CHARS for t in _texts(payload)[:-1])
+        assert len(payload["text"]) <= MAX_FALLBACK_CHARS
+        mrkdwn = _texts(payload)[1:] if payload is message else _texts(payload)  # not the header
+        for text in mrkdwn:
+            assert not _BROKEN_ENTITY.search(text)
+    assert len(message["blocks"][0]["text"]["text"]) == MAX_HEADER_CHARS
+    blocks = details["blocks"]
     shown = sum(b["text"]["text"].count("• ") for b in blocks[4:-1])
     assert blocks[-1]["text"]["text"] == f"_…and {len(notes) - shown} more notes not shown_"
+    with pytest.raises(ValueError, match="150"):
+        check_limits({"text": "t", "blocks": [{"type": "header", "text": {"type": "plain_text",
+                      "text": "x" * 151}}]})  # fmt: skip
+
+
+def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) -> None:
+    """Without a token the fallback text goes to the log at WARNING, with Slack escaping undone:
+    one line with the action and a lower bound shown as one."""
+    notifier: Notifier = LogNotifier(logging.getLogger("ckpt_advisor.test"))
+    message = format_message(_lower_bound(None, job=HOSTILE), NOTIFY)
+    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.test"):
+        notifier.send(message)
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == unescape_slack(message["text"])
+    assert "\n" not in record.getMessage()
+    assert f"Checkpoint interval off for {HOSTILE}: Set save_steps=450 or more" in (
+        record.getMessage()
+    )
+    assert "C ≥ 43s from log lines" in record.getMessage()
 
 
 # --- delivery to the fake Slack ------------------------------------------------------------
@@ -272,40 +424,3 @@ def test_permanent_errors_never_show_the_token(
     assert len(fake_slack.requests) == 1
     for text in (str(exc), repr(exc), repr(notifier), caplog.text):
         assert fake_slack.token not in text
-
-
-def test_log_notifier_logs_unescaped_fallback(caplog: pytest.LogCaptureFixture) -> None:
-    """Without a token the fallback text goes to the log at WARNING, with Slack escaping undone."""
-    notifier: Notifier = LogNotifier(logging.getLogger("ckpt_advisor.test"))
-    message = format_message(drifting_estimate(job=HOSTILE), NOTIFY)
-    with caplog.at_level(logging.WARNING, logger="ckpt_advisor.test"):
-        notifier.send(message)
-    (record,) = caplog.records
-    assert record.levelno == logging.WARNING
-    assert record.getMessage() == unescape_slack(message["text"])
-    assert HOSTILE in record.getMessage()
-
-
-def test_format_message_shows_money_classes_weibull_and_persist() -> None:
-    """Money per day, M per class, the Weibull shape, M per node, a changed C and a persist
-    slower than the interval all appear in the message."""
-    estimate = drifting_estimate(
-        excess_cost_per_day=768.0,
-        mtbf_by_class_s={"nccl_timeout": 28_800.0, "xid_79": 86_400.0},
-        weibull_shape=0.71,
-        weibull_shape_ci=(0.6, 0.82),
-        mtbf_source="weibull",
-        units=8,
-        mtbf_per_unit_s=172_800.0,
-        checkpoint_cost_previous_s=120.0,
-        persist_latency_s=20_000.0,
-        **ON_64_GPUS,
-    )
-    message = format_message(estimate, NOTIFY, currency="€")
-    body = "\n".join(_texts(message)[1:-1])
-    assert "= 307.2 GPU-hours/day on 64 GPUs ≈ €768/day" in body
-    assert "*Failures by class:* nccl_timeout ×3 (M 8h 00m), xid_79 ×1 (M 1d 0h)" in body
-    assert "*Weibull shape:* 0.71 (0.60 to 0.82); widens M's interval" in body
-    assert "*M per node:* 2d 0h (8 nodes in the job)" in body
-    assert "*C changed:* from 2m 00s to 5m 00s recently" in body
-    assert "longer than the interval, saves queue up" in body

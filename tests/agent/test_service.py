@@ -251,7 +251,8 @@ def test_metrics_endpoint_json_logs_and_no_token_in_logs(
     assert value("ckpt_advisor_file_last_read_timestamp_seconds", path=log_path, **j) > 0
     n_lines = sum(p.read_bytes().count(b"\n") for p in (runs / "job-1").iterdir())
     assert value("ckpt_advisor_lines_total") == n_lines
-    assert value("ckpt_advisor_notifications_total", result="sent") == 1
+    # the message, its detail and its plot (both in its thread)
+    assert value("ckpt_advisor_notifications_total", result="sent") == 3
     assert value("ckpt_advisor_notifications_queued") == 0
     assert value("ckpt_advisor_estimate_run_duration_seconds_count") >= 1
     assert ("ckpt_advisor_scheduler_misses_total", ()) in samples  # 1 s runs may overlap
@@ -294,10 +295,28 @@ def test_slack_test_posts_a_message(tmp_path: Path, fake_slack: FakeSlack) -> No
     )
     assert out.returncode == 0, out.stderr
     assert "posted to #training-alerts" in out.stdout
-    [request] = fake_slack.wait_for(1)
+    assert "token scopes: channels:history, chat:write, files:write" in out.stdout
+    assert "missing scope" not in out.stdout
+    request, scopes = fake_slack.wait_for(2)
     assert request.headers["authorization"] == f"Bearer {fake_slack.token}"
     assert request.body["channel"] == "#training-alerts"
     assert request.body["text"] == "a&lt;b"
+    assert scopes.path == "/api/auth.test"
+
+
+def test_slack_test_names_the_missing_upload_scope(tmp_path: Path) -> None:
+    """A token without files:write still posts; `slack-test` says that scope is missing and
+    that messages go out without the waste-curve plot."""
+    with FakeSlack(scopes=("chat:write", "channels:history")) as slack:
+        config = _config(tmp_path, {}, slack=slack)
+        out = _run_env(
+            ["slack-test", "--config", str(config)], dict(os.environ, **{TOKEN_ENV: slack.token})
+        )
+    assert out.returncode == 0, out.stderr
+    assert (
+        "missing scope files:write: messages go out without the waste-curve plot; add it under "
+        "the Slack app's OAuth & Permissions and reinstall the app"
+    ) in out.stdout
 
 
 def test_slack_test_reports_a_rejected_token_without_printing_it(

@@ -1,0 +1,383 @@
+"""What a message about a job's interval says, in plain words (no Slack markup, no I/O).
+
+A busy engineer reads the first line and acts: the action (what to set, from what, and what it
+buys), then the evidence in two short lines (C and M with their ranges and counts), then the
+context (as of when, what changed since the last message, how to silence). Everything else
+(intervals in seconds and steps, per-class M, the Weibull shape, notes) is the detail, posted
+as a reply in the message's thread. :mod:`agent.notify.message` puts these words into Block
+Kit; the log notifier writes them as lines. Every number is the rules'; here it is only
+written (durations by :func:`agent.units.format_duration`, notes by
+:func:`agent.notes.render_note`, reasons by :func:`agent.reasons.render_reason`).
+
+Goodput is the share of wall time that became kept progress; in Daly's model it is one minus
+the waste fraction, so the goodput gained by the recommended interval is the waste it saves
+(``waste_fraction_current − waste_fraction_recommended``, in percentage points), and the
+GPU-hours a day are those points × GPUs × 24 h (``excess_gpu_hours_per_day``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ckpt_advisor.agent.notes import render_note
+from ckpt_advisor.agent.reasons import render_reason
+from ckpt_advisor.agent.units import format_duration as d
+from ckpt_advisor.rules.model import Action, Decision, JobEstimate, NoteCode
+
+MATERIAL_CHANGE = 0.05
+"""A number that moved by less than this fraction since the last message is not news."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the last message of a job said (kept in its outbox payload as ``facts``): the
+    numbers its successor compares against. Unknown numbers are None."""
+
+    sent_s: float
+    recommended_interval_s: float | None
+    recommended_interval_steps: int | None
+    checkpoint_cost_s: float | None
+    mtbf_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``facts`` object of an outbox payload."""
+        return {
+            "sent_s": self.sent_s,
+            "recommended_interval_s": self.recommended_interval_s,
+            "recommended_interval_steps": self.recommended_interval_steps,
+            "checkpoint_cost_s": self.checkpoint_cost_s,
+            "mtbf_s": self.mtbf_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Sent:
+        """Read a ``facts`` object back (:meth:`to_json`). Raises KeyError on a missing key."""
+        return cls(
+            float(data["sent_s"]),
+            data["recommended_interval_s"],
+            data["recommended_interval_steps"],
+            data["checkpoint_cost_s"],
+            data["mtbf_s"],
+        )
+
+    @classmethod
+    def of(cls, estimate: JobEstimate, sent_s: float) -> Sent:
+        """What a message about ``estimate`` says, as sent at ``sent_s``."""
+        return cls(
+            sent_s,
+            estimate.recommended_interval_s,
+            estimate.recommended_interval_steps,
+            estimate.checkpoint_cost_s,
+            estimate.mtbf_s,
+        )
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace (newlines included) so log-derived text cannot forge extra lines."""
+    return " ".join(text.split())
+
+
+def utc(epoch_s: float) -> str:
+    """``2026-11-23 14:03 UTC``."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def _gpu_h(value: float) -> str:
+    return f"{value:,.1f}" if abs(value) < 10 else f"{value:,.0f}"
+
+
+def title(e: JobEstimate, action: Action) -> str:
+    """The header: what happened to which job (plain text)."""
+    job = one_line(e.job)
+    return {
+        Action.NOTIFY: f"Checkpoint interval off for {job}",
+        Action.REPEAT: f"Checkpoint interval still off for {job}",
+        Action.RESOLVE: f"Checkpoint interval back within range for {job}",
+        Action.NONE: f"Checkpoint interval for {job}",
+    }[action]
+
+
+def _setting(e: JobEstimate, steps: str) -> str | None:
+    """The job's own setting with ``steps`` in place of its number (``save_steps=570``)."""
+    if e.recommended_setting is None or e.recommended_interval_steps is None:
+        return None
+    return one_line(e.recommended_setting).replace(str(e.recommended_interval_steps), steps, 1)
+
+
+def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
+    """``(what to set, code?)``: the setting (code: shown as code in Slack) or the interval."""
+    steps_range = e.recommended_interval_steps_range if e.checkpoint_cost_is_lower_bound else None
+    open_above = e.checkpoint_cost_is_lower_bound and (
+        e.recommended_interval_range_s is None or e.recommended_interval_range_s[1] is None
+    )
+    if e.recommended_interval_steps is not None:
+        steps = _count(e.recommended_interval_steps).replace(",", "")
+        if steps_range is not None and steps_range[1] is not None:
+            steps = f"{steps_range[0]}–{steps_range[1]}"
+        setting = _setting(e, steps)
+        if setting is not None:
+            return setting + (" or more" if open_above else ""), True
+        return f"every {steps} steps" + (" or more" if open_above else ""), False
+    if e.recommended_interval_s is None:
+        return "", False
+    interval = d(e.recommended_interval_s)
+    if e.checkpoint_cost_is_lower_bound and e.recommended_interval_range_s is not None:
+        low_s, high_s = e.recommended_interval_range_s
+        interval = f"{d(low_s)}–{d(high_s)}" if high_s is not None else f"≥ {interval}"
+    return f"every {interval} of compute", False
+
+
+def _now(e: JobEstimate) -> str:
+    if e.current_interval_steps is not None:
+        return f"now {_count(e.current_interval_steps)}"
+    return f"now {d(e.current_interval_s)}" if e.current_interval_s is not None else "now unknown"
+
+
+def gain(e: JobEstimate, currency: str = "$") -> str | None:
+    """What the recommended interval buys: ``goodput +3.8 points ≈ 49 GPU-h/day``, as a range
+    over the plausible C when C is a lower bound with an upper one, at the bound when it has
+    none; None when the waste is unknown or the change gains nothing."""
+    now, best = e.waste_fraction_current, e.waste_fraction_recommended
+    if now is None or best is None or now <= best:
+        return None
+    points = 100.0 * (now - best)
+    text = f"goodput +{points:.1f} points"
+    excess, excess_range = e.excess_gpu_hours_per_day, e.excess_gpu_hours_per_day_range
+    if e.checkpoint_cost_is_lower_bound and excess_range is not None and e.gpus:
+        low_h, high_h = excess_range
+        low_p, high_p = (100.0 * h / (24.0 * e.gpus) for h in excess_range)
+        text = f"goodput +{max(low_p, 0.0):.1f} to +{high_p:.1f} points"
+        return text + f" ≈ {_gpu_h(max(low_h, 0.0))}–{_gpu_h(high_h)} GPU-h/day"
+    if excess is not None:
+        text += f" ≈ {_gpu_h(excess)} GPU-h/day"
+        if e.excess_cost_per_day is not None:
+            text += f" ({currency}{e.excess_cost_per_day:,.0f}/day)"
+    if e.checkpoint_cost_is_lower_bound and e.checkpoint_cost_s is not None:
+        text += f" if C is {d(e.checkpoint_cost_s)}"
+    return text
+
+
+def action_line(e: JobEstimate, currency: str = "$") -> tuple[str, str, str]:
+    """The first line as ``(lead, what, rest)``: ``("Set ", "save_steps=610", " (now 1,440):
+    goodput +3.8 points ≈ 49 GPU-h/day")``; ``what`` is code (the setting) when the lead is
+    ``Set ``, else plain words. Concatenated they are the plain line."""
+    what, is_code = _what_to_set(e)
+    buys = gain(e, currency)
+    rest = f" ({_now(e)})" + (f": {buys}" if buys else "")
+    if not what:
+        return "", "Recommended interval unknown", rest
+    return ("Set ", what, rest) if is_code else ("Checkpoint ", what, rest)
+
+
+def lower_bound_line(e: JobEstimate) -> str | None:
+    """When C is only a lower bound: that, and how to get the exact value (said first)."""
+    note = next((n for n in e.notes if n.code is NoteCode.COST_LOWER_BOUND), None)
+    return None if note is None else render_note(note)
+
+
+def cost_evidence(e: JobEstimate) -> str:
+    """``C 4m 00s (CI 3m 58s–4m 02s) from the timing file, 21 saves``."""
+    if e.checkpoint_cost_s is None:
+        return f"C unknown ({_count(e.n_checkpoints)} saves seen)"
+    saves = f"{_count(e.n_checkpoints)} saves"
+    if e.checkpoint_cost_is_lower_bound:
+        high = None if e.checkpoint_cost_range_s is None else e.checkpoint_cost_range_s[1]
+        if high is None:
+            return f"C ≥ {d(e.checkpoint_cost_s)} from log lines (a lower bound), {saves}"
+        return f"C {d(e.checkpoint_cost_s)}–{d(high)} from log lines and progress bars, {saves}"
+    ci = e.checkpoint_cost_ci_s
+    band = f" (CI {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
+    return f"C {d(e.checkpoint_cost_s)}{band} from the timing file, {saves}"
+
+
+def mtbf_evidence(e: JobEstimate) -> str:
+    """``M 7h 20m (90% CI 3h 54m–15h 38m) from 7 failures in 2d 3h of run time``."""
+    seen = f"{_count(e.n_failures)} failures in {d(e.exposure_s)} of run time"
+    if e.mtbf_s is None:
+        return f"M unknown ({seen})"
+    ci = e.mtbf_ci_s
+    band = f" (90% CI {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
+    fleet = "; with its fleet's rate" if e.mtbf_source == "fleet" else ""
+    return f"M {d(e.mtbf_s)}{band} from {seen}{fleet}"
+
+
+def _moved(before: float | None, after: float | None) -> bool:
+    return before is not None and after is not None and abs(after / before - 1) > MATERIAL_CHANGE
+
+
+def changes(e: JobEstimate, previous: Sent | None) -> str:
+    """What changed since the last message: ``since the message of …: advice from 440 to 630
+    steps, C rose from 40s to 60s``; ``first message`` without one."""
+    if previous is None:
+        return "first message about this job"
+    moves: list[str] = []
+    steps, old_steps = e.recommended_interval_steps, previous.recommended_interval_steps
+    if steps is not None and old_steps is not None and _moved(old_steps, steps):
+        moves.append(f"advice from {_count(old_steps)} to {_count(steps)} steps")
+    elif _moved(previous.recommended_interval_s, e.recommended_interval_s):
+        moves.append(
+            f"advice from {d(previous.recommended_interval_s)} to {d(e.recommended_interval_s)}"
+        )
+    for name, before, after in (
+        ("C", previous.checkpoint_cost_s, e.checkpoint_cost_s),
+        ("M", previous.mtbf_s, e.mtbf_s),
+    ):
+        if _moved(before, after):
+            assert before is not None and after is not None
+            way = "rose" if after > before else "fell"
+            moves.append(f"{name} {way} from {d(before)} to {d(after)}")
+    since = f"since the message of {utc(previous.sent_s)}"
+    return f"{since}: " + ", ".join(moves) if moves else f"unchanged {since}"
+
+
+def silence_command(job: str) -> str:
+    """The command that keeps a job quiet for a day (the job name quoted for a shell)."""
+    return f"ckpt-advisor silence --job {shlex.quote(one_line(job))} --for 24h"
+
+
+def as_of(e: JobEstimate) -> float:
+    """The moment the message speaks of: the job's newest event (else when it was computed)."""
+    return e.newest_event_s if e.newest_event_s is not None else e.computed_at_s
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One line of the detail: a label and its plain text."""
+
+    label: str
+    text: str
+
+
+def _interval(value_s: float | None, steps: int | None, step_time_s: float | None) -> str:
+    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``."""
+    if value_s is None:
+        return "unknown"
+    parts = [f"{value_s:,.0f} s"]
+    if steps is not None:
+        parts.append(f"{steps:,} steps" + (f" of {d(step_time_s)}" if step_time_s else ""))
+    return f"{d(value_s)} ({', '.join(parts)})"
+
+
+def _range(e: JobEstimate) -> str:
+    """``; range 40m 41s–1h 24m`` over M's interval and the plausible C (``≥`` when open)."""
+    bounds = e.recommended_interval_range_s or e.recommended_interval_ci_s
+    if bounds is None:
+        return ""
+    low_s, high_s = bounds
+    over = " over M's interval and the plausible C" if e.checkpoint_cost_is_lower_bound else ""
+    if high_s is None:
+        return f"; at least {d(low_s)}{over}"
+    return f"; range {d(low_s)}–{d(high_s)}{over}"
+
+
+def _waste(e: JobEstimate) -> str:
+    now, best = e.waste_fraction_current, e.waste_fraction_recommended
+    if now is None or best is None:
+        return "unknown"
+    return f"{now:.1%} of run time now, {best:.1%} at the recommended interval"
+
+
+def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
+    """The detail, grouped (one Slack section each): intervals, C, M, model and why."""
+    intervals = [
+        Fact("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
+        Fact(
+            "Recommended interval",
+            _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
+            + (f"; set {one_line(e.recommended_setting)}" if e.recommended_setting else "")
+            + _range(e),
+        ),
+        Fact("Waste", _waste(e)),
+    ]
+    cost = [Fact("Checkpoint cost", cost_evidence(e))]
+    if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
+        cost.append(
+            Fact(
+                "C changed",
+                f"from {d(e.checkpoint_cost_previous_s)} to {d(e.checkpoint_cost_s)} recently",
+            )
+        )
+    if e.persist_latency_s is not None:
+        text = f"{d(e.persist_latency_s)} in the background (not in C)"
+        if e.current_interval_s is not None and e.persist_latency_s > e.current_interval_s:
+            text += "; WARNING: longer than the interval, saves queue up"
+        cost.append(Fact("Persist latency", text))
+    if e.restart_cost_s is not None:
+        cost.append(Fact("Restart cost R", d(e.restart_cost_s)))
+    return [intervals, cost, _mtbf_facts(e), _model_facts(e, decision)]
+
+
+def _mtbf_facts(e: JobEstimate) -> list[Fact]:
+    facts = [Fact("MTBF", mtbf_evidence(e))]
+    if e.failure_classes:
+        facts.append(
+            Fact(
+                "Failures by class",
+                ", ".join(
+                    f"{one_line(name)} ×{count}"
+                    + (
+                        ""
+                        if e.mtbf_by_class_s.get(name) is None
+                        else f" (M {d(e.mtbf_by_class_s[name])})"
+                    )
+                    for name, count in sorted(e.failure_classes.items())
+                ),
+            )
+        )
+    if e.weibull_shape is not None and e.weibull_shape_ci is not None:
+        low, high = e.weibull_shape_ci
+        used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
+        facts.append(Fact("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f}–{high:.2f}){used}"))
+    if e.mtbf_per_unit_s is not None and e.units is not None:
+        # units are the job's nodes when configured, else its GPUs (agent.app.job_sizes)
+        unit = "GPU" if e.gpus is not None and e.units == e.gpus else "node"
+        source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
+        facts.append(
+            Fact(
+                f"M per {unit}", f"{d(e.mtbf_per_unit_s)} ({e.units:,} {unit}s in the job{source})"
+            )
+        )
+    return facts
+
+
+def _model_facts(e: JobEstimate, decision: Decision) -> list[Fact]:
+    ratio = f"; current/recommended {e.drift_ratio:.2f}×" if e.drift_ratio is not None else ""
+    return [
+        Fact(
+            "Model",
+            f"Young (1974) {d(e.young_interval_s)}, Daly (2006) {d(e.daly_interval_s)}{ratio}",
+        ),
+        Fact("Why", one_line(render_reason(decision.reason))),
+    ]
+
+
+def detail_notes(e: JobEstimate) -> list[str]:
+    """The notes as sentences, but the lower bound of C (said first, in the message itself)."""
+    return [render_note(n) for n in e.notes if n.code is not NoteCode.COST_LOWER_BOUND]
+
+
+def resolve_line(e: JobEstimate, decision: Decision) -> str:
+    """The resolve reply: ``Back within range: 1.10× the optimum …; the interval is 2h 00m``."""
+    now = _interval(e.current_interval_s, e.current_interval_steps, None)
+    return f"{render_reason(decision.reason).capitalize()}; the interval is {now}"
+
+
+def main_lines(
+    e: JobEstimate, decision: Decision, previous: Sent | None, currency: str = "$"
+) -> Sequence[str]:
+    """The message's words as plain lines, in order: title, action, the lower bound of C (when
+    it is one), C, M, context. The log notifier writes them joined; Slack's fallback too."""
+    lead, what, rest = action_line(e, currency)
+    lines = [title(e, decision.action), lead + what + rest]
+    if (bound := lower_bound_line(e)) is not None:
+        lines.append(bound)
+    context = f"As of {utc(as_of(e))}; {changes(e, previous)}; silence: {silence_command(e.job)}"
+    return [*lines, cost_evidence(e), mtbf_evidence(e), context]
