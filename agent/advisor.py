@@ -135,7 +135,7 @@ class Advisor:
                     job, decision.next_state, message=None, action=str(decision.action), now_s=now_s
                 )
             return Advice(est, decision)
-        message, replies, reply_to = self._compose(est, decision, now_s, currency)
+        message, replies, reply_to = self._compose(est, decision, currency)
         self.store.record_decision(
             job,
             decision.next_state,
@@ -148,7 +148,7 @@ class Advisor:
         return Advice(est, decision)
 
     def _compose(
-        self, est: JobEstimate, decision: Decision, now_s: float, currency: str
+        self, est: JobEstimate, decision: Decision, currency: str
     ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]], int | None]:
         """The message, its replies and the outbox id it replies to: a NOTIFY or REPEAT is the
         message with its detail (and plot) in its thread; a RESOLVE is a reply in the thread of
@@ -158,7 +158,7 @@ class Advisor:
             return format_resolve(est, decision), [], None if last is None else int(last["id"])
         previous = _sent(last) if decision.action is Action.REPEAT else None
         message = format_message(est, decision, previous=previous, currency=currency)
-        message["facts"] = Sent.of(est, now_s).to_json()
+        message["facts"] = Sent.of(est).to_json()
         replies: list[tuple[str, dict[str, Any]]] = [("detail", format_details(est, decision))]
         if self.plots:
             try:

@@ -8,6 +8,7 @@ needed) tails it. The demo then shows what the daemon recommended beside the tru
 
 from __future__ import annotations
 
+import re
 import tempfile
 import threading
 import time
@@ -107,7 +108,7 @@ def run_demo(
         deadline = time.monotonic() + 30
         messages: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
-            messages = daemon.store.messages(JOB)
+            messages = [m for m in daemon.store.messages(JOB) if m["thread_of"] is None]
             latest = daemon.store.estimate_history(job=JOB, latest_only=True)
             caught_up = latest and latest[0]["n_failures"] >= job.n_failures
             if messages and caught_up:
@@ -129,11 +130,16 @@ def run_demo(
 
 
 def _blocks_as_text(payload: dict[str, Any]) -> str:
-    """A posted Block Kit message as terminal text: header, then each section's lines."""
+    """A posted Block Kit message as terminal text: header, then each section's and context's
+    lines, dates as their UTC fallback, without mrkdwn's ``*`` and backticks."""
     lines = []
     for block in payload.get("blocks", []):
-        text = block.get("text", {}).get("text", "")
-        lines.extend(unescape_slack(text.replace("*", "")).splitlines())
+        texts = [e.get("text", "") for e in block.get("elements", [])] or [
+            block.get("text", {}).get("text", "")
+        ]
+        for text in texts:
+            text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
+            lines.extend(unescape_slack(text.replace("*", "").replace("`", "")).splitlines())
     return "\n".join("  " + line for line in lines)
 
 
@@ -153,7 +159,8 @@ def _report(
         f"While the week replayed the daemon posted {len(messages)} message(s): one when the "
         "evidence first sufficed, again only when the advice moved materially. The last:\n"
     )
-    echo(_blocks_as_text(messages[-1]["payload"]) + "\n")
+    echo(_blocks_as_text(messages[-1]["payload"]))
+    echo("  (its details, and with a Slack token the waste-curve plot, follow in its thread)\n")
     echo("The latest estimate, after the whole week, beside the truth the job was made with:\n")
     echo(f"{'':24}{'truth':>14}{'estimated':>14}")
     rows = [

@@ -35,9 +35,11 @@ MATERIAL_CHANGE = 0.05
 @dataclass(frozen=True, slots=True)
 class Sent:
     """What the last message of a job said (kept in its outbox payload as ``facts``): the
-    numbers its successor compares against. Unknown numbers are None."""
+    numbers its successor compares against, and the moment it spoke of (``as_of_s``: its
+    estimate's newest event, as its context line said, so "since" reads on the job's clock).
+    Unknown numbers are None."""
 
-    sent_s: float
+    as_of_s: float
     recommended_interval_s: float | None
     recommended_interval_steps: int | None
     checkpoint_cost_s: float | None
@@ -46,7 +48,7 @@ class Sent:
     def to_json(self) -> dict[str, Any]:
         """The ``facts`` object of an outbox payload."""
         return {
-            "sent_s": self.sent_s,
+            "as_of_s": self.as_of_s,
             "recommended_interval_s": self.recommended_interval_s,
             "recommended_interval_steps": self.recommended_interval_steps,
             "checkpoint_cost_s": self.checkpoint_cost_s,
@@ -57,7 +59,7 @@ class Sent:
     def from_json(cls, data: dict[str, Any]) -> Sent:
         """Read a ``facts`` object back (:meth:`to_json`). Raises KeyError on a missing key."""
         return cls(
-            float(data["sent_s"]),
+            float(data["as_of_s"]),
             data["recommended_interval_s"],
             data["recommended_interval_steps"],
             data["checkpoint_cost_s"],
@@ -65,10 +67,10 @@ class Sent:
         )
 
     @classmethod
-    def of(cls, estimate: JobEstimate, sent_s: float) -> Sent:
-        """What a message about ``estimate`` says, as sent at ``sent_s``."""
+    def of(cls, estimate: JobEstimate) -> Sent:
+        """What a message about ``estimate`` says."""
         return cls(
-            sent_s,
+            as_of(estimate),
             estimate.recommended_interval_s,
             estimate.recommended_interval_steps,
             estimate.checkpoint_cost_s,
@@ -126,52 +128,96 @@ def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
         if setting is not None:
             return setting + (" or more" if open_above else ""), True
         return f"every {steps} steps" + (" or more" if open_above else ""), False
+    best = _best_time(e)
+    return ("", False) if best is None else (f"every {best} of compute", False)
+
+
+def _best_time(e: JobEstimate) -> str | None:
+    """The recommended interval as time, ``1h 00m = 3,600 s``; when C is a lower bound, the
+    range over the plausible C, or ``≥`` the interval at the bound when C has no upper one (as
+    the setting's "or more"); None when unknown."""
     if e.recommended_interval_s is None:
-        return "", False
-    interval = d(e.recommended_interval_s)
-    if e.checkpoint_cost_is_lower_bound and e.recommended_interval_range_s is not None:
-        low_s, high_s = e.recommended_interval_range_s
-        interval = f"{d(low_s)}–{d(high_s)}" if high_s is not None else f"≥ {interval}"
-    return f"every {interval} of compute", False
+        return None
+    bounds = e.recommended_interval_range_s
+    if e.checkpoint_cost_is_lower_bound and bounds is not None:
+        low_s, high_s = bounds  # open above: at least Daly's interval at the bound of C
+        return (
+            f"≥ {_seconds(e.recommended_interval_s)}"
+            if high_s is None
+            else f"{d(low_s)}–{d(high_s)}"
+        )
+    return _seconds(e.recommended_interval_s)
 
 
 def _now(e: JobEstimate) -> str:
-    if e.current_interval_steps is not None:
-        return f"now {_count(e.current_interval_steps)}"
-    return f"now {d(e.current_interval_s)}" if e.current_interval_s is not None else "now unknown"
+    """``now 1,800 steps = 4h 00m``, ``now 4h 00m`` or ``now unknown``."""
+    if e.current_interval_s is None:
+        return "now unknown"
+    if e.current_interval_steps is None:
+        return f"now {d(e.current_interval_s)}"
+    return f"now {_count(e.current_interval_steps)} steps = {d(e.current_interval_s)}"
+
+
+def _seconds(value_s: float) -> str:
+    """``1h 00m = 3,600 s`` (seconds alone below a minute: ``43s``)."""
+    return d(value_s) if value_s < 60 else f"{d(value_s)} = {value_s:,.0f} s"
+
+
+def _goodput(e: JobEstimate) -> str | None:
+    """``goodput 65.0% → 85.0%``: simulated with the job's own C, M and R at the current and
+    the recommended interval (``goodput_current``, ``goodput_recommended``); without them,
+    the points of waste the change saves in Daly's model (``goodput +20.0 points``)."""
+    now, best = e.goodput_current, e.goodput_recommended
+    if now is not None and best is not None:
+        return f"goodput {now:.1%} → {best:.1%}" if best > now else None
+    waste_now, waste_best = e.waste_fraction_current, e.waste_fraction_recommended
+    if waste_now is None or waste_best is None or waste_now <= waste_best:
+        return None
+    return f"goodput +{100.0 * (waste_now - waste_best):.1f} points"
+
+
+def _stake(e: JobEstimate, currency: str) -> str | None:
+    """``307 GPU-h/day ($768/day) at stake``, a range over the plausible C when C is a lower
+    bound with one; None without ``gpus`` or when nothing is gained."""
+    excess, excess_range = e.excess_gpu_hours_per_day, e.excess_gpu_hours_per_day_range
+    if e.checkpoint_cost_is_lower_bound and excess_range is not None:
+        low_h, high_h = excess_range
+        if high_h > 0:
+            return f"{_gpu_h(max(low_h, 0.0))}–{_gpu_h(high_h)} GPU-h/day at stake"
+    if excess is None or excess <= 0:
+        return None
+    money = (
+        "" if e.excess_cost_per_day is None else f" ({currency}{e.excess_cost_per_day:,.0f}/day)"
+    )
+    return f"{_gpu_h(excess)} GPU-h/day{money} at stake"
 
 
 def gain(e: JobEstimate, currency: str = "$") -> str | None:
-    """What the recommended interval buys: ``goodput +3.8 points ≈ 49 GPU-h/day``, as a range
-    over the plausible C when C is a lower bound with an upper one, at the bound when it has
-    none; None when the waste is unknown or the change gains nothing."""
-    now, best = e.waste_fraction_current, e.waste_fraction_recommended
-    if now is None or best is None or now <= best:
+    """What the recommended interval buys: ``goodput 65.0% → 85.0%, 307 GPU-h/day at stake``;
+    when C is a lower bound, the goodput at that bound (``if C is 43s``) and the GPU-hours as a
+    range over the plausible C, or at the bound when C has no upper one. None when nothing is
+    known to be gained."""
+    goodput, stake = _goodput(e), _stake(e, currency)
+    if goodput is None and stake is None:
         return None
-    points = 100.0 * (now - best)
-    text = f"goodput +{points:.1f} points"
-    excess, excess_range = e.excess_gpu_hours_per_day, e.excess_gpu_hours_per_day_range
-    if e.checkpoint_cost_is_lower_bound and excess_range is not None and e.gpus:
-        low_h, high_h = excess_range
-        low_p, high_p = (100.0 * h / (24.0 * e.gpus) for h in excess_range)
-        text = f"goodput +{max(low_p, 0.0):.1f} to +{high_p:.1f} points"
-        return text + f" ≈ {_gpu_h(max(low_h, 0.0))}–{_gpu_h(high_h)} GPU-h/day"
-    if excess is not None:
-        text += f" ≈ {_gpu_h(excess)} GPU-h/day"
-        if e.excess_cost_per_day is not None:
-            text += f" ({currency}{e.excess_cost_per_day:,.0f}/day)"
-    if e.checkpoint_cost_is_lower_bound and e.checkpoint_cost_s is not None:
-        text += f" if C is {d(e.checkpoint_cost_s)}"
-    return text
+    if not e.checkpoint_cost_is_lower_bound or e.checkpoint_cost_s is None:
+        return ", ".join(t for t in (goodput, stake) if t)
+    at_c = f" if C is {d(e.checkpoint_cost_s)}"
+    if e.excess_gpu_hours_per_day_range is not None and stake is not None:
+        return "; ".join(t for t in (goodput and goodput + at_c, stake) if t)
+    return ", ".join(t for t in (goodput, stake) if t) + at_c
 
 
 def action_line(e: JobEstimate, currency: str = "$") -> tuple[str, str, str]:
-    """The first line as ``(lead, what, rest)``: ``("Set ", "save_steps=610", " (now 1,440):
-    goodput +3.8 points ≈ 49 GPU-h/day")``; ``what`` is code (the setting) when the lead is
-    ``Set ``, else plain words. Concatenated they are the plain line."""
+    """The first line as ``(lead, what, rest)``: ``("Set ", "save_steps=610", " (1h 00m =
+    3,600 s; now 1,440 steps = 2h 24m): goodput 72.4% → 76.2%, 49 GPU-h/day at stake")``;
+    ``what`` is code (the setting) when the lead is ``Set ``, else plain words. Concatenated
+    they are the plain line."""
     what, is_code = _what_to_set(e)
     buys = gain(e, currency)
-    rest = f" ({_now(e)})" + (f": {buys}" if buys else "")
+    best = _best_time(e) if e.recommended_interval_steps is not None else None
+    rest = f" ({best}; {_now(e)})" if best else f" ({_now(e)})"
+    rest += f": {buys}" if buys else ""
     if not what:
         return "", "Recommended interval unknown", rest
     return ("Set ", what, rest) if is_code else ("Checkpoint ", what, rest)
@@ -214,7 +260,7 @@ def _moved(before: float | None, after: float | None) -> bool:
 
 
 def changes(e: JobEstimate, previous: Sent | None) -> str:
-    """What changed since the last message: ``since the message of …: advice from 440 to 630
+    """What changed since the last message: ``since the message as of …: advice from 440 to 630
     steps, C rose from 40s to 60s``; ``first message`` without one."""
     if previous is None:
         return "first message about this job"
@@ -234,7 +280,7 @@ def changes(e: JobEstimate, previous: Sent | None) -> str:
             assert before is not None and after is not None
             way = "rose" if after > before else "fell"
             moves.append(f"{name} {way} from {d(before)} to {d(after)}")
-    since = f"since the message of {utc(previous.sent_s)}"
+    since = f"since the message as of {utc(previous.as_of_s)}"
     return f"{since}: " + ", ".join(moves) if moves else f"unchanged {since}"
 
 

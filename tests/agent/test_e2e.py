@@ -121,6 +121,9 @@ def test_week_of_training_posts_one_recommendation_near_daly(
     assert job.interval_s == 7200.0
     assert est["current_interval_steps"] == 1200
 
+    deadline = time.monotonic() + 30  # the replies follow once the plot is drawn
+    while len(fake_slack.posted) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
     time.sleep(3.0)  # several more estimate cycles: the same episode is not posted again
     top = [m for m in fake_slack.posted if "thread_ts" not in m]
     assert len(top) == 1

@@ -113,10 +113,16 @@ def test_truncate_never_splits_an_entity(text: str, limit: int) -> None:
 
 
 def test_message_leads_with_the_action_then_evidence_then_context() -> None:
-    """Header, then one action line (what to set, from what, what it buys), then C and M in two
+    """Header, then one action line (what to set in the job's setting and in seconds, from
+    what, the goodput it buys and the GPU-hours at stake), then C and M in two
     lines with their ranges and counts, then as-of, news and the silence command; the fallback
     says the same action first."""
-    estimate = drifting_estimate(recommended_setting="save_steps=450", **ON_64_GPUS)
+    estimate = drifting_estimate(
+        recommended_setting="save_steps=450",
+        goodput_current=0.648,
+        goodput_recommended=0.851,
+        **ON_64_GPUS,
+    )
     message = format_message(estimate, NOTIFY)
     header, action, evidence, context = message["blocks"]
     assert header == {
@@ -127,9 +133,10 @@ def test_message_leads_with_the_action_then_evidence_then_context() -> None:
             "emoji": False,
         },
     }
-    # (0.35 - 0.15) = 20 points of goodput; × 64 GPUs × 24 h = 307 GPU-hours per day.
+    # goodput simulated at both intervals; (0.35 - 0.15) waste × 64 GPUs × 24 h = 307 GPU-h/day
     assert action["text"]["text"] == (
-        "*Set* `save_steps=450` (now 1,800): goodput +20.0 points ≈ 307 GPU-h/day"
+        "*Set* `save_steps=450` (1h 00m = 3,600 s; now 1,800 steps = 4h 00m): goodput 64.8% → "
+        "85.1%, 307 GPU-h/day at stake"
     )
     assert evidence["text"]["text"] == (
         "*C* 5m 00s (CI 4m 40s–5m 20s) from the timing file, 12 saves\n"
@@ -140,8 +147,8 @@ def test_message_leads_with_the_action_then_evidence_then_context() -> None:
     assert "first message about this job" in context_text
     assert context_text.endswith("silence: `ckpt-advisor silence --job llama-70b --for 24h`")
     assert message["text"].startswith(
-        "Checkpoint interval off for llama-70b: Set save_steps=450 (now 1,800): goodput +20.0 "
-        "points ≈ 307 GPU-h/day. C 5m 00s"
+        "Checkpoint interval off for llama-70b: Set save_steps=450 (1h 00m = 3,600 s; now 1,800 "
+        "steps = 4h 00m): goodput 64.8% → 85.1%, 307 GPU-h/day at stake. C 5m 00s"
     )
     assert "MTBF" not in message["text"] and "nccl_timeout" not in message["text"]
 
@@ -153,25 +160,25 @@ def test_a_repeat_says_what_changed_since_the_last_message() -> None:
     message = format_message(estimate, REPEAT, previous=previous)
     assert message["blocks"][0]["text"]["text"] == "Checkpoint interval still off for llama-70b"
     assert (
-        "since the message of 2023-11-13 18:26 UTC: advice from 250 to 450 steps, C rose from "
+        "since the message as of 2023-11-13 18:26 UTC: advice from 250 to 450 steps, C rose from "
         "4m 00s to 5m 00s, M rose from 5h 33m to 6h 00m"
     ) in message["blocks"][-1]["elements"][0]["text"]
     same = Sent(1_699_900_000.0, 3_600.0, 450, 300.0, 21_600.0)
-    assert (
-        "unchanged since the message of" in format_message(estimate, REPEAT, previous=same)["text"]
-    )
+    unchanged = format_message(estimate, REPEAT, previous=same)["text"]
+    assert "unchanged since the message as of" in unchanged
 
 
 def test_a_lower_bound_of_c_is_shown_as_one_and_says_first_how_to_get_it_exactly() -> None:
-    """C from log lines with no upper bound: the action says "or more", the next line says C is
-    a lower bound and how to add a timing file, the evidence says "C ≥ 43s", and the GPU-hours
-    are given at that C; with an upper bound the setting, the goodput and the GPU-hours are
-    ranges and C is "43s–2m 01s"."""
+    """C from log lines with no upper bound: the action says "or more" and "≥" the interval,
+    the next line says C is a lower bound and how to add a timing file, the evidence says
+    "C ≥ 43s", and the goodput and GPU-hours are given at that C; with an upper bound the
+    setting, the interval and the GPU-hours are ranges over the plausible C, the goodput is at
+    its bound, and C is "43s–2m 01s"."""
     message = format_message(_lower_bound(None), NOTIFY)
     _, action, bound, evidence, _ = message["blocks"]
     assert action["text"]["text"] == (
-        "*Set* `save_steps=450 or more` (now 1,800): goodput +20.0 points ≈ 307 GPU-h/day if C "
-        "is 43s"
+        "*Set* `save_steps=450 or more` (≥ 1h 00m = 3,600 s; now 1,800 steps = 4h 00m): goodput "
+        "+20.0 points, 307 GPU-h/day at stake if C is 43s"
     )
     assert bound["text"]["text"].startswith(
         ":warning: C ≥ 43s is a lower bound (log lines miss part of a save"
@@ -181,9 +188,9 @@ def test_a_lower_bound_of_c_is_shown_as_one_and_says_first_how_to_get_it_exactly
     assert "C ≥ 43s is a lower bound" in message["text"]
     bounded = format_message(_lower_bound(121.0), NOTIFY)
     _, action, bound, evidence, _ = bounded["blocks"]
-    # 150-310 GPU-hours a day on 64 GPUs are 9.8-20.2 points of goodput
     assert action["text"]["text"] == (
-        "*Set* `save_steps=300–900` (now 1,800): goodput +9.8 to +20.2 points ≈ 150–310 GPU-h/day"
+        "*Set* `save_steps=300–900` (40m 00s–2h 00m; now 1,800 steps = 4h 00m): goodput +20.0 "
+        "points if C is 43s; 150–310 GPU-h/day at stake"
     )
     assert "at most 2m 01s where the progress bar keeps time" in bound["text"]["text"]
     assert evidence["text"]["text"].startswith("*C* 43s–2m 01s from log lines")

@@ -1,0 +1,130 @@
+"""Why, per job, and a bound shown as a bound (issue 11, items 6 and 7): on the captured HF
+runs (C from "saved in" lines: a lower bound), ``estimates`` and ``status`` show "≥ C", the
+recommended interval as "≥" and the reason no message was posted; ``events`` numbers each
+failure's interruption; the advisor logs each change of a job's decision once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ckpt_advisor.agent.advisor import Advisor
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.store import StoreReader, open_store
+from ckpt_advisor.rules.model import JobEstimate, Reason, ReasonCode, Status
+from ckpt_advisor.rules.policy import DEFAULT_POLICY
+from tests.samples import drifting_estimate
+
+FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env={"COLUMNS": "220"})
+    return result.exit_code, result.stdout
+
+
+@pytest.fixture
+def hf_db(tmp_path: Path) -> str:
+    """The HF crash and resume captures backfilled: 5 saves timed by log lines, 1 failure."""
+    db = str(tmp_path / "s.db")
+    crash, resume = FIXTURES / "hf_trainer_crash.log", FIXTURES / "hf_trainer_resume.log"
+    code, _ = _run("ingest", str(crash), str(resume), "--job", "hf", "--db", db)
+    assert code == 0
+    return db
+
+
+def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: str) -> None:
+    """C from log lines (37 ms) reads "≥ 0.037s" with an open range, the best interval "≥", and
+    the reason names what is missing (1 of 2 interruptions), in the table and --json of
+    estimates and in status."""
+    _, out = _run("estimates", "--db", hf_db, "--json")
+    [est] = json.loads(out)
+    assert est["checkpoint_cost_is_lower_bound"] is True
+    assert est["checkpoint_cost_range_s"] == [est["checkpoint_cost_s"], None]
+    assert est["recommended_interval_range_s"][1] is None
+    assert est["decision"] == {
+        "action": None,
+        "code": "insufficient_data",
+        "missing": ["failures"],
+        "n_saves": 5,
+        "min_saves": 3,
+        "n_failures": 1,
+        "min_failures": 2,
+    }
+    why = "not enough data: 1 of 2 interruptions needed"
+    assert est["decision_text"] == why
+    best = f"≥ {est['recommended_interval_range_s'][0]:.2f}s"
+    _, table = _run("estimates", "--db", hf_db)
+    [row] = [line for line in table.splitlines() if line.strip().startswith("hf ")]
+    assert "≥ 0.037s" in row and best in row and why in row
+    code, status = _run("status", "--db", hf_db)
+    assert code == 1  # no daemon has run with this store
+    [row] = [line for line in status.splitlines() if line.strip().startswith("hf ")]
+    assert "insufficient_data" in row and "≥ 0.037s" in row and best in row and why in row
+    _, status_json = _run("status", "--db", hf_db, "--json")
+    [job] = json.loads(status_json)["jobs"]
+    assert (job["job"], job["decision"]["code"], job["decision_text"]) == (
+        "hf",
+        "insufficient_data",
+        why,
+    )
+
+
+def test_events_shows_each_failure_s_interruption(hf_db: str) -> None:
+    """The crash's CUDA error is interruption #1, made of its one traceback line, in events
+    --json and in the table."""
+    _, out = _run("events", "--db", hf_db, "--json", "--kind", "failure")
+    [failure] = [json.loads(line) for line in out.splitlines()]
+    assert (failure["line"], failure["interruption"]) == (46, 1)
+    assert failure["interruption_lines"] == [f"{FIXTURES / 'hf_trainer_crash.log'}:46"]
+    _, table = _run("events", "--db", hf_db, "--kind", "failure")
+    [row] = [line for line in table.splitlines() if "cuda_illegal_memory_access" in line]
+    assert "#1" in row
+
+
+class _Estimates:
+    """An estimator that gives the estimates it holds, one per run."""
+
+    policy = DEFAULT_POLICY
+
+    def __init__(self, *estimates: JobEstimate) -> None:
+        self.queue = list(estimates)
+
+    def estimate(self, store: StoreReader, job: str, now_s: float) -> JobEstimate:
+        return self.queue.pop(0)
+
+
+def test_each_change_of_a_decision_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three runs with too few interruptions log one line; a job 2.34× off but below the
+    GPU-hour threshold then logs why nothing is posted, with both numbers, once."""
+    missing = Reason(
+        ReasonCode.INSUFFICIENT_DATA,
+        {"n_saves": 12, "min_saves": 3, "n_failures": 1, "min_failures": 2},
+        missing=("failures",),
+    )
+    rough = drifting_estimate(job="small", status=Status.INSUFFICIENT_DATA, reason=missing)
+    below = Reason(
+        ReasonCode.BELOW_THRESHOLD,
+        {"ratio": 2.34, "excess_gpu_hours_per_day": 0.4, "min_excess_gpu_hours_per_day": 1.0},
+    )
+    quiet = dataclasses.replace(rough, status=Status.OK, reason=below, drift_ratio=2.34)
+    estimator: Any = _Estimates(rough, rough, rough, quiet, quiet)
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    advisor = Advisor(open_store(tmp_path / "s.db"), estimator=estimator, clock=lambda: now)
+    with caplog.at_level(logging.INFO, logger="ckpt_advisor.agent.advisor"):
+        for _ in range(5):
+            advisor.run_job("small")
+    assert [r.getMessage() for r in caplog.records] == [
+        "small: no message: not enough data: 1 of 2 interruptions needed",
+        "small: no message: 2.34× the optimum, but the change would save 0.4 GPU-h/day, below "
+        "the 1 GPU-h/day threshold",
+    ]
