@@ -189,11 +189,13 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float, lower:
             alpha=0.3,
             label=f"waste for C from {format_duration(cost_s)} to {format_duration(high_c)}",
         )
-    label = (
-        f"waste if C is {format_duration(cost_s)} (a lower bound: more if C is)"
-        if lower and drawn.waste_upper is None
-        else "waste (Daly, exponential failures)"
-    )
+    label = "waste (Daly, exponential failures)"
+    if lower:
+        label = (
+            f"waste if C is {format_duration(cost_s)} (a lower bound: more if C is)"
+            if drawn.waste_upper is None
+            else f"waste at C's lower bound, {format_duration(cost_s)}"
+        )
     rough = drawn.insufficient is not None  # drawn, but not to be trusted yet
     ax.plot(x, waste, color="grey" if rough else "black", linestyle=":" if rough else "-",
             label=label + (" (too little data to trust)" if rough else ""))  # fmt: skip

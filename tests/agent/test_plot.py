@@ -78,7 +78,7 @@ def test_tick_labels_are_plain_and_never_overlap(name: str, scale_s: float) -> N
 def test_a_lower_bound_of_c_is_drawn_as_one() -> None:
     """C ≥ 43 s with no upper bound: the title says "C ≥ 43s", the curve is labelled as the
     waste at that bound and the recommended range runs to the right edge; with an upper bound
-    the curve is a band between the waste at both ends of C."""
+    the curve is a band between the waste at both ends of C, labelled so."""
     bound = dict(
         checkpoint_cost_s=43.0,
         checkpoint_cost_source="log",
@@ -107,6 +107,16 @@ def test_a_lower_bound_of_c_is_drawn_as_one() -> None:
         "recommended_interval_range_s": (900.0, 2_400.0),
     }
     _labels(_row(**{**bound, **ranged}), "lower-bound-range")
+    fig, _ = figure(_row(**{**bound, **ranged}))
+    try:
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    finally:
+        plt.close(fig)
+    assert legend[:3] == [
+        "waste for C from 43s to 2m 01s",
+        "waste at C's lower bound, 43s",
+        "recommended range",
+    ]
 
 
 def test_insufficient_data_is_marked_on_the_plot(tmp_path: Path) -> None:
