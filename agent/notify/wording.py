@@ -230,7 +230,8 @@ def lower_bound_line(e: JobEstimate) -> str | None:
 
 
 def cost_evidence(e: JobEstimate) -> str:
-    """``C 4m 00s (CI 3m 58s–4m 02s) from the timing file, 21 saves``."""
+    """``C 4m 00s (CI 3m 58s–4m 02s) from the timing file, 21 saves``; the CI left out when both
+    its ends read as C."""
     if e.checkpoint_cost_s is None:
         return f"C unknown ({_count(e.n_checkpoints)} saves seen)"
     saves = f"{_count(e.n_checkpoints)} saves"
@@ -239,9 +240,11 @@ def cost_evidence(e: JobEstimate) -> str:
         if high is None:
             return f"C ≥ {d(e.checkpoint_cost_s)} from log lines (a lower bound), {saves}"
         return f"C {d(e.checkpoint_cost_s)}–{d(high)} from log lines and progress bars, {saves}"
-    ci = e.checkpoint_cost_ci_s
-    band = f" (CI {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
-    return f"C {d(e.checkpoint_cost_s)}{band} from the timing file, {saves}"
+    ci, shown = e.checkpoint_cost_ci_s, d(e.checkpoint_cost_s)
+    band = ""
+    if ci is not None and not d(ci[0]) == d(ci[1]) == shown:  # a CI that reads as C says nothing
+        band = f" (CI {d(ci[0])}–{d(ci[1])})"
+    return f"C {shown}{band} from the timing file, {saves}"
 
 
 def mtbf_evidence(e: JobEstimate) -> str:

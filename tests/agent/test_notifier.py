@@ -246,6 +246,17 @@ def test_format_message_unknown_numbers() -> None:
     assert "*Waste:* unknown" in "\n".join(_texts(format_details(estimate, NOTIFY)))
 
 
+def test_a_confidence_interval_that_reads_as_c_is_left_out() -> None:
+    """C of 4 min from a timing file whose CI is 239.8–240.2 s reads "C 4m 00s", not
+    "(CI 4m 00s–4m 00s)"; a CI that reads differently is kept."""
+    tight = drifting_estimate(checkpoint_cost_s=240.0, checkpoint_cost_ci_s=(239.8, 240.2))
+    evidence = format_message(tight, NOTIFY)["blocks"][2]["text"]["text"]
+    assert evidence.startswith("*C* 4m 00s from the timing file, 12 saves\n")
+    wide = dataclasses.replace(tight, checkpoint_cost_ci_s=(238.0, 242.0))
+    evidence = format_message(wide, NOTIFY)["blocks"][2]["text"]["text"]
+    assert evidence.startswith("*C* 4m 00s (CI 3m 58s–4m 02s) from the timing file")
+
+
 def test_resolve_is_a_short_reply() -> None:
     """A RESOLVE says the job is back within range, how close, and the interval; no C/M."""
     message = format_resolve(drifting_estimate(notes=()), RESOLVE)
