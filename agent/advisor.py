@@ -190,7 +190,11 @@ class Advisor:
 
 def _last_message(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The newest drift message of a job's outbox records (a NOTIFY or REPEAT, not a reply)."""
-    drift = [m for m in messages if m["action"] in ("notify", "repeat") and m["thread_of"] is None]
+    drift = [
+        m
+        for m in messages
+        if m["action"] in ("notify", "repeat") and "thread_of" not in m["payload"]
+    ]
     return drift[-1] if drift else None
 
 

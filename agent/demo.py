@@ -108,7 +108,7 @@ def run_demo(
         deadline = time.monotonic() + 30
         messages: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
-            messages = [m for m in daemon.store.messages(JOB) if m["thread_of"] is None]
+            messages = [m for m in daemon.store.messages(JOB) if "thread_of" not in m["payload"]]
             latest = daemon.store.estimate_history(job=JOB, latest_only=True)
             caught_up = latest and latest[0]["n_failures"] >= job.n_failures
             if messages and caught_up:

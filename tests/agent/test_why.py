@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.store import StoreReader, open_store
+from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.model import JobEstimate, Reason, ReasonCode, Status
 from ckpt_advisor.rules.policy import DEFAULT_POLICY
 from tests.samples import drifting_estimate
@@ -60,7 +61,7 @@ def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: s
     }
     why = "not enough data: 1 of 2 interruptions needed"
     assert est["decision_text"] == why
-    best = f"≥ {est['recommended_interval_range_s'][0]:.2f}s"
+    best = f"≥ {format_duration(est['recommended_interval_range_s'][0])}"
     _, table = _run("estimates", "--db", hf_db)
     [row] = [line for line in table.splitlines() if line.strip().startswith("hf ")]
     assert "≥ 0.037s" in row and best in row and why in row
