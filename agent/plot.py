@@ -200,6 +200,8 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float, lower:
     ax.plot(x, waste, color="grey" if rough else "black", linestyle=":" if rough else "-",
             label=label + (" (too little data to trust)" if rough else ""))  # fmt: skip
     band = row.get("recommended_interval_range_s") if lower else None
+    if band and band[1] is None and row.get("recommended_interval_s"):
+        band = [row["recommended_interval_s"], None]  # open: at least the interval at C's bound
     band = band or row.get("recommended_interval_ci_s")
     if band:
         right = band[1] if band[1] is not None else drawn.interval_s[-1]

@@ -264,14 +264,15 @@ def cost_cell(r: dict[str, Any]) -> str:
 
 
 def best_cell(r: dict[str, Any]) -> str:
-    """The recommended interval; over the plausible C (a range, or ``≥``) when C is a bound."""
+    """The recommended interval; when C is a lower bound, the range over the plausible C, or
+    ``≥`` the interval at the bound when C has no upper one (as the message says)."""
     best = format_duration(r["recommended_interval_s"])
     bounds = r.get("recommended_interval_range_s")
     if not r.get("checkpoint_cost_is_lower_bound") or not bounds or best == "-":
         return best
     low, high = bounds
     if high is None:
-        return f"≥ {format_duration(low)}"
+        return f"≥ {best}"
     return f"{format_duration(low)}–{format_duration(high)}"
 
 

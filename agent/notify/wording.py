@@ -346,6 +346,12 @@ def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
         ),
         Fact("Waste", _waste(e)),
     ]
+    if e.goodput_current is not None and e.goodput_recommended is not None:
+        simulated = (
+            f"{e.goodput_current:.1%} now, {e.goodput_recommended:.1%} at the recommended "
+            "interval (simulated with the job's own C, M and R)"
+        )
+        intervals.append(Fact("Goodput", simulated))
     cost = [Fact("Checkpoint cost", cost_evidence(e))]
     if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
         cost.append(

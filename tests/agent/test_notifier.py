@@ -198,8 +198,8 @@ def test_a_lower_bound_of_c_is_shown_as_one_and_says_first_how_to_get_it_exactly
 
 def test_the_detail_is_a_reply_with_the_numbers_classes_weibull_and_notes() -> None:
     """The thread reply carries what the message leaves out: intervals in seconds and steps,
-    money per day, M per class, the Weibull shape, M per node, a changed C, a persist slower
-    than the interval, the reason and the notes."""
+    money per day, the simulated goodput, M per class, the Weibull shape, M per node, a changed
+    C, a persist slower than the interval, the reason and the notes."""
     estimate = drifting_estimate(
         recommended_setting="save_steps=450",
         excess_cost_per_day=768.0,
@@ -211,6 +211,8 @@ def test_the_detail_is_a_reply_with_the_numbers_classes_weibull_and_notes() -> N
         mtbf_per_unit_s=172_800.0,
         checkpoint_cost_previous_s=120.0,
         persist_latency_s=20_000.0,
+        goodput_current=0.648,
+        goodput_recommended=0.851,
         **ON_64_GPUS,
     )
     assert "(€768/day)" in format_message(estimate, NOTIFY, currency="€")["text"]
@@ -221,6 +223,7 @@ def test_the_detail_is_a_reply_with_the_numbers_classes_weibull_and_notes() -> N
     assert "*Weibull shape:* 0.71 (0.60–0.82); widens M's interval" in body
     assert "*M per node:* 2d 0h (8 nodes in the job)" in body
     assert "*C changed:* from 2m 00s to 5m 00s recently" in body
+    assert "*Goodput:* 64.8% now, 85.1% at the recommended interval (simulated" in body
     assert "longer than the interval, saves queue up" in body
     assert "*Why:* drift: 4.00× the optimum (beyond 1.5×)" in body
     assert "• checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves" in body

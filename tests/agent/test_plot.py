@@ -94,7 +94,7 @@ def test_a_lower_bound_of_c_is_drawn_as_one() -> None:
         assert ax.get_title().startswith("llama-70b: M 6h 00m, C ≥ 43s")
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
         assert "waste if C is 43s (a lower bound: more if C is)" in legend
-        assert "recommended range: ≥ 15m 00s" in legend
+        assert "recommended range: ≥ 25m 00s" in legend
         fig.savefig(PICTURES / "lower-bound-open.png")
     finally:
         plt.close(fig)
