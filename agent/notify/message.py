@@ -42,19 +42,17 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from ckpt_advisor.agent.notify.detail import detail_facts, detail_notes, resolve_line
 from ckpt_advisor.agent.notify.wording import (
     Sent,
     action_line,
     as_of,
     changes,
     cost_evidence,
-    detail_facts,
-    detail_notes,
     lower_bound_line,
     main_lines,
     mtbf_evidence,
     one_line,
-    resolve_line,
     silence_command,
     title,
     utc,

@@ -1,18 +1,22 @@
 """What a message about a job's interval says, in plain words (no Slack markup, no I/O).
 
-A busy engineer reads the first line and acts: the action (what to set, from what, and what it
-buys), then the evidence in two short lines (C and M with their ranges and counts), then the
-context (as of when, what changed since the last message, how to silence). Everything else
-(intervals in seconds and steps, per-class M, the Weibull shape, notes) is the detail, posted
-as a reply in the message's thread. :mod:`agent.notify.message` puts these words into Block
-Kit; the log notifier writes them as lines. Every number is the rules'; here it is only
-written (durations by :func:`agent.units.format_duration`, notes by
-:func:`agent.notes.render_note`, reasons by :func:`agent.reasons.render_reason`).
+A busy engineer reads the first line and acts: the action (what to set, in the job's setting
+and in seconds, from what, and what it buys), then the evidence in two short lines (C and M with
+their ranges and counts), then the context (as of when, what changed since the last message,
+how to silence). Everything else (intervals in seconds and steps, per-class M, the Weibull
+shape, notes) is the detail, posted as a reply in the message's thread
+(:mod:`agent.notify.detail`). :mod:`agent.notify.message` puts these words into Block Kit; the
+log notifier writes them as lines. Every number is the rules'; here it is only written
+(durations by :func:`agent.units.format_duration`, notes by :func:`agent.notes.render_note`,
+reasons by :func:`agent.reasons.render_reason`).
 
-Goodput is the share of wall time that became kept progress; in Daly's model it is one minus
-the waste fraction, so the goodput gained by the recommended interval is the waste it saves
-(``waste_fraction_current − waste_fraction_recommended``, in percentage points), and the
-GPU-hours a day are those points × GPUs × 24 h (``excess_gpu_hours_per_day``).
+What the change buys: the goodput (kept work over wall time) simulated with the job's own C, M
+and R at the current and the recommended interval (``goodput_current``,
+``goodput_recommended``: :func:`rules.simulate.simulated_goodput`), or without them the waste
+Daly's model says the change saves, in percentage points
+(``waste_fraction_current − waste_fraction_recommended``); the GPU-hours at stake are
+``excess_gpu_hours_per_day`` (that waste × GPUs × 24 h), the figure the GPU-hour threshold
+judges.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ckpt_advisor.agent.notes import render_note
-from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.agent.units import format_duration as d
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate, NoteCode
 
@@ -295,134 +298,6 @@ def silence_command(job: str) -> str:
 def as_of(e: JobEstimate) -> float:
     """The moment the message speaks of: the job's newest event (else when it was computed)."""
     return e.newest_event_s if e.newest_event_s is not None else e.computed_at_s
-
-
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """One line of the detail: a label and its plain text."""
-
-    label: str
-    text: str
-
-
-def _interval(value_s: float | None, steps: int | None, step_time_s: float | None) -> str:
-    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``."""
-    if value_s is None:
-        return "unknown"
-    parts = [f"{value_s:,.0f} s"]
-    if steps is not None:
-        parts.append(f"{steps:,} steps" + (f" of {d(step_time_s)}" if step_time_s else ""))
-    return f"{d(value_s)} ({', '.join(parts)})"
-
-
-def _range(e: JobEstimate) -> str:
-    """``; range 40m 41s–1h 24m`` over M's interval and the plausible C (``≥`` when open)."""
-    bounds = e.recommended_interval_range_s or e.recommended_interval_ci_s
-    if bounds is None:
-        return ""
-    low_s, high_s = bounds
-    over = " over M's interval and the plausible C" if e.checkpoint_cost_is_lower_bound else ""
-    if high_s is None:
-        return f"; at least {d(low_s)}{over}"
-    return f"; range {d(low_s)}–{d(high_s)}{over}"
-
-
-def _waste(e: JobEstimate) -> str:
-    now, best = e.waste_fraction_current, e.waste_fraction_recommended
-    if now is None or best is None:
-        return "unknown"
-    return f"{now:.1%} of run time now, {best:.1%} at the recommended interval"
-
-
-def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
-    """The detail, grouped (one Slack section each): intervals, C, M, model and why."""
-    intervals = [
-        Fact("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
-        Fact(
-            "Recommended interval",
-            _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
-            + (f"; set {one_line(e.recommended_setting)}" if e.recommended_setting else "")
-            + _range(e),
-        ),
-        Fact("Waste", _waste(e)),
-    ]
-    if e.goodput_current is not None and e.goodput_recommended is not None:
-        simulated = (
-            f"{e.goodput_current:.1%} now, {e.goodput_recommended:.1%} at the recommended "
-            "interval (simulated with the job's own C, M and R)"
-        )
-        intervals.append(Fact("Goodput", simulated))
-    cost = [Fact("Checkpoint cost", cost_evidence(e))]
-    if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
-        cost.append(
-            Fact(
-                "C changed",
-                f"from {d(e.checkpoint_cost_previous_s)} to {d(e.checkpoint_cost_s)} recently",
-            )
-        )
-    if e.persist_latency_s is not None:
-        text = f"{d(e.persist_latency_s)} in the background (not in C)"
-        if e.current_interval_s is not None and e.persist_latency_s > e.current_interval_s:
-            text += "; WARNING: longer than the interval, saves queue up"
-        cost.append(Fact("Persist latency", text))
-    if e.restart_cost_s is not None:
-        cost.append(Fact("Restart cost R", d(e.restart_cost_s)))
-    return [intervals, cost, _mtbf_facts(e), _model_facts(e, decision)]
-
-
-def _mtbf_facts(e: JobEstimate) -> list[Fact]:
-    facts = [Fact("MTBF", mtbf_evidence(e))]
-    if e.failure_classes:
-        facts.append(
-            Fact(
-                "Failures by class",
-                ", ".join(
-                    f"{one_line(name)} ×{count}"
-                    + (
-                        ""
-                        if e.mtbf_by_class_s.get(name) is None
-                        else f" (M {d(e.mtbf_by_class_s[name])})"
-                    )
-                    for name, count in sorted(e.failure_classes.items())
-                ),
-            )
-        )
-    if e.weibull_shape is not None and e.weibull_shape_ci is not None:
-        low, high = e.weibull_shape_ci
-        used = "; widens M's interval" if e.mtbf_source == "weibull" else "; near 1 (exponential)"
-        facts.append(Fact("Weibull shape", f"{e.weibull_shape:.2f} ({low:.2f}–{high:.2f}){used}"))
-    if e.mtbf_per_unit_s is not None and e.units is not None:
-        # units are the job's nodes when configured, else its GPUs (agent.app.job_sizes)
-        unit = "GPU" if e.gpus is not None and e.units == e.gpus else "node"
-        source = "; from the fleet's rate" if e.mtbf_source == "fleet" else ""
-        facts.append(
-            Fact(
-                f"M per {unit}", f"{d(e.mtbf_per_unit_s)} ({e.units:,} {unit}s in the job{source})"
-            )
-        )
-    return facts
-
-
-def _model_facts(e: JobEstimate, decision: Decision) -> list[Fact]:
-    ratio = f"; current/recommended {e.drift_ratio:.2f}×" if e.drift_ratio is not None else ""
-    return [
-        Fact(
-            "Model",
-            f"Young (1974) {d(e.young_interval_s)}, Daly (2006) {d(e.daly_interval_s)}{ratio}",
-        ),
-        Fact("Why", one_line(render_reason(decision.reason))),
-    ]
-
-
-def detail_notes(e: JobEstimate) -> list[str]:
-    """The notes as sentences, but the lower bound of C (said first, in the message itself)."""
-    return [render_note(n) for n in e.notes if n.code is not NoteCode.COST_LOWER_BOUND]
-
-
-def resolve_line(e: JobEstimate, decision: Decision) -> str:
-    """The resolve reply: ``Back within range: 1.10× the optimum …; the interval is 2h 00m``."""
-    now = _interval(e.current_interval_s, e.current_interval_steps, None)
-    return f"{render_reason(decision.reason).capitalize()}; the interval is {now}"
 
 
 def main_lines(
