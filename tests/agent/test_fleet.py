@@ -17,9 +17,9 @@ HANDOVER_S = 60.0
 
 
 def _jobs_posted(slack: FakeSlack) -> list[str]:
-    return sorted(
-        job for m in slack.messages for job in ("ja", "jb", "jc", "jr") if f"for {job}" in m["text"]
-    )
+    """The jobs of the messages in the channel (not their replies: a detail names its job too)."""
+    top = [m for m in slack.posted if "thread_ts" not in m]
+    return sorted(job for m in top for job in ("ja", "jb", "jc", "jr") if f"for {job}" in m["text"])
 
 
 def _url_only(tmp: Path, url: str) -> Path:
