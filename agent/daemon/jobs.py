@@ -116,7 +116,7 @@ class Jobs:
         self.last_estimate_s = self._clock().timestamp()
         self.metrics.last_estimate.set(self.last_estimate_s)
         self.metrics.set_estimates(advice)
-        self.advice.publish(advice)
+        self.advice.publish([a.estimate for a in advice])
         try:
             queued = len(self.store.queued_messages())
         except StoreError:
