@@ -9,6 +9,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from ckpt_advisor.agent.advisor import Advice
+from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
+
 TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
 """The variable the daemon subprocesses of the tests read the (fake) Slack token from."""
 
@@ -16,6 +19,12 @@ TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
 ON_64_GPUS: dict[str, Any] = {"gpus": 64, "excess_gpu_hours_per_day": (0.35 - 0.15) * 64 * 24}
 """The fields ``tests.samples.drifting_estimate`` gets from a job with ``gpus = 64`` (the rules'
 excess)."""
+
+
+def advice_of(estimate: JobEstimate, action: Action = Action.NONE) -> Advice:
+    """``estimate`` with the decision its own verdict gives (no drift rule scripted): what the
+    advisor hands the metrics."""
+    return Advice(estimate, Decision(action, estimate.reason, AlertState()))
 
 
 V5_COLUMNS = (

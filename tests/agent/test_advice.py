@@ -25,6 +25,7 @@ from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
 from ckpt_advisor.rules.adoption import parse_advice
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Status
+from tests.agent.helpers import advice_of
 from tests.rules.simulate import T0, two_tier_trace
 from tests.samples import drifting_estimate
 
@@ -197,7 +198,7 @@ def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> Non
     assert shown["mtbf_persistent_s"] == tiers.mtbf_persistent_s
     assert shown["persistent_interval_s"] == advice.interval_s("persistent")
     metrics = Metrics()
-    metrics.set_estimates([est])
+    metrics.set_estimates([advice_of(est)])
     text = generate_latest(metrics.registry).decode()
     samples = {
         (s.name, s.labels.get("tier")): s.value

@@ -10,22 +10,18 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ckpt_advisor.agent.advisor import Advice
 from ckpt_advisor.agent.daemon.metrics import CountingNotifier, Metrics, metric_names
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import (
     Action,
-    AlertState,
-    Decision,
-    JobEstimate,
     Reason,
     ReasonCode,
     Status,
 )
 from ckpt_advisor.rules.policy import JobFacts
-from tests.agent.helpers import ON_64_GPUS
+from tests.agent.helpers import ON_64_GPUS, advice_of
 from tests.rules.simulate import hf_like_crash
 from tests.samples import drifting_estimate
 
@@ -41,11 +37,6 @@ def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
     }
 
 
-def _advice(estimate: JobEstimate, action: Action = Action.NONE) -> Advice:
-    """``estimate`` with the decision its own verdict gives (no drift rule scripted)."""
-    return Advice(estimate, Decision(action, estimate.reason, AlertState()))
-
-
 def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     """Per-job gauges carry C, M and bounds, intervals, waste and GPU-hours (with gpus set);
     a job with unknown M has no M sample rather than 0; files export lag and last read."""
@@ -59,7 +50,7 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
         job="new", mtbf_s=None, mtbf_ci_s=None, status=Status.INSUFFICIENT_DATA, reason=missing
     )
     drifting = drifting_estimate(job="llama", **ON_64_GPUS)
-    metrics.set_estimates([_advice(drifting, Action.NOTIFY), _advice(unknown)])
+    metrics.set_estimates([advice_of(drifting, Action.NOTIFY), advice_of(unknown)])
     metrics.set_files([FilePosition("llama", "/r/a.log", 100, 150, 1_800_000_001.0)])
     s = _samples(metrics)
     llama = (("job", "llama"),)
@@ -71,7 +62,7 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     assert ("ckpt_advisor_excess_gpu_hours_per_day", (("job", "new"),)) not in s
     assert s[("ckpt_advisor_file_lag_bytes", (("job", "llama"), ("path", "/r/a.log")))] == 50
     assert s[("ckpt_advisor_checkpoint_cost_lower_bound", llama)] == 0.0
-    metrics.set_estimates([_advice(unknown)])
+    metrics.set_estimates([advice_of(unknown)])
     assert ("ckpt_advisor_drift", llama) not in _samples(metrics)  # a removed job disappears
 
 
@@ -100,7 +91,7 @@ def test_the_decision_and_a_lower_bound_of_c_are_exported() -> None:
     )
     rough = drifting_estimate(job="rough", status=Status.INSUFFICIENT_DATA, reason=missing)
     metrics = Metrics()
-    metrics.set_estimates([_advice(quiet), _advice(rough)])
+    metrics.set_estimates([advice_of(quiet), advice_of(rough)])
     s = _samples(metrics)
     small = ("job", "small")
     assert s[("ckpt_advisor_decision", (small, ("reason", "below_threshold")))] == 1.0
@@ -166,7 +157,7 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     ] + [dashboard["templating"]["list"][1]["definition"]]
     used = {name for e in exprs for name in re.findall(r"\bckpt_advisor_[a-z_]+", e)}
     metrics = Metrics()
-    metrics.set_estimates([_advice(drifting_estimate(job="llama", **ON_64_GPUS))])
+    metrics.set_estimates([advice_of(drifting_estimate(job="llama", **ON_64_GPUS))])
     metrics.set_files([FilePosition("llama", "/r/a.log", 0, 0, None)])
     exported = metric_names(metrics)
     assert used - exported == set()
@@ -181,7 +172,7 @@ def test_goodput_gauges_split_the_last_day_by_bucket() -> None:
     metrics = Metrics()
     est = estimate_job("crash", hf_like_crash(), now_s=0.0, facts=JobFacts(gpus=8))
     plain_estimate = drifting_estimate(job="plain", goodput_current=0.7, goodput_recommended=0.8)
-    metrics.set_estimates([_advice(est), _advice(plain_estimate)])
+    metrics.set_estimates([advice_of(est), advice_of(plain_estimate)])
     s = _samples(metrics)
     crash = ("job", "crash")
     seconds = {"productive": 1000.0, "checkpoint": 40.0, "lost": 600.0, "restart": 860.0}
