@@ -1,15 +1,16 @@
 """The ``ckpt-advisor`` command line: one module per group of commands.
 
-``service.py`` (the daemon: run, check-config, slack-test, status, demo), ``logs.py`` (parse,
-ingest), ``query.py`` (estimates, events, silence), ``calc.py`` (interval, simulate, plot),
-``goodput.py`` (goodput), ``common.py`` (options and helpers they share) and ``manual.py`` (the
-man page, from the help). Each command parses its arguments, calls into the agent, formats and
-prints: readable tables by default, ``--json`` for machines (the shapes of
-``agent/contracts.py``: docs/DESIGN.md, "Contracts"). What a command produces (a table, JSON,
-the summary of what it did) goes to stdout; warnings, progress and errors to stderr. Bad input
-exits 2 (a bad option or config), any other failure 1 (an unknown job names the known ones),
-with a message that names the file, line or key. Every ``--help`` ends with examples. Heavy
-libraries are imported inside the commands that need them, so ``--help`` stays fast.
+``service.py`` (the daemon: run, migrate, check-config, slack-test, demo), ``status.py``
+(status), ``logs.py`` (parse, ingest), ``query.py`` (estimates, events, silence), ``calc.py``
+(interval, simulate, plot), ``goodput.py`` (goodput), ``common.py`` (options and helpers they
+share) and ``manual.py`` (the man page, from the help). Each command parses its arguments,
+calls into the agent, formats and prints: readable tables by default, ``--json`` for machines
+(the shapes of ``agent/contracts.py``: docs/DESIGN.md, "Contracts"). What a command produces
+(a table, JSON, the summary of what it did) goes to stdout; warnings, progress and errors to
+stderr. Bad input exits 2 (a bad option or config), any other failure 1 (an unknown job names
+the known ones), with a message that names the file, line or key. Every ``--help`` ends with
+examples. Heavy libraries are imported inside the commands that need them, so ``--help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import click
 
-from ckpt_advisor.agent.cli import calc, goodput, logs, query, service
+from ckpt_advisor.agent.cli import calc, goodput, logs, query, service, status
 from ckpt_advisor.agent.cli.common import examples, fail
 
 
@@ -54,6 +55,7 @@ def main() -> None:
 
 for _command in (
     *service.COMMANDS,
+    *status.COMMANDS,
     *logs.COMMANDS,
     *query.COMMANDS,
     *calc.COMMANDS,
