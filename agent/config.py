@@ -6,29 +6,23 @@ written as text (``"5m"``, ``"6h"``) or seconds and become float seconds here, o
 
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from ckpt_advisor import parsers
+from ckpt_advisor.agent.config_jobs import JobConfig, ParseConfig, Section
 from ckpt_advisor.agent.credentials import secret
 from ckpt_advisor.agent.units import parse_duration_s
-from ckpt_advisor.parsers.events import EventKind
-from ckpt_advisor.rules.tiers import with_overrides
 
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
@@ -51,15 +45,10 @@ def default_db_path() -> Path:
     return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db"
 
 
-class _Section(BaseModel):
-    # Field docstrings become descriptions: docs/CONFIG.md is generated from them.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
 DAY_S = 86400.0
 
 
-class StoreConfig(_Section):
+class StoreConfig(Section):
     """``[store]``: where events, estimates and the Slack outbox live: a SQLite file (``path``,
     the default), or one PostgreSQL database shared by a fleet of agents (``url``)."""
 
@@ -98,7 +87,7 @@ class StoreConfig(_Section):
         return secret(self.password_env)[0]
 
 
-class AgentConfig(_Section):
+class AgentConfig(Section):
     """``[agent]``: this agent's identity among the agents of one store (fleet mode)."""
 
     name: str = Field(default_factory=lambda: socket.gethostname(), min_length=1, max_length=200)
@@ -106,7 +95,7 @@ class AgentConfig(_Section):
     per store. Default: the host name."""
 
 
-class ScheduleConfig(_Section):
+class ScheduleConfig(Section):
     """``[schedule]``: how often the daemon looks and thinks (durations: ``90s``, ``5m``)."""
 
     estimate_every: Seconds = Field(default=300.0, gt=0, le=7 * DAY_S)
@@ -132,7 +121,7 @@ class ScheduleConfig(_Section):
     read it to its end and let it go."""
 
 
-class EstimationConfig(_Section):
+class EstimationConfig(Section):
     """``[estimation]``: the statistics and the drift rule (README, "How it decides")."""
 
     confidence: float = Field(default=0.9, gt=0, lt=1)
@@ -171,104 +160,7 @@ class EstimationConfig(_Section):
         return self
 
 
-class ParseConfig(_Section):
-    """``[parse]``: how log text is read."""
-
-    timezone: str = "UTC"
-    """IANA zone of timestamps printed without an offset (most frameworks print local time)."""
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(
-                f"unknown time zone {value!r} (use an IANA name such as UTC)"
-            ) from None
-        return value
-
-
-class PatternConfig(_Section):
-    """``[[jobs.patterns]]``: a custom log pattern (``parsers/custom.py``)."""
-
-    kind: str
-    """Event kind the pattern produces (``checkpoint_start``, ``checkpoint_end``, ``failure``,
-    ``restart``, ``resume``, ``run_start``, ``run_end``, ``step``)."""
-    regex: str
-    """Python regex searched in each line; optional named groups ``step``, ``time``,
-    ``duration_s``."""
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, value: str) -> str:
-        if value not in {k.value for k in EventKind}:
-            known = ", ".join(k.value for k in EventKind)
-            raise ValueError(f"unknown kind {value!r}; known kinds: {known}")
-        return value
-
-    @field_validator("regex")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        parsers.compile_pattern("checkpoint_end", value)  # ValueError names the problem
-        return value
-
-    def compiled(self) -> parsers.CustomPattern:
-        """The :class:`parsers.CustomPattern` the parsers take."""
-        return parsers.compile_pattern(self.kind, self.regex)
-
-
-class JobConfig(_Section):
-    """``[[jobs]]``: one training job (or a family of runs that share an interval setting)."""
-
-    name: str = Field(min_length=1)
-    """The job's name in messages, the store and the CLI."""
-    logs: list[str] = Field(default_factory=list)
-    """Absolute globs of training logs (``**`` recurses); files appearing later are found."""
-    timings: list[str] = Field(default_factory=list)
-    """Absolute globs of checkpoint timing files (JSONL or CSV; exact C)."""
-    format: str = "auto"
-    """Parser for the logs: ``auto`` (detected per file) or a stack name (``ckpt-advisor
-    parse --help`` lists them)."""
-    gpus: int | None = Field(default=None, ge=1)
-    """GPUs the job runs on: waste in GPU-hours per day, and the worth-it threshold."""
-    patterns: list[PatternConfig] = Field(default_factory=list)
-    """Custom ``[[jobs.patterns]]`` for lines no built-in parser knows."""
-
-    @field_validator("format")
-    @classmethod
-    def _known_format(cls, value: str) -> str:
-        if value not in parsers.available_formats():
-            known = ", ".join(parsers.available_formats())
-            raise ValueError(f"unknown format {value!r}; known formats: {known}")
-        return value
-
-    nodes: int | None = Field(default=None, ge=1)
-    """Nodes the job runs on: M per node, rescaled when the job is resized."""
-    survival: dict[str, str] = Field(default_factory=dict)
-    """For a job that saves to two tiers: failure class -> the least durable tier whose copy
-    survives it (``memory``, ``local``, ``persistent``), where it differs from the default
-    table in ``rules/tiers.py``; e.g. ``{ node_failure = "memory" }`` for peer-replicated
-    memory copies."""
-
-    @field_validator("survival")
-    @classmethod
-    def _known_tiers(cls, value: dict[str, str]) -> dict[str, str]:
-        with_overrides(value)  # ValueError names the class
-        return value
-
-    @field_validator("logs", "timings")
-    @classmethod
-    def _globs_absolute(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            if not os.path.isabs(os.path.expanduser(pattern)):
-                raise ValueError(f"glob {pattern!r} must be an absolute path")
-            if glob.has_magic(pattern) and "[" in pattern and "]" not in pattern:
-                raise ValueError(f"glob {pattern!r} has an unclosed '['")
-        return [os.path.expanduser(p) for p in patterns]
-
-
-class SlackConfig(_Section):
+class SlackConfig(Section):
     """``[slack]``: where recommendations go; without a token they go to the daemon's log."""
 
     channel: str | None = None
@@ -289,7 +181,7 @@ class SlackConfig(_Section):
         return value if value.endswith("/") else value + "/"
 
 
-class MetricsConfig(_Section):
+class MetricsConfig(Section):
     """``[metrics]``: the Prometheus endpoint, off unless ``listen`` is set.
 
     ``listen`` is ``"host:port"``, ``"[v6addr]:port"``, or ``":port"``/``"port"`` for loopback
@@ -312,7 +204,7 @@ class MetricsConfig(_Section):
         return None if self.listen is None else listen_address(self.listen)
 
 
-class AdviceConfig(_Section):
+class AdviceConfig(Section):
     """``[advice]``: each job's current recommendation for the training side (opt-in).
 
     The training callbacks' ``advice_file`` reads ``dir/JOB.json`` (README, "Advice that
@@ -345,7 +237,7 @@ def listen_address(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-class Config(_Section):
+class Config(Section):
     """The whole configuration file (DESIGN.md, "Contracts")."""
 
     store: StoreConfig = Field(default_factory=StoreConfig)

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ckpt_advisor.agent.config import Config, JobConfig, PatternConfig
+from ckpt_advisor.agent.config import Config
+from ckpt_advisor.agent.config_jobs import JobConfig, PatternConfig
 from ckpt_advisor.agent.units import format_duration, parse_duration_s
 
 
