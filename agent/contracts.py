@@ -55,14 +55,8 @@ def event_json(event: Event, source: str) -> dict[str, Any]:
         "line": event.line,
         "source": source,
         "parser": event.parser,
+        "tier": event.tier,
     }
-
-
-def parsed_event_json(event: Event, source: str) -> dict[str, Any]:
-    """One ``parse --json`` line: :func:`event_json` plus the timing record's ``tier`` (not
-    stored yet, so ``events`` has no ``tier``); ``parse`` adds each failure's ``interruption``
-    (``agent/interruptions.py``)."""
-    return {**event_json(event, source), "tier": event.tier}
 
 
 def stored_event_json(stored: StoredEvent) -> dict[str, Any]:

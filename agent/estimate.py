@@ -55,6 +55,7 @@ def timeline_from(columns: EventColumns) -> Timeline:
         first_of_source=columns.first_of_source,
         failure_class=columns.failure_class,
         failure_planned=columns.failure_planned,
+        tier=columns.tier,
     )
 
 

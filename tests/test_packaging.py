@@ -114,6 +114,7 @@ def test_the_wheel_installs_only_ckpt_advisor(tmp_path: Path) -> None:
     assert "ckpt_advisor/agent/store/migrations/env.py" in names
     assert "ckpt_advisor/agent/store/migrations/script.py.mako" in names
     assert "ckpt_advisor/agent/store/migrations/versions/r0005_fleet.py" in names
+    assert "ckpt_advisor/agent/store/migrations/versions/r0006_tier.py" in names
 
 
 def test_training_callbacks_import_beside_a_local_agent_package(tmp_path: Path) -> None:

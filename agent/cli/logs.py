@@ -56,7 +56,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     exit code is then 1, after the other files' events.
     """
     from ckpt_advisor import parsers
-    from ckpt_advisor.agent.contracts import parsed_event_json
+    from ckpt_advisor.agent.contracts import event_json
     from ckpt_advisor.agent.tail.inputs import MAX_LINE_BYTES, bounded_lines
 
     limit = f"longer than {MAX_LINE_BYTES >> 20} MiB: the limit everywhere logs are read"
@@ -78,10 +78,10 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
                         warn(f"{path}:{lineno}: line of {length:,} bytes skipped ({limit})")
                         continue
                     text = data.decode("utf-8", "replace")
-                    rows.extend(parsed_event_json(e, path) for e in parser.feed(text, lineno))
+                    rows.extend(event_json(e, path) for e in parser.feed(text, lineno))
         except OSError as exc:
             fail(f"{path}: {exc.strerror}")
-        rows.extend(parsed_event_json(e, path) for e in parser.finish())
+        rows.extend(event_json(e, path) for e in parser.finish())
         if parser.misses:
             click.echo(f"{path}: {parser.misses} line(s) could not be read:", err=True)
             for lineno, reason in list(parser.errors)[:10]:

@@ -66,7 +66,8 @@ def _dt(s: float | None) -> datetime | None:
     return None if s is None else datetime.fromtimestamp(s, UTC)
 
 
-def _stored_event(m: Any) -> StoredEvent:
+def _stored_event(m: Any, tiers: bool) -> StoredEvent:
+    """The event of row ``m``; ``tiers``: the store has ``events.tier`` (schema 6)."""
     return StoredEvent(
         job=m["job"],
         source=m["source"],
@@ -82,6 +83,7 @@ def _stored_event(m: Any) -> StoredEvent:
             persist_s=m["persist_s"],
             detail=m["detail"],
             time_estimated=bool(m["time_estimated"]),
+            tier=m["tier"] if tiers else None,
         ),
         from_timing_file=bool(m["from_timing_file"]),
     )
@@ -151,7 +153,7 @@ class SqlQueries:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_stored_event(r) for r in self._rows(sql, params)]
+        return [_stored_event(r, self._version >= 6) for r in self._rows(sql, params)]
 
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
@@ -159,16 +161,18 @@ class SqlQueries:
         The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
         (:func:`~agent.store.schema.event_numbers`) in time order from an index that holds them
         (:meth:`_packed`), so the database hands over one buffer that numpy reads whole; the blobs'
-        group keys name each event's source, parser, timing flag and kind, resolved with one indexed
-        look-up per distinct key. Small queries add the failures' classes and the events without
-        time (for the per-parser counts). Both this and :meth:`events` give the same timeline
-        (tests, on both backends).
+        group keys name each event's source, parser, timing flag, kind and tier (schema 6),
+        resolved with one indexed look-up per distinct key. Small queries add the failures'
+        classes and the events without time (for the per-parser counts). Both this and
+        :meth:`events` give the same timeline (tests, on both backends).
 
         Raises:
             StoreError: the store predates schema version 4 (open it once read-write, e.g. by
                 the daemon or ``ingest``, to upgrade it), or an event lacks its numbers.
         """
         import numpy as np  # not at module level: the CLI's other reads need no numpy
+
+        from ckpt_advisor.rules.timeline import tier_code
 
         if self._version < 4:
             raise StoreError(
@@ -228,6 +232,7 @@ class SqlQueries:
             duration_s=_unknown_as_nan(rows["duration_s"].copy()),
             persist_s=_unknown_as_nan(rows["persist_s"].copy()),
             from_timing_file=np.array([bool(g[2]) for g in groups], np.bool_)[group],
+            tier=np.array([tier_code(g[4]) for g in groups], np.int8)[group],
             first_of_source=first_of_source,
             failure_class=tuple(r[0] for r in failures),
             failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
@@ -249,17 +254,20 @@ class SqlQueries:
         cur.execute(self._sql(sql), tuple(params))
         return list(cur.fetchall())
 
-    def _group(self, raw: Any, job: str, key: int, time_s: float) -> tuple[str, str, int, str]:
-        """Source, parser, timing flag and kind of the group ``key``, whose first event is at
-        ``time_s``."""
+    def _group(
+        self, raw: Any, job: str, key: int, time_s: float
+    ) -> tuple[str, str, int, str, str | None]:
+        """Source, parser, timing flag, kind and tier of the group ``key``, whose first event
+        is at ``time_s``."""
+        tier = "tier" if self._version >= 6 else "NULL"
         for row in self._all(
             raw,
-            "SELECT source, parser, from_timing_file, kind FROM events "
+            f"SELECT source, parser, from_timing_file, kind, {tier} FROM events "
             "WHERE job = ? AND time_s = ?",
             (job, time_s),
         ):
             if group_key(*row) == key:
-                return (row[0], row[1], int(row[2]), row[3])
+                return (row[0], row[1], int(row[2]), row[3], row[4])
         raise StoreError(f"{self.location}: events of job {job!r} have numbers that match no event")
 
     def jobs(self) -> list[str]:

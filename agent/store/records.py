@@ -78,6 +78,7 @@ class EventColumns:
         first_of_source: shape (n,), True at each log source's first event (timing files: never).
         failure_class, failure_planned: length f, for the ``failure`` rows in order.
         parser_counts: log events (time or not) per parser, most first, ties by first seen.
+        tier: shape (n,), the save's tier code (``rules.timeline.TIER_CODES``), -1 when none.
     """
 
     kinds: tuple[str, ...]
@@ -91,6 +92,7 @@ class EventColumns:
     failure_class: tuple[str | None, ...]
     failure_planned: npt.NDArray[np.bool_]
     parser_counts: dict[str, int]
+    tier: npt.NDArray[np.int8]
 
 
 @dataclass(frozen=True, slots=True)

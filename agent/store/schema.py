@@ -13,11 +13,12 @@ import struct
 
 from ckpt_advisor.agent.store.records import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: the first release; 2: adds ``silences``; 3: adds ``files.finished``; 4: adds
 ``events.numbers`` (:func:`event_numbers`) and the index that covers it; 5 (fleet mode): the
 agent that read each file and event, the agents, the jobs they configure, the jobs' leases (one
-voice) and the outbox's claims. Kept in the ``meta`` table; the migrations are Alembic's."""
+voice) and the outbox's claims; 6: each event's tier (``events.tier``, for jobs that save to
+two tiers). Kept in the ``meta`` table; the migrations are Alembic's."""
 UPGRADE_S_PER_MILLION_EVENTS = 30.0
 """A generous bound on the schema 3 -> 4 upgrade's time (8 s per million events measured on a
 local SSD), for callers that must say how long a start may take."""
@@ -28,10 +29,14 @@ NUMBER_FIELDS = ("time_s", "step", "duration_s", "persist_s")
 
 
 @functools.lru_cache(maxsize=4096)
-def group_key(source: str, parser: str, from_timing_file: int, kind: str) -> int:
-    """A 64-bit key (BLAKE2b) naming an event's source, parser, timing flag and kind."""
-    text = f"{source}\0{parser}\0{int(from_timing_file)}\0{kind}".encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+def group_key(
+    source: str, parser: str, from_timing_file: int, kind: str, tier: str | None = None
+) -> int:
+    """A 64-bit key (BLAKE2b) naming an event's source, parser, timing flag, kind and tier
+    (an event without a tier is keyed as before schema 6, so no stored blob changes)."""
+    text = f"{source}\0{parser}\0{int(from_timing_file)}\0{kind}"
+    text += "" if tier is None else f"\0{tier}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 def event_numbers(
@@ -43,6 +48,7 @@ def event_numbers(
     parser: str,
     from_timing_file: int,
     kind: str,
+    tier: str | None = None,
 ) -> bytes:
     """The ``events.numbers`` blob of one event (40 bytes, little-endian, NULL as NaN).
 
@@ -52,7 +58,7 @@ def event_numbers(
     """
     return NUMBERS.pack(
         *(math.nan if v is None else v for v in (time_s, step, duration_s, persist_s)),
-        group_key(source, parser, from_timing_file, kind),
+        group_key(source, parser, from_timing_file, kind, tier),
     )
 
 

@@ -39,9 +39,21 @@ V5_COLUMNS = (
 """The columns schema version 5 added (fleet mode)."""
 
 
+def downgrade_to_version_5(db: Path) -> None:
+    """Turn a SQLite store into what schema version 5 wrote: no ``events.tier``, at Alembic's
+    ``r0005``."""
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE events DROP COLUMN tier")
+    conn.execute("UPDATE alembic_version SET version_num='r0005'")
+    conn.execute("UPDATE meta SET value='5' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+
+
 def downgrade_to_version_4(db: Path) -> None:
     """Turn a SQLite store into what schema version 4 (before Alembic) wrote: no agents,
-    leases, claims or agent columns, its old files index, no ``alembic_version``."""
+    leases, claims, agent or tier columns, its old files index, no ``alembic_version``."""
+    downgrade_to_version_5(db)
     conn = sqlite3.connect(db)
     for table in ("leases", "jobs", "agents", "alembic_version"):
         conn.execute(f"DROP TABLE {table}")

@@ -38,14 +38,14 @@ def _event(line: int, kind: EventKind = EventKind.CHECKPOINT_START, step: int = 
 
 
 def test_new_store_is_wal_with_schema_version(tmp_path: Path) -> None:
-    """A new store file is created with its directory, in WAL mode, at schema version 5, and
+    """A new store file is created with its directory, in WAL mode, at schema version 6, and
     stamped at Alembic's newest revision."""
     db = tmp_path / "deep" / "dir" / "s.db"
     open_store(db).close()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "5"
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "r0005"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "6"
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "r0006"
 
 
 def _open(target: str | Path, password: str | None, agent: str = "a1") -> Store:
@@ -149,4 +149,4 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     store = open_store(db)
     assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "5"
+    assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "6"

@@ -74,6 +74,7 @@ events = Table(
     Column("from_timing_file", Integer, nullable=False, default=0),
     Column("numbers", LargeBinary, nullable=True),  # schema.event_numbers of the row
     Column("agent", String, nullable=False, server_default=""),  # version 5
+    Column("tier", String, nullable=True),  # version 6: a timing record's tier
     # covers the estimator's read: the index alone, in time order, is read (version 4)
     Index("ix_events_job_time_numbers", "job", "time_s", "id", "numbers"),
     Index("ix_events_job_kind_time", "job", "kind", "time_s"),

@@ -297,8 +297,9 @@ def _event_row(
         "detail": ev.detail,
         "parser": ev.parser,
         "from_timing_file": timing,
+        "tier": ev.tier,
         "numbers": event_numbers(
-            time_s, ev.step, ev.duration_s, ev.persist_s, source, ev.parser, timing, kind
+            time_s, ev.step, ev.duration_s, ev.persist_s, source, ev.parser, timing, kind, ev.tier
         ),
         "agent": agent,
     }
