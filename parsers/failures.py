@@ -36,6 +36,8 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
+from ahocorasick_rs import AhoCorasick
+
 from ckpt_advisor.parsers import error_records, kernel, launcher, nccl, ray, shell, slurm
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failure_rule import FailureRule
@@ -98,6 +100,12 @@ KEYWORDS: tuple[str, ...] = tuple(
     )
 )
 """Literals one of which is in every line that this module must see (prefilter)."""
+
+_FEED_SEARCH = AhoCorasick(
+    list(dict.fromkeys([*TRACEBACK_KEYWORDS, launcher.BANNER_START, *(r.keyword for r in RULES)]))
+)
+"""The literals :meth:`FailureLines.feed` acts on with nothing open: a traceback header, a bare
+exception line (``Error: ``/``Exception: ``), a launcher banner's start, a rule's keyword."""
 
 _GLOG = re.compile(
     r"(?<![\w.])[FEWIV](?P<mmdd>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.\d{6,9}(?: +\d+)? [^\s\]]+:\d+\]"
@@ -165,7 +173,17 @@ class FailureLines:
         self._reference = time
 
     def feed(self, piece: str, lineno: int, step: int | None) -> tuple[bool, list[Event]]:
-        """Take one record piece; return ``(consumed, events)`` as the traceback tracker does."""
+        """Take one record piece; return ``(consumed, events)`` as the traceback tracker does.
+
+        With no banner or traceback open, a piece holding none of the literals that could start
+        one or match a rule (most record lines of a log) is not this module's: one
+        multi-literal search answers ``(False, [])`` without the tracker's and rules' scans."""
+        if (
+            self._banner is None
+            and not self._tracebacks.active
+            and not _FEED_SEARCH.find_matches_as_indexes(piece)
+        ):
+            return False, []
         if self._banner is not None:
             done = self._banner.feed(piece, lineno)
             if not done:

@@ -114,14 +114,16 @@ def last_bar(line: str) -> Bar | None:
 def bar_of(m: re.Match[str], desc: str | None, total: int) -> Bar:
     """The :class:`Bar` of a match with the groups ``n``, ``rate`` (a number or ``?``),
     ``unit`` (``it/s`` or ``s/it``) and ``elapsed`` (``MM:SS`` or ``H:MM:SS``)."""
-    rate = m["rate"]
+    n, rate, unit, elapsed = m.group("n", "rate", "unit", "elapsed")  # one call: a line each
     seconds_per_it: float | None = None
-    if rate != "?" and float(rate) > 0:
-        seconds_per_it = float(rate) if m["unit"] == "s/it" else 1.0 / float(rate)
+    if rate != "?":
+        value = float(rate)
+        if value > 0:
+            seconds_per_it = value if unit == "s/it" else 1.0 / value
     elapsed_s = 0.0
-    for part in m["elapsed"].split(":"):
+    for part in elapsed.split(":"):
         elapsed_s = elapsed_s * 60 + (int(part) if part.isdigit() else 0)
-    return Bar(desc, int(m["n"]), total, seconds_per_it, m.end(), elapsed_s)
+    return Bar(desc, int(n), total, seconds_per_it, m.end(), elapsed_s)
 
 
 class KeywordTable(Generic[T]):
