@@ -143,8 +143,8 @@ def estimates(
             fail(f"no estimates stored yet{of_job}")
         fail(f"no estimate computed in the last {format_duration(since)}{of_job}")
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
-    columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "setting"]
-    columns += ["goodput", "silenced until", "why"]
+    columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "tiers"]
+    columns += ["setting", "goodput", "silenced until", "why"]
     history = since is not None
     table(
         (
@@ -152,7 +152,8 @@ def estimates(
             if not history
             else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
         )
-        + "; ≥: C from log lines is a lower bound)",
+        + "; ≥: C from log lines is a lower bound; tiers: a two-tier job's advised fast "
+        "interval × saves per persistent save)",
         (["computed"] if history else []) + columns,
         [
             ([short_time(r["computed_at"])] if history else [])
@@ -254,9 +255,18 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
         str(r["n_checkpoints"]),
         format_duration(r["current_interval_s"]),
         best_cell(r),
+        _pair_cell(r.get("tiers")),
         r.get("recommended_setting") or "-",
         _goodput_change(r.get("goodput_current"), r.get("goodput_recommended")),
     ]
+
+
+def _pair_cell(tiers: dict[str, Any] | None) -> str:
+    """A two-tier job's advised pair: the fast tier's interval × saves per persistent save
+    (``7m 53s ×13``), ``-`` when there is none."""
+    if not tiers or tiers.get("fast_interval_s") is None:
+        return "-"
+    return f"{format_duration(tiers['fast_interval_s'])} ×{tiers['saves_per_persistent']}"
 
 
 def _goodput_change(now: float | None, best: float | None) -> str:

@@ -1,7 +1,8 @@
 """The detail of a message about a job's interval, in plain words: what the message leaves out,
 posted as a reply in its thread (intervals in seconds and steps with the recommended range, the
-waste and the simulated goodput, C's changes and persist time, R, M per failure class, the
-Weibull shape, M per node, Young's and Daly's intervals, why), and the resolve reply.
+waste and the simulated goodput, a two-tier job's C and M per tier and its pair, C's changes and
+persist time, R, M per failure class, the Weibull shape, M per node, Young's and Daly's
+intervals, why), and the resolve reply.
 :mod:`agent.notify.message` puts these words into Block Kit; :mod:`agent.notify.wording` has the
 message's own words.
 """
@@ -72,6 +73,7 @@ def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
             "interval (simulated with the job's own C, M and R)"
         )
         intervals.append(Fact("Goodput", simulated))
+    intervals += _tier_facts(e)
     cost = [Fact("Checkpoint cost", cost_evidence(e))]
     if e.checkpoint_cost_previous_s is not None and e.checkpoint_cost_s is not None:
         cost.append(
@@ -88,6 +90,33 @@ def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
     if e.restart_cost_s is not None:
         cost.append(Fact("Restart cost R", d(e.restart_cost_s)))
     return [intervals, cost, _mtbf_facts(e), _model_facts(e, decision)]
+
+
+def _tier_facts(e: JobEstimate) -> list[Fact]:
+    """A two-tier job's C and M per tier, and its pair: advised (or none yet: the
+    ``two_tiers`` note says why) and now (``rules/tier_estimate.py``)."""
+    t = e.tiers
+    if t is None:
+        return []
+    per_tier = (
+        f"{t.fast_tier}: C {d(t.fast_cost_s)}, M {d(t.mtbf_recoverable_s)} "
+        f"({t.n_recoverable} interruptions it survives); persistent: C "
+        f"{d(t.persistent_cost_s)}, M {d(t.mtbf_persistent_s)} ({t.n_unrecoverable} others)"
+    )
+    if t.fast_interval_s is None or t.saves_per_persistent is None:
+        pair = "none advised yet"
+    else:
+        fast = _interval(t.fast_interval_s, t.fast_interval_steps, e.step_time_s)
+        persistent = _interval(t.persistent_interval_s, t.persistent_interval_steps, None)
+        pair = (
+            f"{t.fast_tier} every {fast}; persistent every {persistent}, one save in "
+            f"{t.saves_per_persistent}"
+        )
+    if t.current_fast_interval_s is not None and t.current_saves_per_persistent is not None:
+        pair += (
+            f"; now every {d(t.current_fast_interval_s)}, one in {t.current_saves_per_persistent}"
+        )
+    return [Fact("Two tiers", per_tier), Fact("Tier pair", pair)]
 
 
 def _mtbf_facts(e: JobEstimate) -> list[Fact]:

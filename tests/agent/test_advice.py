@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import stat
@@ -10,7 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -21,13 +22,18 @@ from ckpt_advisor.agent.advice import AdviceBoard, advice_file_name, advice_json
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.contracts import estimate_json
 from ckpt_advisor.agent.daemon.metrics import Metrics
+from ckpt_advisor.agent.notify.detail import detail_facts
 from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
+from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.adoption import parse_advice
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Status
+from ckpt_advisor.rules.model import Action, AlertState, Decision, Reason, ReasonCode, Status
 from tests.agent.helpers import advice_of
 from tests.rules.simulate import T0, two_tier_trace
 from tests.samples import drifting_estimate
+
+if TYPE_CHECKING:
+    from ckpt_advisor.rules.model import JobEstimate
 
 NOW_S = 1_700_000_000.0  # drifting_estimate's computed_at
 
@@ -168,11 +174,9 @@ def test_current_interval_is_measured_after_the_last_interval_change(tmp_path: P
     assert mixed["current_interval_s"] > 1.5 > est["current_interval_s"]
 
 
-def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> None:
-    """A generated two-tier job (memory every 50 min, every 2nd save persistent): the advice
-    file's tiers hold the pair (memory T1, persistent k·T1, in seconds and steps) that
-    parse_advice reads per tier, estimates --json has the per-tier C and M, and the tier
-    gauges carry each tier's C, M and intervals."""
+def _two_tier_estimate() -> JobEstimate:
+    """The estimate of a generated two-tier job: memory every 50 min, every 2nd save
+    persistent, 30 days of NCCL timeouts every 8 h and node losses every 24 h."""
     trace = two_tier_trace(
         fast_cost_s=5.0,
         persistent_cost_s=300.0,
@@ -182,7 +186,15 @@ def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> Non
         restart_s=300.0,
         days=30.0,
     )
-    est = estimate_job("two", trace.observations, now_s=T0 + 31 * 86400.0)
+    return estimate_job("two", trace.observations, now_s=T0 + 31 * 86400.0)
+
+
+def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> None:
+    """A generated two-tier job (memory every 50 min, every 2nd save persistent): the advice
+    file's tiers hold the pair (memory T1, persistent k·T1, in seconds and steps) that
+    parse_advice reads per tier, estimates --json has the per-tier C and M, and the tier
+    gauges carry each tier's C, M and intervals."""
+    est = _two_tier_estimate()
     tiers = est.tiers
     assert tiers is not None and tiers.fast_interval_s is not None
     advice = parse_advice(json.loads(json.dumps(advice_json(est))))
@@ -216,3 +228,34 @@ def test_a_two_tier_jobs_pair_is_in_the_advice_the_json_and_the_metrics() -> Non
     assert samples[("ckpt_advisor_tier_current_interval_seconds", "persistent")] == (
         pytest.approx(6000.0, rel=0.03)
     )
+
+
+def test_a_two_tier_jobs_detail_gives_each_tiers_c_and_m_and_the_pair() -> None:
+    """The message's detail of a generated two-tier job (memory every 50 min, every 2nd save
+    persistent) says each tier's C and M with their counts and the advised pair in seconds and
+    steps beside the current one; without an advised pair it says none is advised yet."""
+    est = _two_tier_estimate()
+    t = est.tiers
+    assert t is not None and t.fast_interval_s is not None and t.persistent_interval_s is not None
+    drift = Decision(
+        Action.NOTIFY,
+        Reason(ReasonCode.DRIFT, {"ratio": 2.0, "drift_ratio": 1.5}),
+        AlertState(True),
+    )
+    facts = {f.label: f.text for group in detail_facts(est, drift) for f in group}
+    assert facts["Two tiers"] == (
+        f"memory: C {format_duration(t.fast_cost_s)}, M "
+        f"{format_duration(t.mtbf_recoverable_s)} ({t.n_recoverable} interruptions it survives); "
+        f"persistent: C {format_duration(t.persistent_cost_s)}, M "
+        f"{format_duration(t.mtbf_persistent_s)} ({t.n_unrecoverable} others)"
+    )
+    assert facts["Tier pair"].startswith(
+        f"memory every {format_duration(t.fast_interval_s)} ({t.fast_interval_s:,.0f} s, "
+        f"{t.fast_interval_steps:,} steps of {format_duration(est.step_time_s)}); persistent every "
+        f"{format_duration(t.persistent_interval_s)} ({t.persistent_interval_s:,.0f} s, "
+        f"{t.persistent_interval_steps:,} steps), one save in {t.saves_per_persistent}; "
+    )
+    assert facts["Tier pair"].endswith("; now every 50m 00s, one in 2")
+    unpaired = dataclasses.replace(est, tiers=dataclasses.replace(t, fast_interval_s=None))
+    facts = {f.label: f.text for group in detail_facts(unpaired, drift) for f in group}
+    assert facts["Tier pair"] == "none advised yet; now every 50m 00s, one in 2"

@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.training import timing_record
+from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.tiers import Tier, surviving_tier
 from ckpt_advisor.rules.two_level import TwoTierJob, optimal_plan, two_tier_waste_fraction
 from tests.agent.processes import start_daemon, until
@@ -113,6 +114,8 @@ def test_an_ingested_two_tier_job_has_each_tiers_c_and_m_and_the_pair(tmp_path: 
     assert two["current_saves_per_persistent"] == 10
     assert two["current_fast_interval_s"] == pytest.approx(600.0, rel=0.01)
     assert two["saves_per_persistent"] >= 2 and two["fast_interval_s"] > 0
+    table = runner.invoke(main, ["estimates", "--db", db]).stdout
+    assert f" {format_duration(two['fast_interval_s'])} ×{two['saves_per_persistent']} " in table
     advised = two_tier_waste_fraction(TRUTH, two["fast_interval_s"], two["saves_per_persistent"])
     assert advised - optimal_plan(TRUTH).waste_fraction < 0.01
 
