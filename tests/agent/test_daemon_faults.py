@@ -35,10 +35,11 @@ def test_shared_filesystem_is_polled_not_watched(
     tmp_path: Path, running: Callable[[Daemon], threading.Thread]
 ) -> None:
     """Scenario 13: a watched directory that the mount table puts on NFS gets no inotify watch;
-    lines written there arrive through the stat poll."""
+    lines written there arrive through the stat poll (a file new since the last discovery
+    through the next one: every second here, 20 s by default, the tests' whole wait)."""
     table = tmp_path / "mounts"
     table.write_text(f"/dev/vda / ext4 rw 0 0\nfiler:/x {tmp_path / 'runs'} nfs4 rw 0 0\n")
-    config = parse_config(daemon_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path, discover_every="1s"))
     daemon = build_daemon(config, mount_table=str(table))
     running(daemon)
     (tmp_path / "runs" / "t.jsonl").write_text(record(1))
@@ -53,14 +54,15 @@ def test_inotify_limit_warns_once_and_polls(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Scenario 14: inotify refusing a watch (ENOSPC, the watch limit) gives one warning and
-    the daemon keeps ingesting by polling."""
+    the daemon keeps ingesting by polling (a new file found by the next discovery: every
+    second here)."""
 
     class Exhausted(agent_watcher.Observer):  # type: ignore[misc,name-defined]
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
     monkeypatch.setattr(agent_watcher, "Observer", Exhausted)
-    config = parse_config(daemon_config(tmp_path))
+    config = parse_config(daemon_config(tmp_path, discover_every="1s"))
     daemon = build_daemon(config)
     with caplog.at_level("WARNING", logger="ckpt_advisor.agent.daemon"):
         running(daemon)
