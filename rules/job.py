@@ -150,7 +150,7 @@ def estimate_job(
 
     full = observations if isinstance(observations, Timeline) else Timeline.of(observations)
     fast_tier, fast_rows = fast_save_rows(full)
-    base = full if fast_tier is None else full.select(~fast_rows)  # persistent saves only
+    base = full if fast_tier is None else full.as_fast_saves(fast_rows)  # saves: persistent
     timeline, n_unseen = base.with_unseen_interruptions()
     newest_s = timeline.newest_s
     since_s = -float("inf") if newest_s is None else newest_s - policy.mtbf_window_s

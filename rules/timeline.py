@@ -48,6 +48,9 @@ class Kind(IntEnum):
     STEP = 7
     OTHER = 8
     INTERVAL_CHANGE = 9
+    FAST_SAVE = 10
+    """A save of a two-tier job's fast tier, in the timeline of the persistent tier's
+    estimates (:meth:`Timeline.as_fast_saves`): progress only, not one of its saves."""
 
 
 _KIND_CODES: dict[str, int] = {kind.name.lower(): kind.value for kind in Kind}
@@ -69,7 +72,7 @@ def kind_code(kind: str) -> int:
 START_KINDS = (Kind.RUN_START, Kind.RESTART, Kind.RESUME)
 """Kinds that open a run: the gap before them is downtime."""
 
-PROGRESS_KINDS = (Kind.STEP, Kind.CHECKPOINT_START, Kind.CHECKPOINT_END)
+PROGRESS_KINDS = (Kind.STEP, Kind.CHECKPOINT_START, Kind.CHECKPOINT_END, Kind.FAST_SAVE)
 """Kinds that prove training advances: they close a run of failed restart attempts."""
 
 
@@ -263,6 +266,14 @@ class Timeline:
             row=self.row[keep],
             tier=self.tier[keep],
         )
+
+    def as_fast_saves(self, rows: BoolArray) -> Timeline:
+        """A copy whose observations at ``rows`` (shape (n,), a two-tier job's fast saves) are
+        :attr:`Kind.FAST_SAVE`: the persistent tier's C and interval leave them out, while they
+        still prove that training advanced (failure dedup, runs, restart cost). Dropping them
+        instead merged every failure whose only progress in between was fast saves into one
+        interruption, when the log printed no timed steps."""
+        return replace(self, kind=np.where(rows, np.int8(Kind.FAST_SAVE), self.kind))
 
     def with_unseen_interruptions(self) -> tuple[Timeline, int]:
         """A copy with a ``failure`` of class ``unknown`` where a run died without a word.
