@@ -116,16 +116,23 @@ def check_config(config_path: str) -> None:
     Each glob's matches are counted by type: only regular files are read, and every other match
     (a FIFO, a directory, a dangling symlink, a symlink loop) is named in a warning, as is a
     file that looks binary. A store that exists is checked (SQLite ``PRAGMA quick_check``):
-    a corrupt one exits 1 with how to recover. Exits 2 on a bad config.
+    a corrupt one exits 1 with how to recover. A ``[store] url`` is connected to and its schema
+    version shown: a server that refuses the role exits 2, one that cannot be reached exits 1.
+    Exits 2 on a bad config.
     """
     config = load_config(config_path)
-    if config.store.url is None and (problem := _store_problem(config.store.path)):
+    url = config.store.url
+    if url is None and (problem := _store_problem(config.store.path)):
         fail(
             f"{config_path}: store.path: cannot create {config.store.path}: {problem}", EXIT_CONFIG
         )
-    _check_store(config.store.path)
+    if url is None:
+        _check_store(config.store.path)
+        store = str(config.store.path)
+    else:
+        store = f"{redact(url)} ({_check_url(url, config.store.password())})"
     click.echo(f"{config_path}: OK")
-    click.echo(f"store: {redact(config.store.url) if config.store.url else config.store.path}")
+    click.echo(f"store: {store}")
     if not config.jobs:
         warn("warning: no [[jobs]]: the daemon will watch nothing")
     for job in config.jobs:
@@ -185,6 +192,38 @@ def _check_store(db_path: Path) -> None:
             fail(f"store.path: {problem}")
     finally:
         store.close()
+
+
+def _check_url(url: str, password: str | None) -> str:
+    """What the PostgreSQL server at ``url`` holds for the daemon (its schema version, or that
+    the daemon creates or upgrades the schema at its first start), or exit naming the URL
+    without its password: 2 when the server refuses the role for good (a wrong password, a
+    missing database or grant), 1 when it cannot be reached or holds a newer schema."""
+    from sqlalchemy.exc import DBAPIError
+
+    from ckpt_advisor.agent.store import StoreError
+    from ckpt_advisor.agent.store.postgres.access import describe, refused
+    from ckpt_advisor.agent.store.postgres.store import make_engine
+    from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
+    from ckpt_advisor.agent.store.sql.migrate import stored_version
+
+    engine = make_engine(url, password, "ckpt-advisor check-config")
+    try:
+        with engine.connect() as conn:
+            version = stored_version(conn)
+        check_schema(redact(url), version)
+    except DBAPIError as exc:
+        code = EXIT_CONFIG if refused(exc) else 1
+        fail(f"store.url: {redact(url)}: cannot connect: {describe(exc)}", code)
+    except StoreError as exc:
+        fail(f"store.url: {exc}")
+    finally:
+        engine.dispose()
+    if version is None:
+        return "no ckpt-advisor tables yet: the daemon creates them at its first start"
+    if version < SCHEMA_VERSION:
+        return f"schema version {version}: the daemon upgrades it to {SCHEMA_VERSION} at its start"
+    return f"schema version {version}"
 
 
 def _store_problem(db_path: Path) -> str | None:

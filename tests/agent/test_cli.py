@@ -6,6 +6,8 @@ import json
 import math
 import os
 import pty
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.store.schema import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 PARSE_KEYS = {"kind", "time", "step", "duration_s", "failure_class", "line", "source", "parser"}
@@ -188,6 +191,38 @@ def test_check_config_refuses_a_store_it_cannot_create(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 0
     assert "no [[jobs]]" in result.stderr
+
+
+def test_check_config_connects_to_a_store_url(tmp_path: Path, pg_url: str) -> None:
+    """check-config with ``[store] url`` connects to the server: an empty database is fine (the
+    daemon makes its tables), a migrated one shows its schema version, a wrong password exits 2
+    and a server that is not there exits 1, each naming the URL and never the password."""
+    from tests.pg import ROLE_PASSWORD
+
+    config = tmp_path / "c.toml"
+    config.write_text(f'[store]\nurl = "{pg_url}"\n')
+    env = {"CKPT_ADVISOR_DB_PASSWORD": ROLE_PASSWORD}
+    runner = CliRunner()
+    result = runner.invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"store: {pg_url} (no ckpt-advisor tables yet" in result.stdout
+    assert runner.invoke(main, ["migrate", "--config", str(config)], env=env).exit_code == 0
+    result = runner.invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert f"store: {pg_url} (schema version {SCHEMA_VERSION})" in result.stdout
+    wrong = runner.invoke(
+        main, ["check-config", "--config", str(config)], env={"CKPT_ADVISOR_DB_PASSWORD": "no"}
+    )
+    assert wrong.exit_code == 2
+    assert f"store.url: {pg_url}: cannot connect" in wrong.stderr
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    away = re.sub(r":\d+/", f":{port}/", pg_url)
+    config.write_text(f'[store]\nurl = "{away}"\n')
+    result = runner.invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert result.exit_code == 1
+    assert f"store.url: {away}: cannot connect" in result.stderr
+    assert ROLE_PASSWORD not in result.stderr
 
 
 @pytest.mark.parametrize(
