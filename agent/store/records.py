@@ -26,6 +26,12 @@ class LeaseLost(StoreError):
     for it (nothing was written)."""
 
 
+class AgentNameInUse(StoreError):
+    """Fleet mode: another agent that is alive registered this ``[agent] name``: two agents
+    of one name would read each other's files twice and post twice, so this one writes
+    nothing until that one stops or goes away."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileState:
     """What the tailer remembers of one file: its identity and how far it has been read.

@@ -4,6 +4,8 @@ messages (docs/RELIABILITY.md, scenario 32)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ckpt_advisor.agent.store import FileState, RegisteredJob, Store, StoreError, open_store
-from ckpt_advisor.agent.store.records import LeaseLost
+from ckpt_advisor.agent.store.records import AgentNameInUse, LeaseLost
+from ckpt_advisor.agent.store.sql.fleet import AGENT_ALIVE_S
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.model import AlertState
 
@@ -162,3 +165,57 @@ def test_a_file_is_stored_once_when_two_agents_start_together(
     assert shared.shared_with == "agent na (/logs/a.log)"
     assert b.count_events() == 20
     assert [agent.name for agent in a.agents()] == ["na", "nb"]
+
+
+def test_a_second_live_agent_of_one_name_is_refused_until_the_first_goes(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """An agent whose ``[agent] name`` another running process registered stores nothing and
+    is told who holds the name; once that process has ended it starts at once, and a name last
+    seen on another host is free once that host has been silent for ``AGENT_ALIVE_S``."""
+    from tests import pg
+
+    ready = tmp_path / "ready"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys, time\n"
+            "from ckpt_advisor.agent.store import open_store\n"
+            "open_store(sys.argv[1], agent='node-a', password=sys.argv[2]).register_agent()\n"
+            "pathlib.Path(sys.argv[3]).touch()\n"
+            "time.sleep(120)\n",
+            pg_url,
+            pg.ROLE_PASSWORD,
+            str(ready),
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = open_store(pg_url, agent="node-a", password=pg.ROLE_PASSWORD)
+        with pytest.raises(AgentNameInUse, match=rf"'node-a' is in use by \S+ pid {holder.pid},"):
+            second.register_agent()
+        with pytest.raises(AgentNameInUse):
+            second.commit_read(_file(), offset=10, lineno=1, events=_events(1), now_s=1.0)
+        assert second.count_events() == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    second.register_agent()  # the holder's process has ended: this host's agent goes on
+    second.commit_read(_file(), offset=10, lineno=1, events=_events(1), now_s=1.0)
+    assert second.count_events() == 1
+    with second.engine.begin() as conn:  # as if another host's agent of that name ran now
+        conn.exec_driver_sql(
+            "UPDATE agents SET host = 'elsewhere', seen_s = extract(epoch from now())"
+        )
+    third = open_store(pg_url, agent="node-a", password=pg.ROLE_PASSWORD)
+    with pytest.raises(AgentNameInUse, match="in use by elsewhere pid"):
+        third.register_agent()
+    with second.engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE agents SET seen_s = extract(epoch from now()) - {AGENT_ALIVE_S + 1}"
+        )
+    third.register_agent()
+    assert [a.name for a in third.agents()] == ["node-a"]

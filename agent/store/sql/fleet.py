@@ -25,6 +25,7 @@ from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.engine import Connection
 
 from ckpt_advisor.agent.store.records import (
+    AgentNameInUse,
     FileState,
     FingerprintOwner,
     LeaseLost,
@@ -42,6 +43,24 @@ def _version() -> str:
         return metadata.version("ckpt-advisor")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def _alive_elsewhere(agent: Any, host: str, pid: int, now_s: float) -> bool:
+    """Whether the ``agents`` row ``agent`` is another agent that runs now: not stopped, seen
+    within :data:`AGENT_ALIVE_S`, and neither this process nor an ended process of this host."""
+    if agent.stopped_s is not None or agent.seen_s < now_s - AGENT_ALIVE_S:
+        return False
+    if agent.host != host:
+        return True
+    if agent.pid == pid:
+        return False
+    try:
+        os.kill(agent.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user: it exists
+        return True
+    return True
 
 
 class FleetTables:
@@ -80,12 +99,29 @@ class FleetTables:
         self._registered = True
 
     def _register_agent(self, conn: Connection) -> None:
-        """:meth:`register_agent` in the transaction of ``conn``."""
+        """:meth:`register_agent` in the transaction of ``conn``.
+
+        Raises:
+            AgentNameInUse: on a server (PostgreSQL), another agent of this name is alive: not
+                stopped, seen within :data:`AGENT_ALIVE_S`, and not this process or a process
+                of this host that has ended (this agent's own earlier life). SQLite needs no
+                check: its lock file lets one agent in.
+        """
         now_s = self._db_now_s(conn)
+        host, pid = socket.gethostname(), os.getpid()
+        if self.engine.dialect.name != "sqlite":
+            other = conn.execute(select(t.agents).where(t.agents.c.name == self.agent)).first()
+            if other is not None and _alive_elsewhere(other, host, pid, now_s):
+                raise AgentNameInUse(
+                    f"{self.location}: [agent] name {self.agent!r} is in use by {other.host} "
+                    f"pid {other.pid}, seen {now_s - other.seen_s:.0f} s ago; give each agent "
+                    "its own name (this one reads and posts nothing until that one stops or "
+                    f"has been silent for {AGENT_ALIVE_S:.0f} s)"
+                )
         row = {
             "name": self.agent,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+            "host": host,
+            "pid": pid,
             "version": _version(),
             "started_s": now_s,
             "seen_s": now_s,
