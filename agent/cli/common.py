@@ -276,6 +276,17 @@ def best_cell(r: dict[str, Any]) -> str:
     return f"{format_duration(low)}–{format_duration(high)}"
 
 
+def setting_cell(r: dict[str, Any]) -> str:
+    """The recommended setting (``save_steps=500``), with ``or more`` when the interval has no
+    upper bound (C a lower bound without one: :func:`best_cell` shows ``≥``), ``-`` unknown."""
+    setting = r.get("recommended_setting")
+    if not setting:
+        return "-"
+    bounds = r.get("recommended_interval_range_s")
+    open_above = r.get("checkpoint_cost_is_lower_bound") and (not bounds or bounds[1] is None)
+    return f"{setting} or more" if open_above else str(setting)
+
+
 def short_time(iso: str | None) -> str:
     """``2026-11-23T03:15:48.123+00:00`` → ``2026-11-23 03:15:48`` (tables say UTC)."""
     return "-" if iso is None else iso[:19].replace("T", " ")

@@ -23,6 +23,7 @@ from ckpt_advisor.agent.cli.common import (
     print_json_lines,
     read_store,
     require_job,
+    setting_cell,
     short_time,
     table,
     until_cell,
@@ -256,7 +257,7 @@ def _estimate_row(r: dict[str, Any]) -> list[str]:
         format_duration(r["current_interval_s"]),
         best_cell(r),
         _pair_cell(r.get("tiers")),
-        r.get("recommended_setting") or "-",
+        setting_cell(r),
         _goodput_change(r.get("goodput_current"), r.get("goodput_recommended")),
     ]
 

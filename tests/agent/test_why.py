@@ -43,9 +43,8 @@ def hf_db(tmp_path: Path) -> str:
 
 def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: str) -> None:
     """C from log lines (37 ms) reads "≥ 0.037s" with an open range, the best interval "≥" Daly's
-    at that C, and
-    the reason names what is missing (1 of 2 interruptions), in the table and --json of
-    estimates and in status."""
+    at that C and the setting "or more", and the reason names what is missing (1 of 2
+    interruptions), in the table and --json of estimates and in status."""
     _, out = _run("estimates", "--db", hf_db, "--json")
     [est] = json.loads(out)
     assert est["checkpoint_cost_is_lower_bound"] is True
@@ -66,6 +65,7 @@ def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: s
     _, table = _run("estimates", "--db", hf_db)
     [row] = [line for line in table.splitlines() if line.strip().startswith("hf ")]
     assert "≥ 0.037s" in row and best in row and why in row
+    assert f" {est['recommended_setting']} or more " in row  # as open as the interval
     code, status = _run("status", "--db", hf_db)
     assert code == 1  # no daemon has run with this store
     [row] = [line for line in status.splitlines() if line.strip().startswith("hf ")]
