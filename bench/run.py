@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import fleet
+from bench.store import bench_store
 from bench.goodput import bench_goodput
 from bench.inputs import DENSE, SPARSE, LogShape, remove_store, training_log
 
@@ -467,6 +468,7 @@ BENCHES = {
     "estimate": bench_estimate,
     "cli": bench_cli,
     "goodput": bench_goodput,
+    "store": bench_store,
     "fleet": fleet.bench_fleet,
 }
 DEFAULT = [name for name in BENCHES if name != "fleet"]
@@ -484,6 +486,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=1_000_000, help="stored events (1,000,000)")
     ap.add_argument("--live-samples", type=int, default=50, help="appends timed with inotify")
     ap.add_argument("--poll-s", type=float, default=2.0, help="poll interval when polling")
+    ap.add_argument("--store-runs", type=int, default=3, help="replays of the store bench (3)")
     ap.add_argument("--idle-s", type=float, default=20.0, help="idle CPU window (20 s)")
     ap.add_argument("benches", nargs="*", help=f"benchmarks to run, of {', '.join(BENCHES)}")
     ap.add_argument("--only", default=",".join(DEFAULT), help="comma-separated subset")
