@@ -37,6 +37,7 @@ from ckpt_advisor.agent.store.queries import SqlQueries
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql.migrate import stored_version, upgrade
+from ckpt_advisor.agent.store.sql.rows import COPY_SQL, Row
 from ckpt_advisor.agent.store.sql.writes import SqlStore
 from ckpt_advisor.agent.store.url import driver_url, redact
 
@@ -249,6 +250,20 @@ class PostgresStore(PgSql, SqlStore):
         return float(
             conn.exec_driver_sql("SELECT EXTRACT(EPOCH FROM clock_timestamp())").scalar_one()
         )
+
+    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+        """The rows through ``COPY ... FROM STDIN`` on the transaction's own connection (the
+        server parses one stream instead of a Bind/Execute per row)."""
+        from psycopg import Error
+
+        raw: Any = conn.connection.driver_connection
+        try:
+            with raw.cursor() as cur, cur.copy(COPY_SQL) as copy:
+                write = copy.write_row
+                for row in rows:
+                    write(row)
+        except Error as exc:
+            raise self._failure(exc, "write failed") from None
 
     def _lock_key(self, conn: Connection, key: str) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": key})

@@ -18,8 +18,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Engine, delete, insert, select, update
@@ -27,10 +25,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ckpt_advisor.agent.store.records import FileState, StoreError
-from ckpt_advisor.agent.store.schema import event_numbers
 from ckpt_advisor.agent.store.sql import tables as t
 from ckpt_advisor.agent.store.sql.fleet import FleetTables
 from ckpt_advisor.agent.store.sql.outbox import OutboxTables, new_id
+from ckpt_advisor.agent.store.sql.rows import Row, event_rows
 from ckpt_advisor.parsers.events import Event
 
 PRUNE_BATCH_ROWS = 5000
@@ -38,10 +36,6 @@ PRUNE_BATCH_ROWS = 5000
 FINGERPRINT_BYTES = 1024
 """A file's first bytes that say it is the same file whoever reads it (the tailer's
 ``HEAD_BYTES``): two agents' files with the same job and these bytes alike are one file."""
-
-
-def _epoch(when: datetime | None) -> float | None:
-    return None if when is None else when.timestamp()
 
 
 class SqlStore(FleetTables, OutboxTables):
@@ -63,11 +57,6 @@ class SqlStore(FleetTables, OutboxTables):
         self._lock = threading.RLock()
         self._heads: dict[int, str] = {}  # file id -> head hash last checked against the fleet
         self._registered = False  # whether this agent's row was written (by a commit_read)
-        compiled = insert(t.events).values({c.name: None for c in t.events.c if c.name != "id"})
-        sql = compiled.compile(dialect=engine.dialect)
-        self._event_insert = (str(sql), tuple(sql.positiontup) if sql.positiontup else None)
-        """The events INSERT in the driver's own parameter style, and the column order of its
-        parameters when that style is positional."""
 
     def _error(self, exc: DBAPIError, what: str) -> StoreError:
         """The :class:`StoreError` of a database error while doing ``what``."""
@@ -181,7 +170,10 @@ class SqlStore(FleetTables, OutboxTables):
                     conn.execute(update(t.files).where(mine).values(shared_with=shared))
                     conn.execute(delete(t.events).where(t.events.c.file_id == file_id))
             if events and shared is None:
-                self._insert_events(conn, file, file_id, events, from_timing_file)
+                rows = event_rows(
+                    file.job, file.path, file_id, self.agent, events, from_timing_file
+                )
+                self._insert_rows(conn, rows)
         self._heads[file_id] = file.head_hash
         self._registered = True
         return replace(
@@ -194,30 +186,11 @@ class SqlStore(FleetTables, OutboxTables):
             shared_with=shared,
         )
 
-    def _insert_events(
-        self,
-        conn: Connection,
-        file: FileState,
-        file_id: int,
-        events: Sequence[Event],
-        timed: bool | Callable[[Event], bool],
-    ) -> None:
-        sql, names = self._event_insert
-        rows = (
-            _event_row(
-                file.job,
-                file.path,
-                file_id,
-                self.agent,
-                ev,
-                timed if isinstance(timed, bool) else timed(ev),
-            )
-            for ev in events
-        )
-        # One executemany on the driver: SQLAlchemy's per-row parameter processing cost
-        # ~40 µs an event, most of a backfill's time once parsing got fast.
-        in_order = itemgetter(*names) if names else None
-        conn.exec_driver_sql(sql, [in_order(r) for r in rows] if in_order else list(rows))
+    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+        """Insert ``rows`` (:data:`~agent.store.sql.rows.EVENT_COLUMNS`) into ``events`` in the
+        transaction of ``conn``, in bulk: the backend's own way (one prepared ``executemany``
+        on SQLite, ``COPY`` on PostgreSQL)."""
+        raise NotImplementedError
 
     def _shared_with(self, conn: Connection, file: FileState) -> str | None:
         """Who else reads ``file``: another agent's file of the same job with the same full
@@ -273,33 +246,3 @@ _FILE_KEYS = tuple(f for f in FileState.__slots__)
 
 def _file_state(row: Any) -> FileState:
     return FileState(**{k: row._mapping[k] for k in _FILE_KEYS})
-
-
-def _event_row(
-    job: str, source: str, file_id: int, agent: str, ev: Event, from_timing_file: bool
-) -> dict[str, Any]:
-    time_s = _epoch(ev.time)
-    kind = str(ev.kind)
-    timing = int(from_timing_file)
-    return {
-        "job": job,
-        "file_id": file_id,
-        "source": source,
-        "line": ev.line,
-        "kind": kind,
-        "time_s": time_s,
-        "time_estimated": int(ev.time_estimated),
-        "step": ev.step,
-        "duration_s": ev.duration_s,
-        "failure_class": ev.failure_class,
-        "planned": int(ev.planned),
-        "persist_s": ev.persist_s,
-        "detail": ev.detail,
-        "parser": ev.parser,
-        "from_timing_file": timing,
-        "tier": ev.tier,
-        "numbers": event_numbers(
-            time_s, ev.step, ev.duration_s, ev.persist_s, source, ev.parser, timing, kind, ev.tier
-        ),
-        "agent": agent,
-    }

@@ -25,6 +25,7 @@ from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION
 from ckpt_advisor.agent.store.sql.migrate import upgrade
+from ckpt_advisor.agent.store.sql.rows import INSERT_SQL, Row
 from ckpt_advisor.agent.store.sql.writes import SqlStore
 from ckpt_advisor.agent.store.sqlite.access import explain
 from ckpt_advisor.agent.store.sqlite.legacy import upgrade_to_4
@@ -122,6 +123,9 @@ class SqliteStore(SqliteSql, SqlStore):
 
     def _db_now_s(self, conn: Connection) -> float:
         return time.time()
+
+    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+        conn.exec_driver_sql(INSERT_SQL, rows)  # one prepared statement, one executemany
 
     def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Any:
         stmt = sqlite_insert(table).values(**values)
