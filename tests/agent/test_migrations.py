@@ -1,8 +1,8 @@
 """Schema migrations with Alembic on both backends: a real schema-4 SQLite store (written by the
 release before fleet mode: tests/agent/fixtures/make_store_v4.sh) upgrades in place with nothing
 lost, a PostgreSQL store goes down to version 4 and back up, a store of either backend goes down
-to version 5 (no tiers) and back up to 6 in place, and `ckpt-advisor migrate` runs them by
-hand."""
+to version 5 (no tiers) and back up to 6 in place, a new store is created as Alembic would stamp
+it, and `ckpt-advisor migrate` runs them by hand."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, create_engine, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 from ckpt_advisor.agent.estimate import ESTIMATE_KINDS
 from ckpt_advisor.agent.store import FileState, open_reader, open_store
 from ckpt_advisor.agent.store.schema import event_numbers
+from ckpt_advisor.agent.store.sql import tables
 from ckpt_advisor.agent.store.sql.migrate import MIGRATIONS
 from ckpt_advisor.agent.store.url import driver_url
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -73,13 +75,18 @@ def test_a_schema_4_store_upgrades_in_place_losing_nothing(tmp_path: Path) -> No
     assert store.alert_state("demo-llama-8b").in_drift
 
 
-def _downgrade(conn: Connection, version: int) -> None:
-    """Alembic's downgrade of the store on ``conn`` to schema ``version``, and its ``meta``."""
+def _alembic(conn: Connection) -> AlembicConfig:
+    """Alembic's configuration for the store's migrations on ``conn``, as agent ``a``."""
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = conn
     config.attributes["agent"] = "a"
-    command.downgrade(config, f"r{version:04d}")
+    return config
+
+
+def _downgrade(conn: Connection, version: int) -> None:
+    """Alembic's downgrade of the store on ``conn`` to schema ``version``, and its ``meta``."""
+    command.downgrade(_alembic(conn), f"r{version:04d}")
     conn.execute(text(f"UPDATE meta SET value = '{version}' WHERE key = 'schema'"))
 
 
@@ -151,6 +158,56 @@ def test_a_schema_5_store_goes_down_and_upgrades_to_6_in_place(
         "persistent"
     ]
     store.close()
+
+
+def _schema(engine: Engine) -> dict[str, object]:
+    """Every table's columns (name, type, nullability, default), primary key, indexes and
+    unique constraints, and SQLite's own text of each table and index."""
+    with engine.connect() as conn:
+        found = inspect(conn)
+        schema: dict[str, object] = {}
+        for name in found.get_table_names():
+            columns = found.get_columns(name)
+            schema[name] = (
+                [(c["name"], str(c["type"]), c["nullable"], c["default"]) for c in columns],
+                found.get_pk_constraint(name),
+                sorted(found.get_indexes(name), key=lambda i: str(i["name"])),
+                found.get_unique_constraints(name),
+            )
+        if engine.dialect.name == "sqlite":
+            schema["sqlite_master"] = conn.execute(
+                text("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+            ).all()
+        schema["alembic_version"] = (
+            schema["alembic_version"],
+            conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all(),
+        )
+    return schema
+
+
+def test_a_new_store_is_created_as_alembic_stamps_it(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A new store (stamped without Alembic, for start-up) has the same tables, indexes,
+    version table and version row as the tables created and stamped at head by Alembic itself,
+    on both backends."""
+    if backend == "sqlite":
+        new, made = tmp_path / "new.db", tmp_path / "alembic.db"
+        new_url, made_url = f"sqlite:///{new}", f"sqlite:///{made}"
+        open_store(new, agent="a").close()
+    else:
+        server = request.getfixturevalue("pg_server")
+        new_pg, made_pg = server.database(), server.database()
+        new_url = driver_url(new_pg, pg.ROLE_PASSWORD)
+        made_url = driver_url(made_pg, pg.ROLE_PASSWORD)
+        open_store(new_pg, agent="a", password=pg.ROLE_PASSWORD).close()
+    reference = create_engine(made_url)
+    with reference.begin() as conn:
+        tables.metadata.create_all(conn)
+        command.stamp(_alembic(conn), "head")
+    expected = _schema(reference)
+    assert expected["alembic_version"][1] == ["r0006"]  # type: ignore[index]
+    assert _schema(create_engine(new_url)) == expected
 
 
 def test_postgres_store_goes_down_to_4_and_back_up(pg_url: str) -> None:
