@@ -29,8 +29,6 @@ from ckpt_advisor.agent.cli.common import (
     until_cell,
 )
 from ckpt_advisor.agent.units import format_duration
-from ckpt_advisor.parsers.events import EventKind
-from ckpt_advisor.rules.policy import DEFAULT_POLICY
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.store import StoreReader
@@ -167,6 +165,8 @@ def estimates(
 
 def _fleet(store: StoreReader, config_path: str | None, as_json: bool) -> None:
     """Print the fleet's per-node MTBF (:func:`fleet_json`)."""
+    from ckpt_advisor.rules.policy import DEFAULT_POLICY
+
     config = load_config(config_path) if config_path else None
     configured = {j.name: j.nodes for j in config.jobs if j.nodes} if config else {}
     confidence = config.estimation.confidence if config else DEFAULT_POLICY.confidence
@@ -277,6 +277,21 @@ def _goodput_change(now: float | None, best: float | None) -> str:
     return f"{'?' if now is None else f'{now:.1%}'}→{best:.1%}"
 
 
+class _EventKinds(click.Choice[str]):
+    """The event kinds (``EventKind``'s values) as a choice, read from ``ckpt_advisor.parsers``
+    (every parser: about 0.1 s of imports) only when ``--kind`` is parsed, shown or completed,
+    so that the commands that read no events start without the parsers."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        from ckpt_advisor.parsers.events import EventKind
+
+        return tuple(k.value for k in EventKind)
+
+
 @click.command(
     epilog=examples(
         "ckpt-advisor events --job llama-70b --kind failure --config config.toml",
@@ -286,7 +301,7 @@ def _goodput_change(now: float | None, best: float | None) -> str:
 @click.option("--job", help="Only this job.")
 @click.option(
     "--kind", "kinds", multiple=True, help="Only this kind (repeatable).",
-    type=click.Choice([k.value for k in EventKind]),
+    type=_EventKinds(),
 )  # fmt: skip
 @db_option
 @config_option

@@ -15,7 +15,7 @@ database cannot be read or written; none returns a backend's rows or types.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ckpt_advisor.agent.store.records import (
     AgentInfo,
@@ -26,8 +26,10 @@ from ckpt_advisor.agent.store.records import (
     RegisteredJob,
     StoredEvent,
 )
-from ckpt_advisor.parsers.events import Event
-from ckpt_advisor.rules.model import AlertState
+
+if TYPE_CHECKING:  # annotations only: the read-only commands start without parsers and rules
+    from ckpt_advisor.parsers.events import Event
+    from ckpt_advisor.rules.model import AlertState
 
 
 class StoreReader(Protocol):

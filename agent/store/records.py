@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_advisor.parsers.events import Event
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the read-only commands start without the parsers
     import numpy as np
     import numpy.typing as npt
+
+    from ckpt_advisor.parsers.events import Event
 
 
 class StoreError(Exception):
