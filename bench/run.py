@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import fleet
-from bench.store import bench_store
 from bench.goodput import bench_goodput
 from bench.inputs import DENSE, SPARSE, LogShape, remove_store, training_log
+from bench.store import bench_store
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "[INFO|trainer.py:4149] {t} >> Saving model checkpoint to /data/run/checkpoint-{step}\n"

@@ -16,8 +16,8 @@ import argparse
 import os
 import pickle
 import time
-from datetime import UTC
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
