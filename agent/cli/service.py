@@ -196,9 +196,10 @@ def _check_store(db_path: Path) -> None:
 
 def _check_url(url: str, password: str | None) -> str:
     """What the PostgreSQL server at ``url`` holds for the daemon (its schema version, or that
-    the daemon creates or upgrades the schema at its first start), or exit naming the URL
-    without its password: 2 when the server refuses the role for good (a wrong password, a
-    missing database or grant), 1 when it cannot be reached or holds a newer schema."""
+    ``migrate`` is to make or upgrade it; an agent whose role may do so does it itself at its
+    start), or exit naming the URL without its password: 2 when the server refuses the role
+    for good (a wrong password, a missing database or grant), 1 when it cannot be reached or
+    holds a newer schema."""
     from sqlalchemy.exc import DBAPIError
 
     from ckpt_advisor.agent.store import StoreError
@@ -220,9 +221,9 @@ def _check_url(url: str, password: str | None) -> str:
     finally:
         engine.dispose()
     if version is None:
-        return "no ckpt-advisor tables yet: the daemon creates them at its first start"
+        return "no ckpt-advisor tables yet: `ckpt-advisor migrate` as the owner role makes them"
     if version < SCHEMA_VERSION:
-        return f"schema version {version}: the daemon upgrades it to {SCHEMA_VERSION} at its start"
+        return f"schema version {version}: `ckpt-advisor migrate` brings it to {SCHEMA_VERSION}"
     return f"schema version {version}"
 
 

@@ -205,7 +205,7 @@ def test_check_config_connects_to_a_store_url(tmp_path: Path, pg_url: str) -> No
     runner = CliRunner()
     result = runner.invoke(main, ["check-config", "--config", str(config)], env=env)
     assert result.exit_code == 0, result.output
-    assert f"store: {pg_url} (no ckpt-advisor tables yet" in result.stdout
+    assert f"store: {pg_url} (no ckpt-advisor tables yet: `ckpt-advisor migrate`" in result.stdout
     assert runner.invoke(main, ["migrate", "--config", str(config)], env=env).exit_code == 0
     result = runner.invoke(main, ["check-config", "--config", str(config)], env=env)
     assert f"store: {pg_url} (schema version {SCHEMA_VERSION})" in result.stdout
