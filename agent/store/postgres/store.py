@@ -37,7 +37,7 @@ from ckpt_advisor.agent.store.queries import SqlQueries
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql.migrate import stored_version, upgrade
-from ckpt_advisor.agent.store.sql.rows import COPY_SQL, Row
+from ckpt_advisor.agent.store.sql.rows import COPY_SQL, EVENT_COLUMNS, Row
 from ckpt_advisor.agent.store.sql.writes import SqlStore
 from ckpt_advisor.agent.store.url import driver_url, redact
 
@@ -174,6 +174,7 @@ class PostgresStore(PgSql, SqlStore):
         self._on_upgrade = on_upgrade
         self._migrate = migrate
         self._schema_lock = threading.Lock()
+        self._event_types: list[int] | None = None  # see _copy_types
         try:
             self._ready()
         except StoreAccessError:
@@ -252,18 +253,35 @@ class PostgresStore(PgSql, SqlStore):
         )
 
     def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
-        """The rows through ``COPY ... FROM STDIN`` on the transaction's own connection (the
-        server parses one stream instead of a Bind/Execute per row)."""
+        """The rows through binary ``COPY ... FROM STDIN`` on the transaction's own connection:
+        no SQL per row and no number turned into text (0.7 us an event of client CPU, against
+        1.6 for text COPY and ~12 for ``executemany``: bench/store.py). The columns' types are
+        the server's own (:meth:`_copy_types`)."""
         from psycopg import Error
 
         raw: Any = conn.connection.driver_connection
         try:
-            with raw.cursor() as cur, cur.copy(COPY_SQL) as copy:
+            types = self._copy_types(raw)
+            with raw.cursor() as cur, cur.copy(COPY_SQL + " (FORMAT BINARY)") as copy:
+                copy.set_types(types)
                 write = copy.write_row
                 for row in rows:
                     write(row)
         except Error as exc:
             raise self._failure(exc, "write failed") from None
+
+    def _copy_types(self, raw: Any) -> list[int]:
+        """The type OIDs of :data:`EVENT_COLUMNS` in the server's ``events`` table (asked once:
+        a binary COPY must name them)."""
+        if self._event_types is None:
+            found = dict(
+                raw.execute(
+                    "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = "
+                    "'events'::regclass AND attnum > 0 AND NOT attisdropped"
+                ).fetchall()
+            )
+            self._event_types = [int(found[c]) for c in EVENT_COLUMNS]
+        return self._event_types
 
     def _lock_key(self, conn: Connection, key: str) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": key})

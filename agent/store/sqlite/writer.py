@@ -32,6 +32,19 @@ from ckpt_advisor.agent.store.sqlite.legacy import upgrade_to_4
 from ckpt_advisor.agent.store.sqlite.reader import SqliteSql, schema_version
 
 
+def _as_is(value: bytes | None) -> bytes | None:
+    return value
+
+
+# CPython's sqlite3 binds int, float, str and bytearray at once but takes any other value (None,
+# bytes) through its adapter protocol, which fails through ``__adapt__`` and ``__conform__``
+# look-ups (an AttributeError formatted and dropped per value: Modules/_sqlite/microprotocols.c):
+# ~1 us of an event's row, which holds about four NULLs and the ``numbers`` BLOB (bench/store.py).
+# Registered, they hit the registry instead and are bound unchanged.
+sqlite3.register_adapter(type(None), _as_is)
+sqlite3.register_adapter(bytes, _as_is)
+
+
 class SqliteStore(SqliteSql, SqlStore):
     """A SQLite store of events, offsets, estimates, alert state and the Slack outbox.
 
