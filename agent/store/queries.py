@@ -6,9 +6,9 @@ these queries over the standard library's sqlite3, and every store (SQLite or Po
 the same ones over the driver connection its pool lends (:class:`SqlQueries` is the base of all
 of them), so each query exists once. Written with ``?`` placeholders in SQL both databases
 speak; :meth:`SqlQueries._sql` turns them into the driver's. The estimator's read
-(:meth:`SqlQueries.event_columns`) goes straight into numpy arrays; the one part of it that is
-each database's own (concatenating the events' packed numbers in time order) is the backend's
-:meth:`SqlQueries._packed`.
+(:meth:`SqlQueries.event_columns`) goes straight into numpy arrays (``columns.py``); the one
+part of it that is each database's own (concatenating the events' packed numbers in time
+order, a chunk at a time) is the backend's :meth:`SqlQueries._number_chunks`.
 
 Times are stored as Unix epoch seconds (UTC) and returned as aware UTC datetimes. Standard
 library only (numpy inside :meth:`SqlQueries.event_columns`).
@@ -17,8 +17,8 @@ library only (numpy inside :meth:`SqlQueries.event_columns`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,36 +30,11 @@ from ckpt_advisor.agent.store.records import (
     StoredEvent,
     StoreError,
 )
-from ckpt_advisor.agent.store.schema import NUMBER_FIELDS, SCHEMA_VERSION, group_key
+from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, group_key
 from ckpt_advisor.parsers.events import Event, EventKind
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
-
-
-def _parser_counts(timed: list[tuple[str, int, int]], untimed: list[Any]) -> dict[str, int]:
-    """Log events per parser, most first, ties by the first seen in time order (events
-    without time after those with, by id): the order of ``Counter.most_common`` over
-    :meth:`SqlQueries.events`. ``timed``: (parser, count, index of the first) of each group
-    of timed log events; ``untimed``: (parser, count, first id) of the events without time."""
-    ranks: dict[str, list[Any]] = {}
-    for parser, n, first in timed:
-        rank = ranks.setdefault(parser, [0, (0, first)])
-        rank[0] += n
-        rank[1] = min(rank[1], (0, first))
-    for parser, n, first_id in untimed:
-        rank = ranks.setdefault(parser, [0, (1, first_id)])
-        rank[0] += n
-    ranked = sorted(ranks.items(), key=lambda item: (-item[1][0], item[1][1]))
-    return {parser: n for parser, (n, _) in ranked}
-
-
-def _unknown_as_nan(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    values[values == float("inf")] = float(
-        "nan"
-    )  # NULL comes back as +inf (1e999): how SQLite reads NULL into a packed number
-    return values
 
 
 def _dt(s: float | None) -> datetime | None:
@@ -121,9 +96,19 @@ class SqlQueries:
             cur.execute(self._sql(sql), tuple(params))
             return list(cur.fetchall())
 
-    def _packed(self, conn: Any, job: str) -> tuple[int, bytes]:
-        """How many of the job's events have a time, and their ``numbers`` blobs concatenated
-        in time order (ties by id): each database's own aggregate."""
+    def _snapshot(self, conn: Any) -> AbstractContextManager[None]:
+        """Run the queries inside it on ``conn`` against one snapshot of the database (the
+        estimator's read takes several); nothing where each query already is one."""
+        return nullcontext()
+
+    def _number_chunks(self, conn: Any, job: str) -> Iterator[npt.NDArray[Any]]:
+        """The ``numbers`` records (:data:`~agent.store.columns.NUMBERS_DTYPE`) of the job's
+        events that have a time, in time order (ties by id), a chunk at a time, all from one
+        snapshot of the database: each database's own query.
+
+        Raises:
+            StoreError: an event lacks its numbers.
+        """
         raise NotImplementedError
 
     def events(
@@ -158,9 +143,10 @@ class SqlQueries:
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
 
-        The estimator's read path: one query concatenates the job's ``events.numbers`` blobs
-        (:func:`~agent.store.schema.event_numbers`) in time order from an index that holds them
-        (:meth:`_packed`), so the database hands over one buffer that numpy reads whole; the blobs'
+        The estimator's read path: the job's ``events.numbers`` blobs
+        (:func:`~agent.store.schema.event_numbers`) come in time order from an index that holds
+        them, concatenated by the database a chunk at a time (:meth:`_number_chunks`), and
+        :class:`~agent.store.columns.ColumnBuilder` turns each chunk into columns; the blobs'
         group keys name each event's source, parser, timing flag, kind and tier (schema 6),
         resolved with one indexed look-up per distinct key. Small queries add the failures'
         classes and the events without time (for the per-parser counts). Both this and
@@ -170,9 +156,7 @@ class SqlQueries:
             StoreError: the store predates schema version 4 (open it once read-write, e.g. by
                 the daemon or ``ingest``, to upgrade it), or an event lacks its numbers.
         """
-        import numpy as np  # not at module level: the CLI's other reads need no numpy
-
-        from ckpt_advisor.rules.timeline import tier_code
+        from ckpt_advisor.agent.store.columns import ColumnBuilder  # numpy: only here
 
         if self._version < 4:
             raise StoreError(
@@ -182,22 +166,10 @@ class SqlQueries:
             )
         kinds = tuple(kinds)
         marks = ",".join("?" * len(kinds))
-        with self._reading() as raw:
-            count, packed = self._packed(raw, job)
-            dtype = np.dtype([(n, "<f8") for n in NUMBER_FIELDS] + [("key", "<u8")])
-            rows = np.frombuffer(packed or b"", dtype)
-            if rows.size != count:
-                raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
-            keys = rows["key"]  # runs of equal keys are long: sort the runs' keys, not the rows'
-            change = np.ones(keys.size, np.bool_)
-            change[1:] = keys[1:] != keys[:-1]
-            starts = np.flatnonzero(change)
-            distinct, at = np.unique(keys[starts], return_index=True)
-            first = starts[at]  # each group's first row
-            groups = [
-                self._group(raw, job, int(key), float(rows["time_s"][i]))
-                for key, i in zip(distinct, first, strict=True)
-            ]
+        with self._reading() as raw, self._snapshot(raw):
+            built = ColumnBuilder(kinds, lambda key, time_s: self._group(raw, job, key, time_s))
+            for chunk in self._number_chunks(raw, job):
+                built.add(chunk)
             untimed = self._all(  # few rows: a range of the (job, time_s) index
                 raw,
                 "SELECT parser, count(*), MIN(id) FROM events "
@@ -206,38 +178,7 @@ class SqlQueries:
                 (job, *kinds),
             )
             failures = [] if "failure" not in kinds else self._failures(raw, job)
-        group = np.searchsorted(distinct, keys)
-        group_kind = np.array([kinds.index(g[3]) if g[3] in kinds else -1 for g in groups], np.intp)
-        group_log = np.array([g[3] in kinds and not g[2] for g in groups], np.bool_)
-        if (group_kind < 0).any():
-            asked = group_kind[group] >= 0
-            rows, group = rows[asked], group[asked]
-            first = np.cumsum(asked)[first] - 1  # rows kept before each group's first, its index
-        size = np.bincount(group, minlength=len(groups)).tolist()
-        logs = [
-            (g, n, i)
-            for g, n, i, log in zip(groups, size, first.tolist(), group_log, strict=True)
-            if log
-        ]
-        by_source: dict[str, int] = {}
-        for g, _, i in logs:
-            by_source[g[0]] = min(i, by_source.get(g[0], i))
-        first_of_source = np.zeros(rows.size, np.bool_)
-        first_of_source[list(by_source.values())] = True
-        return EventColumns(
-            kinds=kinds,
-            time_s=rows["time_s"].copy(),
-            kind=group_kind[group],
-            step=_unknown_as_nan(rows["step"].copy()),
-            duration_s=_unknown_as_nan(rows["duration_s"].copy()),
-            persist_s=_unknown_as_nan(rows["persist_s"].copy()),
-            from_timing_file=np.array([bool(g[2]) for g in groups], np.bool_)[group],
-            tier=np.array([tier_code(g[4]) for g in groups], np.int8)[group],
-            first_of_source=first_of_source,
-            failure_class=tuple(r[0] for r in failures),
-            failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
-            parser_counts=_parser_counts([(g[1], n, i) for g, n, i in logs], untimed),
-        )
+        return built.columns(failures, untimed)
 
     def _failures(self, conn: Any, job: str) -> list[Any]:
         """``(failure_class, planned)`` of the job's timed failures in time order."""

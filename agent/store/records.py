@@ -89,7 +89,7 @@ class EventColumns:
 
     kinds: tuple[str, ...]
     time_s: npt.NDArray[np.float64]
-    kind: npt.NDArray[np.intp]
+    kind: npt.NDArray[np.int8]
     step: npt.NDArray[np.float64]
     duration_s: npt.NDArray[np.float64]
     persist_s: npt.NDArray[np.float64]

@@ -20,6 +20,7 @@ from ckpt_advisor.agent.store import (
     open_reader,
     open_store,
 )
+from ckpt_advisor.agent.store.sqlite import reader as sqlite_reader
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -118,10 +119,10 @@ def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
     _assert_same_paths(store, "sim")
 
 
-def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_path: Path) -> None:
-    """Timing-file rows, events without time, equal times across sources, planned ends and
-    unknown steps all come through the columns as through the objects."""
-    store = open_store(tmp_path / "s.db")
+def _tied_store(db: Path) -> Store:
+    """A store of job ``j``: two logs and a timing file, events without time, equal times
+    across sources, planned ends and unknown steps."""
+    store = open_store(db)
     t0 = datetime(2026, 5, 1, tzinfo=UTC)
 
     def at(s: float) -> datetime:
@@ -153,9 +154,43 @@ def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_pat
         store.commit_read(
             state, offset=1, lineno=1, events=events, now_s=0.0, from_timing_file=timed
         )
+    return store
+
+
+def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_path: Path) -> None:
+    """Timing-file rows, events without time, equal times across sources, planned ends and
+    unknown steps all come through the columns as through the objects."""
+    store = _tied_store(tmp_path / "s.db")
     columns = store.event_columns("j", ESTIMATE_KINDS)
     assert columns.time_s.size == 12  # the untimed step is left out
     assert columns.failure_planned.tolist() == [False, False, True]
+    _assert_same_paths(store, "j")
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 3, 5])
+def test_columns_read_in_small_chunks_are_those_of_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+) -> None:
+    """Read a few rows per chunk (ties at one time spanning chunks, kinds left out), the
+    columns equal those of one whole read, and the columns still match the objects."""
+    store = _tied_store(tmp_path / "s.db")
+    kinds = ("checkpoint_end", "failure", "resume", "step")
+    whole = [store.event_columns("j", k) for k in (ESTIMATE_KINDS, kinds)]
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", chunk_rows)
+    for expected, k in zip(whole, (ESTIMATE_KINDS, kinds), strict=True):
+        got = store.event_columns("j", k)
+        for name in got.__slots__:
+            a, b = getattr(got, name), getattr(expected, name)
+            if isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b, err_msg=name)
+                assert a.dtype == b.dtype, name
+            else:
+                assert a == b, name
+    assert [k[i] for i in whole[1].kind.tolist()] == [
+        "step", "checkpoint_end", "checkpoint_end", "failure", "failure", "resume",
+        "step", "checkpoint_end", "failure", "step",
+    ]  # fmt: skip
+    assert whole[1].first_of_source.tolist() == [True] + [False] * 4 + [True] + [False] * 4
     _assert_same_paths(store, "j")
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -39,6 +39,9 @@ from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql.migrate import stored_version, upgrade
 from ckpt_advisor.agent.store.sql.rows import COPY_SQL, EVENT_COLUMNS, Row
 from ckpt_advisor.agent.store.sql.writes import SqlStore
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 from ckpt_advisor.agent.store.url import driver_url, redact
 
 CONNECT_TIMEOUT_S = 5
@@ -70,14 +73,21 @@ class PgSql(SqlQueries):
 
         return conn.cursor(row_factory=dict_row)
 
-    def _packed(self, conn: Any, job: str) -> tuple[int, bytes]:
+    def _number_chunks(self, conn: Any, job: str) -> Iterator[npt.NDArray[Any]]:
+        import numpy as np
+
+        from ckpt_advisor.agent.store.columns import NUMBERS_DTYPE
+
         cur = conn.execute(
             "SELECT count(*), string_agg(numbers, ''::bytea ORDER BY time_s, id) FROM events "
             "WHERE job = %s AND time_s IS NOT NULL",
             (job,),
         )
         count, packed = cur.fetchone()
-        return int(count), bytes(packed or b"")
+        chunk = np.frombuffer(bytes(packed or b""), NUMBERS_DTYPE)
+        if chunk.size != count:
+            raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
+        yield chunk
 
     def _ready(self) -> None:
         """Check (or migrate) the schema once the server first answers."""

@@ -1,7 +1,8 @@
 """The SQLite side of the queries, and the read-only store of the CLI (standard library only).
 
 :class:`SqliteSql` is :class:`~agent.store.queries.SqlQueries` with what only SQLite says: the
-BLOB ``group_concat`` of the estimator's read, the ``INDEXED BY`` hints, rows by name through
+BLOB ``group_concat`` of the estimator's read (a chunk at a time, in one read transaction),
+the ``INDEXED BY`` hints, rows by name through
 ``sqlite3.Row``. :class:`SqliteReader` opens a store read-only (a WAL snapshot: it never blocks
 the daemon's writes) with sqlite3 alone, so ``estimates``, ``events`` and ``status`` start
 without SQLAlchemy.
@@ -9,16 +10,24 @@ without SQLAlchemy.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.store.queries import SqlQueries
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import check_schema
 from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+CHUNK_ROWS = 1 << 16
+"""Events per chunk of the estimator's read (2.6 MB of numbers): small enough to be reused
+from the heap, large enough that a query per chunk costs nothing (150 for 10 M events)."""
 
 
 def schema_version(conn: sqlite3.Connection) -> int | None:
@@ -42,14 +51,44 @@ class SqliteSql(SqlQueries):
         cur.row_factory = sqlite3.Row
         return cur
 
-    def _packed(self, conn: sqlite3.Connection, job: str) -> tuple[int, bytes]:
-        count, packed = conn.execute(
-            "SELECT count(*), CAST(group_concat(numbers, '') AS BLOB) FROM (SELECT numbers "
-            "FROM events INDEXED BY ix_events_job_time_numbers "
-            "WHERE job = ? AND time_s IS NOT NULL ORDER BY time_s, id)",
-            (job,),
-        ).fetchone()
-        return int(count), packed or b""
+    @contextmanager
+    def _snapshot(self, conn: sqlite3.Connection) -> Iterator[None]:
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")  # a read transaction: every query sees one WAL snapshot
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+
+    def _number_chunks(self, conn: sqlite3.Connection, job: str) -> Iterator[npt.NDArray[Any]]:
+        """Chunks of :data:`CHUNK_ROWS` records, each one ``group_concat`` over a range of the
+        covering index: the next chunk starts at the last one's last time and skips the rows
+        at that time already read (``OFFSET``), so ties stay in id order."""
+        import numpy as np
+
+        from ckpt_advisor.agent.store.columns import NUMBERS_DTYPE
+
+        from_s, skip = -math.inf, 0
+        while True:
+            count, packed = conn.execute(
+                "SELECT count(*), CAST(group_concat(numbers, '') AS BLOB) FROM (SELECT numbers "
+                "FROM events INDEXED BY ix_events_job_time_numbers "
+                "WHERE job = ? AND time_s >= ? ORDER BY time_s, id LIMIT ? OFFSET ?)",
+                (job, from_s, CHUNK_ROWS, skip),
+            ).fetchone()
+            chunk = np.frombuffer(packed or b"", NUMBERS_DTYPE)
+            if chunk.size != count:
+                raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
+            yield chunk
+            if count < CHUNK_ROWS:
+                return
+            time_s = chunk["time_s"]
+            last_s = float(time_s[-1])
+            tied = count - int(np.searchsorted(time_s, last_s, "left"))
+            skip = tied + (skip if from_s == last_s else 0)  # the rows at last_s read before
+            from_s = last_s
 
     def check(self) -> str | None:
         """What ``PRAGMA quick_check`` finds wrong in the file (its first findings), with the
