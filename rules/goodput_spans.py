@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
 from ckpt_advisor.rules.cost import log_save_durations_s
@@ -230,16 +231,52 @@ class _Saves:
     def kept_s(self, before_s: FloatArray, step: FloatArray) -> FloatArray:
         """Per interruption (its start ``before_s`` and its next run's ``resume`` step, NaN
         unknown), when the work it kept was saved: the latest save at that step completed
-        before it, else the latest save completed before it, else -inf (nothing saved)."""
+        before it, else the latest save completed before it, else -inf (nothing saved).
+        "Latest" is the last in the saves' order; ``end_s <= before_s`` is "completed before".
+
+        Sorted look-ups, not a scan of every save per interruption: O((s + i) log s)."""
         out = np.full(before_s.size, -np.inf)
-        for i, (limit, wanted) in enumerate(zip(before_s.tolist(), step.tolist(), strict=True)):
-            done = self.end_s <= limit
-            exact = np.flatnonzero(done & (self.step == wanted))
-            if exact.size:
-                out[i] = self.end_s[exact[-1]]
-            elif done.any():
-                out[i] = self.end_s[np.flatnonzero(done)[-1]]
+        asked = ~np.isnan(before_s)
+        done = _last_done(self.end_s, before_s)  # the last save done by then, -1: none
+        found = asked & (done >= 0)
+        out[found] = self.end_s[done[found]]
+        usable = np.flatnonzero(~np.isnan(self.step) & ~np.isnan(self.end_s))
+        wanted = asked & ~np.isnan(step)
+        if usable.size and wanted.any():
+            # saves as (step, end) pairs in lexicographic order: complex numbers sort so
+            pairs = _pairs(self.step[usable], self.end_s[usable])
+            order = np.argsort(pairs, kind="stable")
+            index = usable[order]  # each pair's save
+            steps = pairs[order].real
+            group = np.cumsum(np.concatenate(([False], steps[1:] != steps[:-1])))
+            offset = group * (self.end_s.size + 1)  # running max of index within each step
+            latest = np.maximum.accumulate(offset + index) - offset
+            query = _pairs(step[wanted], before_s[wanted])
+            upto = np.searchsorted(pairs[order], query, "right") - 1
+            start = np.searchsorted(steps, step[wanted], "left")
+            exact = upto >= start  # some save at that step is done by then
+            hit = np.flatnonzero(wanted)[exact]
+            out[hit] = self.end_s[latest[upto[exact]]]
         return out
+
+
+def _pairs(first: FloatArray, second: FloatArray) -> npt.NDArray[np.complex128]:
+    """(first, second) pairs as complex numbers, which numpy sorts and searches in
+    lexicographic order (built part by part: ``1j * inf`` would be ``nan+infj``)."""
+    out = np.empty(first.size, np.complex128)
+    out.real, out.imag = first, second
+    return out
+
+
+def _last_done(end_s: FloatArray, before_s: FloatArray) -> IntArray:
+    """Per time of ``before_s``, the largest index ``i`` with ``end_s[i] <= before_s``, -1 when
+    there is none (NaN ends are never done; a NaN time finds none)."""
+    by_end = np.argsort(end_s, kind="stable")  # NaN last
+    latest = np.maximum.accumulate(by_end) if by_end.size else by_end
+    count = np.searchsorted(end_s[by_end], before_s, "right")
+    count = np.where(np.isnan(before_s), 0, count)
+    count = np.minimum(count, np.count_nonzero(~np.isnan(end_s)))
+    return np.where(count > 0, latest[np.maximum(count - 1, 0)] if latest.size else -1, -1)
 
 
 def _progress_began_s(

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.rules.goodput import BUCKETS, Bucket, GoodputSpans
+from ckpt_advisor.rules.goodput_spans import _Saves
 from ckpt_advisor.rules.interval import exponential_waste_fraction
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import Observation
@@ -176,3 +177,43 @@ def test_the_estimate_carries_goodput_now_and_at_the_recommended_interval() -> N
     assert est.goodput_recommended == pytest.approx(expected, abs=0.01)
     assert est.current_interval_s / est.daly_interval_s > 2.5
     assert est.goodput_recommended - est.goodput_current > 0.01
+
+
+def _kept_by_scan(saves: _Saves, before_s: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The definition, one scan of every save per interruption (the reference)."""
+    out = np.full(before_s.size, -np.inf)
+    for i, (limit, wanted) in enumerate(zip(before_s.tolist(), step.tolist(), strict=True)):
+        done = saves.end_s <= limit
+        exact = np.flatnonzero(done & (saves.step == wanted))
+        if exact.size:
+            out[i] = saves.end_s[exact[-1]]
+        elif done.any():
+            out[i] = saves.end_s[np.flatnonzero(done)[-1]]
+    return out
+
+
+def test_kept_work_by_sorted_look_ups_is_the_scan_of_every_save() -> None:
+    """When each interruption's kept work was saved (the latest save at its resume step done
+    before it, else the latest done, else -inf) is what scanning every save gives, with ties,
+    saves out of time order, unknown steps and times, and infinities."""
+    rng = np.random.default_rng(3)
+
+    def values(n: int) -> np.ndarray:
+        v = rng.integers(0, 6, n).astype(float)
+        v[rng.random(n) < 0.2] = np.nan
+        v[rng.random(n) < 0.05] = rng.choice([np.inf, -np.inf])
+        return v
+
+    for _ in range(2000):
+        end_s = values(int(rng.integers(0, 12)))
+        step = values(end_s.size)
+        if rng.random() < 0.5:
+            end_s = np.sort(end_s)
+        saves = _Saves(end_s, end_s, end_s, step, end_s, None)
+        before_s, resumed = values(6), values(6)
+        kept = saves.kept_s(before_s, resumed)
+        np.testing.assert_array_equal(kept, _kept_by_scan(saves, before_s, resumed))
+    ends = np.array([10.0, 20.0, 30.0])
+    saves = _Saves(ends, ends, ends, np.array([1.0, 2.0, 1.0]), ends, None)
+    kept = saves.kept_s(np.array([25.0, 35.0, 15.0, 5.0]), np.array([1.0, 2.0, 3.0, np.nan]))
+    assert kept.tolist() == [10.0, 20.0, 10.0, -np.inf]
