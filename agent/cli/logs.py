@@ -142,6 +142,7 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
     epilog=examples(
         "ckpt-advisor ingest old/*.log ckpt_timings.jsonl --job llama-70b --db ckpt.db",
         "ckpt-advisor ingest old/*.log --job llama-70b --config config.toml",
+        "ckpt-advisor ingest huge.log --job llama-70b --workers 1   # one core only",
     )
 )
 @click.argument("files", nargs=-1, required=True, type=click.Path())
@@ -156,6 +157,16 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
 )
 @format_option
 @tz_option
+@click.option(
+    "--workers",
+    metavar="N",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Processes that parse: 0 uses every core this process may run on (its CPU "
+    "affinity) once 64 MB or more are to be read, else one; 1 parses here alone. Files are "
+    "spread over them and a big file is cut into ranges; the events stored are the same.",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -165,6 +176,7 @@ def ingest(
     config_path: str | None,
     fmt: str,
     tz: tzinfo,
+    workers: int,
 ) -> None:
     """Backfill FILES into the store as JOB, then estimate that job.
 
@@ -198,11 +210,20 @@ def ingest(
     try:
         try:
             store = open_store(str(db_file), None)
-            with progress_bar("ingesting", total) as advance:
-                tailer = Tailer(
-                    store, specs, clock=utc_now, tz=tz, backfill=True, on_progress=advance
-                )
-                stats = tailer.scan()
+            advance = [lambda _n: None]  # the bar's, once it runs
+            tailer = Tailer(  # its worker processes are forked here, before the bar's thread
+                store,
+                specs,
+                clock=utc_now,
+                tz=tz,
+                backfill=True,
+                on_progress=lambda n: advance[0](n),
+                workers=workers or _default_workers(total),
+            )
+            try:
+                with progress_bar("ingesting", total) as advance[0]:
+                    stats = tailer.scan()
+            finally:
                 tailer.close()
         finally:
             os.close(lock_fd)  # what follows only reads the files' events
@@ -223,6 +244,14 @@ def ingest(
         )
     if len(readable) < len(files):
         fail(f"{len(files) - len(readable)} of {len(files)} file(s) skipped (named above)")
+
+
+def _default_workers(total_bytes: int) -> int:
+    """``--workers 0``: one per core for a backfill of :data:`parallel.SPLIT_BYTES` or more
+    (below, starting the workers costs more than it saves), else 1."""
+    from ckpt_advisor.agent.tail import parallel
+
+    return parallel.default_workers() if total_bytes >= parallel.SPLIT_BYTES else 1
 
 
 def _readable(path: str) -> bool:

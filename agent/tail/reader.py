@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING
 
 from ckpt_advisor import parsers
 from ckpt_advisor.agent.store import FileState, Store
@@ -43,6 +44,9 @@ from ckpt_advisor.agent.tail.inputs import (
 )
 from ckpt_advisor.parsers.events import CLOCK_KINDS, Event, EventKind
 from ckpt_advisor.parsers.selection import select_lines
+
+if TYPE_CHECKING:
+    from ckpt_advisor.agent.tail.parallel import ParallelBackfill
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +121,8 @@ class Reader:
         self._backfill = backfill
         self._on_progress = on_progress
         self._idle_flush_s = idle_flush_s
+        self.parallel: ParallelBackfill | None = None
+        """Set for a backfill on several cores: files are read in its workers (``parallel``)."""
 
     def open(self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None) -> OpenFile:
         """Open ``path`` and find what the store remembers of it. An empty file is followed
@@ -197,6 +203,8 @@ class Reader:
         if truncated:
             stats.truncations += 1
             self._rewind(f, size)
+        elif self.parallel is not None and self.parallel.take(f, size, stats):
+            return
         misses_before = f.parser.misses
         pending: list[Event] = []
         since_commit = 0

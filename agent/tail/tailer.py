@@ -63,6 +63,8 @@ class Tailer:
             before its parser's pending state is flushed.
         rotated_idle_s: how long (by ``clock``) a file that left its globs is followed after
             its size last changed; 0 releases it as soon as it is read to its end.
+        workers: with ``backfill``, how many worker processes parse the files (``parallel``:
+            files spread over them, a big file cut into ranges; the same events as one).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Tailer:
         on_progress: Callable[[int], None] | None = None,
         idle_flush_s: float = 2.0,
         rotated_idle_s: float = ROTATED_IDLE_S,
+        workers: int = 1,
     ) -> None:
         self.store = store
         self.specs = specs
@@ -88,6 +91,10 @@ class Tailer:
             on_progress=on_progress,
             idle_flush_s=idle_flush_s,
         )
+        if backfill and workers > 1:
+            from ckpt_advisor.agent.tail.parallel import ParallelBackfill
+
+            self._reader.parallel = ParallelBackfill(self._reader, workers)
         self._files = FollowedFiles(store, self._reader, clock=clock, rotated_idle_s=rotated_idle_s)
         self._rediscover = False
         self._scans = 0
@@ -97,6 +104,8 @@ class Tailer:
     def close(self) -> None:
         """Close every open file, reading nothing more (what a crash leaves: the next start
         reads on from the store's offsets). A clean shutdown calls :meth:`drain` first."""
+        if self._reader.parallel is not None:
+            self._reader.parallel.close()
         self._files.close_all()
 
     def drain(self) -> None:
@@ -150,6 +159,8 @@ class Tailer:
         due = discover or self._rediscover or self._files.dropped or self._scans == 0
         if due or not self._poll(stats):
             self._discover_and_read(stats)
+        if self._reader.parallel is not None:
+            self._reader.parallel.wait(stats)  # every file read before the scan returns
         self._scans += 1
         return stats
 
