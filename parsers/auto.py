@@ -61,6 +61,18 @@ class AutoParser(StreamParser):
             self._delegate = self._choose(line)
         return self._delegate.feed(line, lineno)
 
+    def feed_record(self, line: str, lineno: int) -> list[Event]:
+        """The chosen parser's :meth:`StreamParser.feed_record` (a filter is its filter)."""
+        if self._delegate is None:
+            return self.feed(line, lineno)
+        return self._delegate.feed_record(line, lineno)
+
+    def feed_progress(self, line: str, lineno: int) -> list[Event]:
+        """The chosen parser's :meth:`StreamParser.feed_progress`."""
+        if self._delegate is None:
+            return self.feed(line, lineno)
+        return self._delegate.feed_progress(line, lineno)
+
     def _finish(self) -> list[Event]:
         return self._delegate.finish() if self._delegate is not None else []
 

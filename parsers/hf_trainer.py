@@ -209,6 +209,11 @@ class HfTrainer(Stack):
         evaluation bar has none either, but counts batches)."""
         return bar.desc is None and (self._max_steps is None or bar.total == self._max_steps)
 
+    def inert_bar(self, bar: Bar) -> bool:
+        """A bar with a description (``Writing model shards``, evaluation's): never the
+        training bar, so nothing reads it."""
+        return bar.desc is not None
+
     def on_bar(self, bar: Bar, lineno: int, time: datetime | None) -> list[Event]:
         """Turn the training bar's last state on a line into at most one ``step`` event, and
         none for a step already given: tqdm redraws the same state after every record printed

@@ -53,13 +53,20 @@ def _keywords_of(stack_keywords: tuple[tuple[str, ...], ...]) -> tuple[str, ...]
     return tuple(dict.fromkeys([*keywords, *FAILURE_KEYWORDS, adoption.KEYWORD]))
 
 
+WHOLE_LINE_KEYWORDS = (*FAILURE_KEYWORDS, adoption.KEYWORD)
+"""The literals of the lines a detected stack's parser must see whole (:meth:`LogParser.feed`):
+what the failure recogniser, the unmatched report and the adoption check act on."""
+
+
 @functools.lru_cache(maxsize=64)
-def _line_filter(keywords: tuple[str, ...], reads_bars: bool) -> LineFilter:
+def _line_filter(keywords: tuple[str, ...], reads_bars: bool, detected: bool) -> LineFilter:
     """The :class:`LineFilter` of a keyword set, one per set: every parser of a stack shares it
-    (a daemon watching 1,000 files would otherwise hold 1,000 copies of the same 60 literals)."""
+    (a daemon watching 1,000 files would otherwise hold 1,000 copies of the same 60 literals).
+    Until a stack is detected every keyword line is fed whole (detection runs in :meth:`feed`)."""
     return LineFilter(
         keywords=(*(k.encode() for k in keywords), b"\x1b"),
         progress=tuple(m.encode() for m in RATE_MARKERS) if reads_bars else (),
+        whole_line=tuple(k.encode() for k in WHOLE_LINE_KEYWORDS) if detected else None,
     )
 
 
@@ -69,6 +76,10 @@ def _keyword_search(keywords: tuple[str, ...]) -> AhoCorasick:
     the fastest) takes ~0.5 MB, which a daemon watching 1,000 files would otherwise hold
     1,000 times."""
     return AhoCorasick(list(keywords))
+
+
+MAX_INERT_LINES = 256
+"""Distinct lines :meth:`LogParser._remember_inert` keeps (they repeat: a few per log)."""
 
 
 class LogParser(StreamParser):
@@ -109,12 +120,17 @@ class LogParser(StreamParser):
         )
         self._keyword_search = _keyword_search(self._keywords)
         self._filter = _line_filter(
-            self._keywords, self._stack is not None and self._stack.reads_bars
+            self._keywords,
+            self._stack is not None and self._stack.reads_bars,
+            self._stack is not None and self._fallback is None,
         )
         self._clock = stacks[0].context.clock or FileClock()
+        self._inert: dict[str, None] = {}
 
-    def _feed(self, line: str, lineno: int) -> list[Event]:
-        line = strip_ansi(line)
+    def _feed(self, raw: str, lineno: int) -> list[Event]:
+        if raw in self._inert and self._quiet():
+            return []
+        line = strip_ansi(raw)
         if self._custom:
             found = self._custom.feed(line, lineno)
             if found:
@@ -127,22 +143,83 @@ class LogParser(StreamParser):
             for piece in records(line):
                 if self._detect(piece):
                     break
+        inert_bar = self._bar(events, line, lineno)
         stack = self._stack
-        if stack is not None and stack.reads_bars and ("it/s" in line or "s/it" in line):
-            bar = stack.last_bar(line)
-            if bar is not None:
-                glued_time = None
-                if stack.is_training_bar(bar):  # a bar that keeps the file's clock
-                    glued_time = stack.header_time(line[bar.end :], lineno)
-                    glued = (
-                        None if glued_time is None else self._clock.corrected(glued_time, lineno)
-                    )
-                    self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
-                self._note(events, stack.on_bar(bar, lineno, glued_time))
         if wanted or self._failures.active or (stack is not None and stack.pending):
             for piece in records(line):
                 self._feed_piece(events, piece, lineno)
+        elif inert_bar and self._quiet():
+            self._remember_inert(raw)
         return self._dated(events)
+
+    def _quiet(self) -> bool:
+        """Whether a line holding no keyword can only act through its bar: a stack is
+        detected, no custom pattern, no traceback, banner or continuation open."""
+        stack = self._stack
+        return (
+            stack is not None
+            and not self._custom
+            and not self._failures.active
+            and not stack.pending
+        )
+
+    def _remember_inert(self, raw: str) -> None:
+        """``raw`` holds no keyword and no bar state the stack reads (a ``Writing model
+        shards`` bar and its cursor move, redrawn at every HF save): while :meth:`_quiet`, it
+        changes nothing, whatever the state, and is answered from this memo next time."""
+        if len(self._inert) >= MAX_INERT_LINES:
+            self._inert.clear()
+        self._inert[raw] = None
+
+    def feed_record(self, line: str, lineno: int) -> list[Event]:
+        """:meth:`feed` for a keyword line that :attr:`line_filter` vouches for: it holds
+        none of the filter's ``whole_line`` literals, no ``\\r``, ANSI escape, ``%|`` or rate
+        marker, and the stack is detected. Such a line is one record piece that the adoption
+        check, the failure recogniser and the unmatched report take nothing from (each acts
+        only on those literals), so it goes straight to the stack (same events and state as
+        :meth:`feed`, without the line's keyword search, split and failure scans)."""
+        try:
+            events: list[Event] = []
+            self._stack_piece(events, line, lineno)
+            return self._dated(events)
+        except Exception as exc:  # the contract of feed: never raise
+            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
+            return []
+
+    def feed_progress(self, line: str, lineno: int) -> list[Event]:
+        """:meth:`feed` for a line that holds none of :attr:`line_filter`'s keywords (no
+        ANSI escape among them) while the filter is not ``None``: only its last bar state
+        can give events (step 2 of the class docstring); same events and state as
+        :meth:`feed`."""
+        if line in self._inert and self._quiet():
+            return []
+        try:
+            events: list[Event] = []
+            if self._bar(events, line, lineno) and self._quiet():
+                self._remember_inert(line)
+            return self._dated(events)
+        except Exception as exc:  # the contract of feed: never raise
+            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
+            return []
+
+    def _bar(self, events: list[Event], line: str, lineno: int) -> bool:
+        """Step 2: the last bar state on ``line``, if the stack reads bars and it shows one;
+        whether nothing could come of it (no bar the stack reads: :meth:`Stack.inert_bar`)."""
+        stack = self._stack
+        if stack is None or not stack.reads_bars or ("it/s" not in line and "s/it" not in line):
+            return True
+        bar = stack.last_bar(line)
+        if bar is None:
+            return True
+        if stack.inert_bar(bar):
+            return True
+        glued_time = None
+        if stack.is_training_bar(bar):  # a bar that keeps the file's clock
+            glued_time = stack.header_time(line[bar.end :], lineno)
+            glued = None if glued_time is None else self._clock.corrected(glued_time, lineno)
+            self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
+        self._note(events, stack.on_bar(bar, lineno, glued_time))
+        return False
 
     @property
     def line_filter(self) -> LineFilter | None:
@@ -200,12 +277,16 @@ class LogParser(StreamParser):
         events.extend(failures)
         if consumed:
             return
+        if not self._stack_piece(events, piece, lineno):
+            self._failures.unmatched(piece, lineno)
+
+    def _stack_piece(self, events: list[Event], piece: str, lineno: int) -> bool:
+        """Offer ``piece`` to the stack, then the fallback; whether either found events."""
         found = self._stack.feed(piece, lineno) if self._stack is not None else []
         if not found and self._fallback is not None:
             found = self._fallback.feed(piece, lineno)
         self._note(events, found)
-        if not found:
-            self._failures.unmatched(piece, lineno)
+        return bool(found)
 
     def _detect(self, piece: str) -> bool:
         # a stack's own record prefix wins over another stack's wording in the message (a
@@ -218,7 +299,7 @@ class LogParser(StreamParser):
                 self._fallback = None  # the file's own stack reads it from here on
                 self._keywords = _keywords_of((stack.keywords,))
                 self._keyword_search = _keyword_search(self._keywords)
-                self._filter = _line_filter(self._keywords, stack.reads_bars)
+                self._filter = _line_filter(self._keywords, stack.reads_bars, True)
                 return True
         return False
 

@@ -24,58 +24,122 @@ many bytes is selected, besides the first and the last (see :class:`LineFilter`)
 keeps a sample of the bar (a step event every few minutes of training), not all of it."""
 
 
+FEED, RECORD, PROGRESS = 0, 1, 2
+"""How :func:`select_lines` asks for a line to be fed: :meth:`StreamParser.feed`,
+:meth:`~StreamParser.feed_record` (a keyword line holding none of the filter's ``whole_line``
+literals and no ``\\r``, ``\\x1b``, ``%|`` or progress literal) or
+:meth:`~StreamParser.feed_progress` (a progress line holding no keyword)."""
+
+_RECORD_BREAKERS = (b"\r", b"\x1b", b"%|")
+"""Bytes that keep a keyword line off :meth:`StreamParser.feed_record` whatever the filter:
+several pieces, escapes the parser strips, a bar the parser cuts off."""
+
+
 def select_lines(
     parser: StreamParser,
     data: bytes,
     start: int,
     end: int,
-    on_line: Callable[[int, int, int], None],
+    on_line: Callable[[int, int, int, int], bool],
 ) -> int:
-    """Call ``on_line(line_start, line_stop, number)`` for each line of ``data[start:end]`` that
-    ``parser`` must be fed, in order; return how many lines ``data[start:end]`` holds.
+    """Call ``on_line(line_start, line_stop, number, how)`` for each line of ``data[start:end]``
+    that ``parser`` must be fed, in order; return how many lines ``data[start:end]`` holds.
+    ``on_line`` returns whether the bar's next state is wanted: an event other than a step (a
+    save, a failure, a resume) came after the last ``step`` event (the rules read the first
+    step after a save and after an interruption, :func:`parsers.buffers.thin_steps`).
 
     ``data[start:end]`` is whole lines (``start`` is a line start, ``data[end - 1]`` a
     ``\\n``). ``line_stop`` is the offset of the line's ``\\n``; ``number`` is the line's
-    1-based number counted from ``start``. ``on_line`` is expected to feed the line to
-    ``parser``: the filter is asked again after every keyword line and every line read while
-    the filter is ``None`` (then every line is selected), as :class:`LineFilter` requires.
+    1-based number counted from ``start``; ``how`` is :data:`FEED`, :data:`RECORD` or
+    :data:`PROGRESS`. ``on_line`` is expected to feed the line to ``parser`` as ``how`` says:
+    the filter is asked again after every keyword line and every line read while the filter is
+    ``None`` (then every line is selected, as :data:`FEED`), as :class:`LineFilter` requires.
     Selected are: every line holding a keyword, and of the progress lines between two keyword
-    lines the first, the last before every :data:`STEP_SAMPLE_BYTES` boundary and the last.
+    lines the last before every :data:`STEP_SAMPLE_BYTES` boundary, the last, and the first
+    while the bar's next state is wanted (and the next ones while it still is: a redraw that
+    shows no new step, another bar).
 
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
-    :func:`_matchers`), line numbers by a mask of the buffer's newlines (:class:`_LineCounter`).
+    :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers by
+    a mask of the buffer's newlines (:class:`_LineCounter`).
     """
-    hits: dict[LineFilter, _KeywordLines] = {}
+    hits: dict[tuple[bytes, ...], _KeywordLines] = {}
     counter: _LineCounter | None = None
     number, pos = 0, start
     line_filter = parser.line_filter
+    first_wanted = True
     while pos < end:
         if line_filter is None:  # every line, one at a time
             stop = data.index(b"\n", pos, end)
             number += 1
-            on_line(pos, stop, number)
+            first_wanted = on_line(pos, stop, number, FEED)
             pos = stop + 1
             line_filter = parser.line_filter
             continue
-        if line_filter not in hits:
-            hits[line_filter] = _KeywordLines(line_filter.keywords, data, end)
+        keywords = _lines_of(hits, line_filter.keywords, data, end)
         if counter is None:
             counter = _LineCounter(data, start, end)
-        keyword_line = hits[line_filter].next_line(pos)
-        for line_start in _sampled_progress_lines(line_filter.progress, data, pos, keyword_line):
+        keyword_line = keywords.next_line(pos)
+        markers = line_filter.progress
+        progress = _sampled_progress_lines(markers, data, pos, keyword_line)
+        if not first_wanted and len(progress) > 1:
+            del progress[0]
+        i = 0
+        while i < len(progress):
+            line_start = progress[i]
             pos = data.index(b"\n", line_start, end)
             number = counter.before(line_start) + 1
-            on_line(line_start, pos, number)
+            first_wanted = on_line(line_start, pos, number, PROGRESS)
             pos += 1
+            i += 1
+            if first_wanted:  # this redraw showed no step yet: the next one is wanted too
+                at = _nearest(
+                    markers,
+                    data,
+                    pos,
+                    progress[i] if i < len(progress) else keyword_line,
+                    last=False,
+                )
+                if at >= 0:
+                    progress.insert(i, data.rfind(b"\n", pos, at) + 1 or pos)
         pos = keyword_line
         number = counter.before(pos)
         if pos < end:
             stop = data.index(b"\n", pos, end)
             number += 1
-            on_line(pos, stop, number)
+            first_wanted = on_line(pos, stop, number, _how(hits, line_filter, data, pos, stop, end))
             pos = stop + 1
             line_filter = parser.line_filter
     return number
+
+
+def _lines_of(
+    hits: dict[tuple[bytes, ...], _KeywordLines], literals: tuple[bytes, ...], data: bytes, end: int
+) -> _KeywordLines:
+    """The lines of ``data[:end]`` holding one of ``literals``, searched once per buffer."""
+    found = hits.get(literals)
+    if found is None:
+        found = hits[literals] = _KeywordLines(literals, data, end)
+    return found
+
+
+def _how(
+    hits: dict[tuple[bytes, ...], _KeywordLines],
+    line_filter: LineFilter,
+    data: bytes,
+    pos: int,
+    stop: int,
+    end: int,
+) -> int:
+    """:data:`RECORD` for the keyword line ``data[pos:stop]`` if the filter allows it, else
+    :data:`FEED`."""
+    if line_filter.whole_line is None:
+        return FEED
+    line = data[pos:stop]
+    if any(b in line for b in _RECORD_BREAKERS) or any(m in line for m in line_filter.progress):
+        return FEED
+    whole = _lines_of(hits, line_filter.whole_line, data, end)
+    return FEED if whole.holds(pos, stop) else RECORD
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,6 +196,14 @@ class _KeywordLines:
         starts.sort()
         self._starts = starts
         self._next = 0
+
+    def holds(self, pos: int, stop: int) -> bool:
+        """Whether a keyword starts in ``data[pos:stop]`` (asked at growing ``pos``, after
+        :meth:`next_line` or alone)."""
+        starts = self._starts
+        i = bisect.bisect_left(starts, pos, self._next)
+        self._next = i
+        return i < len(starts) and starts[i] < stop
 
     def next_line(self, pos: int) -> int:
         """Start of the first keyword line at or after line start ``pos``, else the end."""

@@ -306,6 +306,11 @@ class Stack:
         """
         return []
 
+    def inert_bar(self, bar: Bar) -> bool:
+        """True for a bar state that neither :meth:`on_bar` nor the file's clock ever acts on,
+        whatever the stack's state (only if :attr:`reads_bars`); by default none."""
+        return False
+
     def finish(self) -> list[Event]:
         """Flush state at end of file or idle."""
         return []

@@ -58,11 +58,13 @@ class LineFilter:
 
     * every line holding one of :attr:`keywords`;
     * of the lines holding one of :attr:`progress` (and no keyword), at least the last one before
-      each keyword line, and the first one after it;
+      each keyword line, and after any event other than a step the next ones up to the first
+      that gives a ``step`` event;
 
     the parser returns the same events as when fed every line, except that ``step`` events come
-    only from the progress lines fed (a sample of the bar), and a save that the bar closes (HF
-    Trainer) is closed at the next progress line fed. Line numbers must be the real ones.
+    only from the progress lines fed (a sample of the bar), a save that the bar closes (HF
+    Trainer) is closed at the next progress line fed, and a bar clock found frozen or going back
+    (``bar_clock_ignored``) is found at a redraw fed. Line numbers must be the real ones.
     :func:`parsers.selection.select_lines` is such a reader's selection.
 
     Attributes:
@@ -70,10 +72,18 @@ class LineFilter:
             them, since an ANSI escape can split a keyword that the parser sees whole.
         progress: UTF-8 literals that mark a progress line (a tqdm rate); empty when the parser
             reads nothing from progress lines.
+        whole_line: UTF-8 literals of the keyword lines that must go to
+            :meth:`StreamParser.feed`; a keyword line holding none of them and no ``\\r``,
+            ``\\x1b``, ``%|`` or :attr:`progress` literal may go to
+            :meth:`StreamParser.feed_record` instead. ``None``: every line to ``feed``.
+
+    A line the reader selects as a progress line (it holds no keyword) may go to
+    :meth:`StreamParser.feed_progress`.
     """
 
     keywords: tuple[bytes, ...]
     progress: tuple[bytes, ...] = ()
+    whole_line: tuple[bytes, ...] | None = None
 
 
 class StreamParser(ABC):
@@ -132,6 +142,16 @@ class StreamParser(ABC):
         except Exception as exc:  # the contract is "never raise": report instead
             self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
             return []
+
+    def feed_record(self, line: str, lineno: int) -> list[Event]:
+        """:meth:`feed` for a keyword line holding none of :attr:`LineFilter.whole_line` (see
+        there); a parser may answer it faster. The default is :meth:`feed`."""
+        return self.feed(line, lineno)
+
+    def feed_progress(self, line: str, lineno: int) -> list[Event]:
+        """:meth:`feed` for a progress line holding no keyword of :attr:`line_filter`; a
+        parser may answer it faster. The default is :meth:`feed`."""
+        return self.feed(line, lineno)
 
     def finish(self) -> list[Event]:
         """Flush pending state at end of file or when the file goes idle; return its events.

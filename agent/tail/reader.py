@@ -1,7 +1,7 @@
 """How a followed file's new bytes become stored events: buffers, replay and commits.
 
 Complete lines are read in large buffers from where the parser stopped, handed to the parser
-(only the lines its ``LineFilter`` asks for, see ``parsers.selection``), and the events, with
+(only the lines its ``LineFilter`` asks for, see ``parsers.buffers``), and the events, with
 the file's new offset, are committed in ONE store transaction: a crash neither loses nor
 repeats a line (docs/RELIABILITY.md scenarios 1, 2, 8 and 9). What the parsers find about a file's
 clock is logged as it is stored, naming the file and the line: a clock that stepped back as a
@@ -42,8 +42,8 @@ from ckpt_advisor.agent.tail.inputs import (
     binary_reason,
     open_regular,
 )
+from ckpt_advisor.parsers.buffers import parse_buffer
 from ckpt_advisor.parsers.events import CLOCK_KINDS, Event, EventKind
-from ckpt_advisor.parsers.selection import select_lines
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.tail.parallel import ParallelBackfill
@@ -333,23 +333,11 @@ class Reader:
     ) -> None:
         """Feed the parser the lines of ``data[:end]`` (complete lines; ``data`` starts at file
         byte ``base``, which is ``f.pos`` or inside the overlong line starting there) that its
-        :class:`~parsers.stream.LineFilter` asks for (:func:`parsers.selection.select_lines`),
+        :class:`~parsers.stream.LineFilter` asks for (:func:`parsers.buffers.parse_buffer`),
         and move ``f.pos``/``f.lineno`` past them. ``replaying``: bytes an earlier run
         committed; their events are dropped and they are not counted."""
         first_lineno = f.lineno
-        parser, clock, now = f.parser, f.clock, self._clock
-
-        def feed(start: int, stop: int, number: int) -> None:
-            lineno = numbered_from + number
-            if stop - start > MAX_LINE_BYTES:
-                skipped(base + start, stop, lineno)
-                return
-            f.flushed = False
-            live = base + start >= f.live_from
-            for ev in parser.feed(data[start:stop].decode("utf-8", "replace"), lineno):
-                resolved = clock.date(ev, live=live, now=now)
-                if not replaying:
-                    pending.append(resolved)
+        clock, now = f.clock, self._clock
 
         def skipped(line_start: int, stop: int, lineno: int) -> None:
             if not replaying:
@@ -365,7 +353,22 @@ class Reader:
             skipped(f.pos, stop, first_lineno + 1)
             start = stop + 1
         numbered_from = first_lineno + lines
-        lines += select_lines(parser, data, start, end, feed)
+        fed_lines, found = parse_buffer(
+            f.parser,
+            data,
+            start,
+            end,
+            numbered_from,
+            max_line_bytes=MAX_LINE_BYTES,
+            on_skipped=lambda line_start, stop, lineno: skipped(base + line_start, stop, lineno),
+        )
+        lines += fed_lines
+        for line_start, events in found:
+            live = base + line_start >= f.live_from
+            for ev in events:
+                resolved = clock.date(ev, live=live, now=now)
+                if not replaying:
+                    pending.append(resolved)
         if lines:
             f.flushed = False  # lines went by, fed or not
         f.pos, f.lineno = base + end, first_lineno + lines

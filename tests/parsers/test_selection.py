@@ -41,11 +41,14 @@ class _Recorder(StreamParser):
         return []
 
 
-def _select(parser: _Recorder, text: str, start: int = 0) -> int:
+def _select(parser: _Recorder, text: str, start: int = 0, step_wanted_before: int = 0) -> int:
+    """Select and feed; a fed line numbered below ``step_wanted_before`` answers that the bar's
+    next state is still wanted (as one after a resume that shows no step yet)."""
     data = text.encode()
 
-    def on_line(line_start: int, stop: int, number: int) -> None:
+    def on_line(line_start: int, stop: int, number: int, how: int) -> bool:
         parser.feed(data[line_start:stop].decode(), number)
+        return number < step_wanted_before
 
     return selection.select_lines(parser, data, start, len(data), on_line)
 
@@ -114,3 +117,12 @@ def test_more_keywords_than_one_prefilter_takes_select_every_line_holding_one() 
         (n, line) for n, line in enumerate(lines, 1) if any(k.decode() in line for k in keywords)
     ]
     assert parser.fed == want
+
+
+def test_while_the_bar_state_is_wanted_the_next_progress_lines_are_fed() -> None:
+    """After a line that wants the bar's next state (a resume) the progress lines after it are
+    fed one by one until one answers it showed a step; then only the last of the run."""
+    text = "Saving\n" + "".join(f" {n}/20 [00:0{n}<00:09, 1.00it/s]\n" for n in range(1, 10))
+    parser = _Recorder()
+    assert _select(parser, text, step_wanted_before=4) == 10
+    assert [n for n, _ in parser.fed] == [1, 2, 3, 4, 10]
