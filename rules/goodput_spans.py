@@ -291,8 +291,10 @@ def _progress_began_s(
     a run with no progress."""
     began_s = run_last_s.copy()
     progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
-    runs, first = np.unique(run_id[progress], return_index=True)
-    at = progress[first]
+    of_run = run_id[progress]  # non-decreasing: each run's first is where it changes
+    first = np.flatnonzero(of_run[1:] != of_run[:-1]) + 1
+    first = np.concatenate(([0], first)) if of_run.size else first
+    runs, at = of_run[first], progress[first]
     shown_s = timeline.time_s[at]
     if step_time_s is None:
         began_s[runs] = run_first_s[runs]

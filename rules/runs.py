@@ -67,10 +67,17 @@ def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
     Returns:
         Seconds of exposure, >= 0.
     """
-    times = timeline.time_s
+    later, earlier = _running_segments(timeline.time_s, run_id)
+    lengths = np.subtract(later, np.maximum(earlier, since_s, out=earlier), out=later)
+    return float(np.clip(lengths, 0.0, None, out=lengths).sum())
+
+
+def _running_segments(times: FloatArray, run_id: IntArray) -> tuple[FloatArray, FloatArray]:
+    """The end and start times of each gap between consecutive observations of one run:
+    two fresh arrays the callers may overwrite (at ten million observations every new
+    80 MB array costs its page faults, so the callers compute in them in place)."""
     running = run_id[1:] == run_id[:-1]
-    lengths = times[1:][running] - np.maximum(times[:-1][running], since_s)
-    return float(np.clip(lengths, 0.0, None).sum())
+    return times[1:][running], times[:-1][running]
 
 
 def running_time_at_s(timeline: Timeline, run_id: IntArray, at_s: FloatArray) -> FloatArray:
@@ -87,10 +94,9 @@ def running_time_at_s(timeline: Timeline, run_id: IntArray, at_s: FloatArray) ->
     Returns:
         Shape (k,) seconds of running time before each ``at_s``, >= 0.
     """
-    times = timeline.time_s
-    running = run_id[1:] == run_id[:-1]
-    starts, ends = times[:-1][running], times[1:][running]
-    done = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    ends, starts = _running_segments(timeline.time_s, run_id)
+    done = np.zeros(starts.size + 1)
+    np.cumsum(np.subtract(ends, starts, out=done[1:]), out=done[1:])
     at = np.asarray(at_s, np.float64)
     if starts.size == 0:
         return np.zeros(at.shape)

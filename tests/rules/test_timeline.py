@@ -8,7 +8,7 @@ import pytest
 from ckpt_advisor.rules.interruptions import cluster_interruptions
 from ckpt_advisor.rules.model import Observation
 from ckpt_advisor.rules.runs import exposure_s, lives_s, running_time_at_s, split_runs
-from ckpt_advisor.rules.timeline import Kind, Timeline
+from ckpt_advisor.rules.timeline import Kind, Timeline, any_between
 from tests.rules.simulate import T0, obs
 
 
@@ -300,3 +300,17 @@ def test_a_failure_dated_before_the_runs_last_save_still_ends_the_run() -> None:
         ]
     ).with_unseen_interruptions()
     assert added == 0
+
+
+def test_any_between_is_the_running_count_of_marks_between_positions() -> None:
+    """Whether a marked index lies strictly between consecutive positions is what a running
+    count of the marks says, with repeated, adjacent and edge positions."""
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        marked = rng.random(int(rng.integers(1, 15))) < rng.random()
+        positions = np.sort(rng.integers(0, marked.size, int(rng.integers(0, 6)))).astype(np.intp)
+        counts = np.concatenate(([0], np.cumsum(marked)))  # marks before each index
+        expected = counts[positions[1:]] - counts[positions[:-1] + 1] > 0
+        assert any_between(marked, positions).tolist() == expected.tolist()
+    marked = np.array([False, True, False, False, True])
+    assert any_between(marked, np.array([0, 2, 3, 4])).tolist() == [True, False, False]
