@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.store.schema import NUMBERS, group_key
-from ckpt_advisor.parsers.events import Event
+
+if TYPE_CHECKING:  # the parsers' package is not imported for its type alone
+    from ckpt_advisor.parsers.events import Event
 
 EVENT_COLUMNS = (
     "job",
