@@ -91,19 +91,22 @@ def test_commit_writes_the_pinned_row_of_each_event(
     store_target: str | Path, store_password: str | None
 ) -> None:
     """Every column of every row a commit writes equals the pinned row, on both backends
-    (``from_timing_file`` given as a function of the event)."""
+    (``from_timing_file`` given as a function of the event), in the commit's order: 60 copies
+    of the events, more than SQLite's multi-row INSERTs take (two of 256 rows, then 28)."""
     store = open_store(store_target, agent="a1", password=store_password)
     state = store.commit_read(
         FileState(0, "j", SRC, 1, 2, "h", 10, 0, 0, 0),
         offset=100,
         lineno=15,
-        events=EVENTS,
+        events=EVENTS * 60,
         now_s=1.0,
         from_timing_file=lambda ev: ev.parser == "ckpt_timing_jsonl",
     )
     store.close()
     assert state.id == 1
-    assert _stored_rows(store_target, store_password) == ROWS
+    got = _stored_rows(store_target, store_password)
+    assert got[: len(ROWS)] == ROWS
+    assert got == [(i + 1, *ROWS[i % len(ROWS)][1:]) for i in range(60 * len(ROWS))]
 
 
 def test_events_read_back_equal_the_events_committed(

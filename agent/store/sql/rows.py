@@ -43,11 +43,14 @@ EVENT_COLUMNS = (
 """The columns of a row of :func:`event_rows`, in order (every column of ``events`` but its
 id, which the database gives)."""
 
-INSERT_SQL = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
-)
-"""The prepared INSERT of one row, in sqlite3's placeholders (SQLite's ``executemany``)."""
+
+def insert_sql(n_rows: int) -> str:
+    """The INSERT of ``n_rows`` rows (:data:`EVENT_COLUMNS` each, one after another) in
+    sqlite3's placeholders."""
+    one = f"({', '.join('?' * len(EVENT_COLUMNS))})"
+    return f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES {', '.join([one] * n_rows)}"
+
+
 COPY_SQL = f"COPY events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
 """PostgreSQL's bulk load of rows in this order (psycopg's ``Cursor.copy``)."""
 
