@@ -35,8 +35,10 @@ PASSWORD_ENV = "CKPT_ADVISOR_DB_PASSWORD"
 
 
 @contextmanager
-def _server(args: argparse.Namespace) -> Iterator[tuple[Any, str, str]]:
-    """(a function making a database and returning its URL, the password, the server's name)."""
+def pg_server(args: argparse.Namespace) -> Iterator[tuple[Any, str, str]]:
+    """A server for a benchmark, ``--pg-url`` or a throwaway one (removed after): yields (a
+    function making a database and returning its URL, the password, the server's name).
+    Raises RuntimeError where no throwaway server can run (``tests.pg.unavailable``)."""
     import psycopg
 
     if args.pg_url:
@@ -191,7 +193,7 @@ def bench_fleet(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
 
     work = args.work / "fleet"
     rows: list[Row] = []
-    with _server(args) as (make, password, where):
+    with pg_server(args) as (make, password, where):
         url = make(f"fleet_{int(time.time())}")
         names = [f"agent{i:02d}" for i in range(args.fleet_agents)]
         jobs = {a: [f"{a}-job{j:02d}" for j in range(args.fleet_jobs)] for a in names}

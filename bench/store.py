@@ -134,7 +134,7 @@ def bench_store(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
         remove_store(db)
     rows = [_row("SQLite", n, *best, len(commits))]
     try:
-        with fleet._server(args) as (make, password, name):
+        with fleet.pg_server(args) as (make, password, name):
             best = (float("inf"), float("inf"))
             for i in range(args.store_runs):
                 store = open_store(make(f"store_bench_{i}"), password=password)
