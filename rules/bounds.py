@@ -62,7 +62,7 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
     rates = rates[np.isfinite(rates) & (rates > 0.0)]
     if not rates.size or not ends.size:
         return uppers
-    step_s = float(np.median(rates))
+    step_s = float(np.median(rates, overwrite_input=True))  # rates: a copy, used only here
     times, steps = timeline.time_s, timeline.step
     first = _first_step_past(stepped, steps, run_id, ends)
     bounded = (first >= 0) & (times[np.maximum(first, 0)] - times[ends] >= 1.0)

@@ -213,19 +213,20 @@ def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray
     """Indices of the log ``checkpoint_end`` observations and their durations (NaN unknown),
     as :func:`checkpoint_durations_s` reads them: shapes (b,) and (b,)."""
     log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
-    durations_s = np.where(log_ends, timeline.duration_s, np.nan)
+    index = np.flatnonzero(log_ends)
+    durations_s = timeline.duration_s[index]  # a copy, filled in below
     saves = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END))
     saves = saves[~timeline.from_timing_file[saves]]
     before, after = saves[:-1], saves[1:]
     paired = (
         (timeline.kind[before] == Kind.CHECKPOINT_START)
         & log_ends[after]
-        & np.isnan(durations_s[after])
+        & np.isnan(timeline.duration_s[after])
         & (run_id[before] == run_id[after])
     )
-    durations_s[after[paired]] = timeline.time_s[after[paired]] - timeline.time_s[before[paired]]
-    index = np.flatnonzero(log_ends)
-    return index, durations_s[index]
+    ended, began = after[paired], before[paired]
+    durations_s[np.searchsorted(index, ended)] = timeline.time_s[ended] - timeline.time_s[began]
+    return index, durations_s
 
 
 def persist_latency_s(timeline: Timeline, *, window: int) -> float | None:

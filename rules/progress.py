@@ -50,8 +50,9 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     source = timed if (ends & timed).any() else ~timed
     source_ends = ends & source
     source_starts = (timeline.kind == Kind.CHECKPOINT_START) & source
-    runs_with_end = np.unique(run_id[source_ends])
-    chosen = np.flatnonzero(source_ends | (source_starts & ~np.isin(run_id, runs_with_end)))
+    end_rows, start_rows = np.flatnonzero(source_ends), np.flatnonzero(source_starts)
+    alone = ~np.isin(run_id[start_rows], np.unique(run_id[end_rows]))  # starts of runs no end
+    chosen = np.sort(np.concatenate((end_rows, start_rows[alone])))
     if not chosen.size:
         return chosen
     steps, runs = timeline.step[chosen], run_id[chosen]

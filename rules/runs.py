@@ -41,10 +41,15 @@ def split_runs(
         return np.zeros(0, np.intp)
     interrupted = np.zeros(times.size, np.bool_)
     if interruptions:
+        # each observation belongs to the latest interruption begun at or before it, and is
+        # inside it up to that one's end: one slice per interruption, not a search per row
         starts = np.array([i.start_s for i in interruptions], np.float64)
         ends = np.array([i.end_s for i in interruptions], np.float64)
-        which = np.searchsorted(starts, times, "right") - 1
-        interrupted = (which >= 0) & (times <= ends[np.maximum(which, 0)])
+        first = np.searchsorted(times, starts, "left")
+        below_next = np.append(first[1:], times.size)
+        until = np.minimum(np.searchsorted(times, ends, "right"), below_next)
+        for lo, hi in zip(first.tolist(), until.tolist(), strict=True):
+            interrupted[lo:hi] = True
     opens = timeline.is_kind(*START_KINDS)
     breaks = (
         (np.diff(times) > idle_gap)
@@ -53,7 +58,9 @@ def split_runs(
         | (opens[1:] & ~opens[:-1])
         | timeline.new_source[1:]
     )
-    return np.concatenate(([0], np.cumsum(breaks))).astype(np.intp)
+    run_id = np.zeros(times.size, np.intp)
+    np.cumsum(breaks, out=run_id[1:])
+    return run_id
 
 
 def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf) -> float:
