@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import fleet
+from bench import cores, fleet
 from bench.goodput import bench_goodput
 from bench.inputs import DENSE, SPARSE, LogShape, remove_store, training_log
 from bench.store import bench_store
@@ -183,8 +183,17 @@ def _backfill(
                 per_core >= 200,
             ),
         ]
+    one = _agent(args.python, "ingest", str(log), "--job", "backfill", "--workers", "1")
+    on_cores = cores.rows(
+        name,
+        truth.size_bytes,
+        run,
+        db,
+        lambda db1: _timed_child([*one, "--db", str(db1)], env, rss=True),
+    )
     return [
         *speed,
+        *on_cores,
         (f"{name}: peak memory", f"{run.rss_mb:.0f} MB", "<= 300 MB", run.rss_mb <= 300),
         (
             f"{name}: saves/failures found",
