@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.synth import simulate
-from ckpt_advisor.agent.tail import Tailer, WatchSpec, parallel, reader
+from ckpt_advisor.agent.tail import Tailer, WatchSpec, parallel, ranges, reader
 from ckpt_advisor.agent.tail.parallel import ParallelBackfill
 from tests.agent.tail.helpers import FIXTURES, NOW
 
@@ -32,9 +32,10 @@ SPLIT = {"SPLIT_BYTES": 256 << 10, "RANGE_BYTES": 256 << 10}
 
 DRIVER = """
 import sys
-from ckpt_advisor.agent.tail import parallel, reader
-reader.READ_CHUNK_BYTES, reader.MAX_LINE_BYTES = 128 << 10, 64 << 10
-parallel.MAX_LINE_BYTES, parallel.SPLIT_BYTES, parallel.RANGE_BYTES = 64 << 10, 256 << 10, 256 << 10
+from ckpt_advisor.agent.tail import parallel, ranges, reader
+reader.READ_CHUNK_BYTES = 128 << 10
+reader.MAX_LINE_BYTES = ranges.MAX_LINE_BYTES = 64 << 10
+parallel.SPLIT_BYTES = parallel.RANGE_BYTES = 256 << 10
 from ckpt_advisor.agent.cli import main
 main(sys.argv[1:])
 """
@@ -46,7 +47,7 @@ def small(monkeypatch: pytest.MonkeyPatch) -> None:
     """The small buffers and ranges of the module docstring."""
     for name, value in SMALL.items():
         monkeypatch.setattr(reader, name, value)
-    monkeypatch.setattr(parallel, "MAX_LINE_BYTES", SMALL["MAX_LINE_BYTES"])
+    monkeypatch.setattr(ranges, "MAX_LINE_BYTES", SMALL["MAX_LINE_BYTES"])
     for name, value in SPLIT.items():
         monkeypatch.setattr(parallel, name, value)
 
@@ -162,7 +163,7 @@ def test_ranges_are_kept_or_parsed_again_here(
     parsed again in the main process, and then the rest of the file; either way the events
     are those of one process."""
     monkeypatch.setattr(reader, "READ_CHUNK_BYTES", window_kb << 10)
-    for module in (reader, parallel):
+    for module in (reader, ranges):
         monkeypatch.setattr(module, "MAX_LINE_BYTES", window_kb << 9)
     monkeypatch.setattr(parallel, "SPLIT_BYTES", range_kb << 10)
     monkeypatch.setattr(parallel, "RANGE_BYTES", range_kb << 10)
