@@ -51,12 +51,11 @@ benchmarks see it. They never touch the store.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.followed import OpenFile
@@ -72,6 +71,9 @@ from ckpt_advisor.agent.tail.ranges import (
 from ckpt_advisor.agent.tail.reader import Reader, ScanStats
 from ckpt_advisor.agent.tail.signature import state_signature
 from ckpt_advisor.parsers.events import Event
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +140,9 @@ class ParallelBackfill:
         self._split_bytes = split_bytes
         self._range_bytes = range_bytes
         self._overlap = overlap_windows
+        import multiprocessing  # here: a small ingest does not pay for the imports
+        from concurrent.futures import ProcessPoolExecutor
+
         self._pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("fork"),
@@ -233,6 +238,8 @@ class ParallelBackfill:
         if job.failed:
             r.future.cancel()
             return
+        from concurrent.futures import BrokenExecutor
+
         try:
             result: RangeResult | None = r.future.result()
         except (OSError, ValueError, BrokenExecutor) as exc:  # a worker killed, an odd file

@@ -9,7 +9,6 @@ same rule between two of them. The state signatures are ``agent/tail/signature.p
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 from collections.abc import Iterator
@@ -137,6 +136,8 @@ def worker_start(parent: int) -> None:
     """In each worker, first: die with the main process (``prctl(PR_SET_PDEATHSIG)``, Linux),
     so that a killed ``ingest`` leaves no worker holding its store's lock; leave Ctrl-C to the
     main process."""
+    import ctypes
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
