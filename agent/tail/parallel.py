@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.followed import OpenFile
 from ckpt_advisor.agent.tail.ranges import (
+    ROW,
     RangeResult,
     RangeTask,
     chain,
@@ -257,10 +258,14 @@ class ParallelBackfill:
             return
         self.differed += 1
         job.misses += 1
-        if job.misses > MAX_DIFFERING:
-            self._fall_back(job, stats)  # the overlaps do not reach this file's state
-        else:
-            self._parse_here(job, r.task, stats)
+        try:
+            if job.misses > MAX_DIFFERING:
+                self._fall_back(job, stats)  # the overlaps do not reach this file's state
+            else:
+                self._parse_here(job, r.task, stats)
+        except OSError as exc:  # as the tailer does: the rest of the file is read next time
+            job.failed = True
+            log.warning("cannot read %s: %s", job.f.path, exc.strerror or exc)
 
     def _commit(
         self, job: _FileJob, task: RangeTask, result: RangeResult, stats: ScanStats
@@ -268,7 +273,7 @@ class ParallelBackfill:
         """Commit ``result``, the events of ``task``'s range, with its end offset and line."""
         f = job.f
         f.pos, f.lineno, f.flushed = result.pos, result.lineno, result.flushed
-        self._reader._commit(f, result.events, stats, False)
+        self._reader._commit(f, result.events(), stats, False)
         _merge(stats, result)
         stats.bytes_read += result.pos - task.cut
         if self._reader._on_progress:
@@ -294,7 +299,7 @@ class ParallelBackfill:
         feed(self._reader, f, window(), task.end, events, got, replaying=False)
         if task.flush:
             self._reader._flush(f, events)
-        result = RangeResult(events, f.pos, f.lineno, None, None, f.flushed,
+        result = RangeResult(list(map(ROW, events)), f.pos, f.lineno, None, None, f.flushed,
                              f.parser.misses - misses, got)  # fmt: skip
         self._commit(job, task, result, stats)
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, tzinfo
-from typing import cast
+from operator import attrgetter
+from typing import Any, cast
 
 from ckpt_advisor import parsers
 from ckpt_advisor.agent.store import FileState, Store
@@ -47,13 +48,18 @@ class RangeTask:
     flush: bool
 
 
+ROW = attrgetter(*(field.name for field in fields(Event)))
+"""An event as the tuple of its fields, in ``Event``'s order: ``Event(*ROW(event)) == event``."""
+
+
 @dataclass
 class RangeResult:
-    """What a worker found in its range: the events (in the reader's order), the position
-    after it, the state signatures at the cut and at the end (None after a flush), what it
-    counted."""
+    """What a worker found in its range: its events (in the reader's order, as :data:`ROW`
+    tuples: they cross the process boundary in ~60% of the time ``Event`` objects take), the
+    position after it, the state signatures at the cut and at the end (None after a flush),
+    what it counted."""
 
-    events: list[Event]
+    rows: list[tuple[Any, ...]]
     pos: int
     lineno: int
     start_signature: object
@@ -61,6 +67,10 @@ class RangeResult:
     flushed: bool
     misses: int
     stats: ScanStats
+
+    def events(self) -> list[Event]:
+        """The events, rebuilt from :attr:`rows`."""
+        return [Event(*row) for row in self.rows]
 
 
 def parse_range(task: RangeTask) -> RangeResult:
@@ -103,7 +113,7 @@ def parse_range(task: RangeTask) -> RangeResult:
         else:
             end_signature = state_signature(f)
         return RangeResult(
-            events, f.pos, f.lineno, start_signature, end_signature, f.flushed,
+            list(map(ROW, events)), f.pos, f.lineno, start_signature, end_signature, f.flushed,
             parser.misses - misses, stats,
         )  # fmt: skip
     finally:
