@@ -23,6 +23,7 @@ from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec, parallel, ranges, reader
 from ckpt_advisor.agent.tail.parallel import ParallelBackfill
+from ckpt_advisor.agent.tail.ranges import RangeResult, RangeTask, parse_range
 from tests.agent.tail.helpers import FIXTURES, NOW
 
 PUBLIC = Path(__file__).parents[2] / "parsers" / "fixtures" / "public"
@@ -224,3 +225,51 @@ def test_a_killed_ingest_run_again_loses_and_repeats_nothing(tmp_path: Path) -> 
     subprocess.run([*cmd, "--db", str(killed)], check=True, capture_output=True)
     subprocess.run([*cmd[:-1], "1", "--db", str(whole)], check=True, capture_output=True)
     assert _tables(killed) == _tables(whole)
+
+
+SLURM = "slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:3{}:21 DUE TO "
+"""A real Slurm kill line (public corpus), ``{}`` a digit of its minute."""
+
+
+SAVE = (
+    "[INFO|trainer.py:4149] 2018-08-19 16:50:00,000 >> Saving model checkpoint to "
+    "/data/run/checkpoint-100"
+)
+"""An HF Trainer save's start (bench/run.py's header), the last stamp before line 500."""
+
+
+def _signatures(
+    path: Path, failure_lines: tuple[int, ...], fresh_from: int
+) -> tuple[RangeResult, RangeResult]:
+    """``path``'s 600 lines (a Slurm kill at each of ``failure_lines``, an HF save's start at
+    line 480, else filler) parsed by a parser from line 1 and by a fresh one from line
+    ``fresh_from``, both cut at line 500."""
+    lines = [
+        SLURM.format(n % 10) + "TIME LIMIT ***" if n in failure_lines else f"filler {n}"
+        for n in range(1, 601)
+    ]
+    lines[479] = SAVE  # the file's latest stamp before the cut, in both parsers' view
+    path.write_text("".join(line + "\n" for line in lines))
+    at = [0]
+    for line in lines:
+        at.append(at[-1] + len(line) + 1)
+    spec = WatchSpec("j", (str(path),))
+
+    def run(origin: int) -> RangeResult:
+        task = RangeTask(spec, str(path), "auto", UTC, 1 << 20, at[origin], origin, at[500],
+                         at[600], True)  # fmt: skip
+        return parse_range(task)
+
+    return run(0), run(fresh_from - 1)
+
+
+def test_dedup_memory_that_can_no_longer_act_is_not_state(tmp_path: Path) -> None:
+    """A failure remembered 490 lines before the cut (beyond the 200-line dedup window) leaves
+    the parser's signature that of a parser that never saw it, and both report the next kill;
+    one 100 lines before the cut is state: the signatures differ."""
+    whole, fresh = _signatures(tmp_path / "old.log", (10, 510), 301)
+    assert whole.start_signature == fresh.start_signature
+    assert whole.events() == fresh.events()
+    assert [e.line for e in whole.events() if e.kind == "failure"] == [510]
+    whole, fresh = _signatures(tmp_path / "recent.log", (400, 510), 451)
+    assert whole.start_signature != fresh.start_signature
