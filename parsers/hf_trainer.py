@@ -144,6 +144,15 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
+_SAVED_IN_LINE = re.compile(
+    EXPLICIT_FORMAT.regex.pattern.replace(
+        "(?P<msg>.*)", r"(?P<msg>.*? saved in (?P<path>\S(?:.*\S)?))"
+    )
+)
+"""An explicit-format record whose message is a "saved in" line: :data:`EXPLICIT_FORMAT`'s
+header and :data:`SAVED_IN`'s message, matched at the line's start (see
+:meth:`HfTrainer.took_record`)."""
+
 _CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
 _TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
 
@@ -176,6 +185,23 @@ class HfTrainer(Stack):
         self._bar_step: int | None = None
         self._step_event: int | None = None
         """Step of the last ``step`` event of this run (one event per step)."""
+
+    def took_record(self, line: str, lineno: int) -> bool:
+        """Take a "saved in" line of the open save (three of an HF save's four lines), as
+        :meth:`on_record` would: its time ends the save so far. The line must start with the
+        explicit header (where :meth:`~parsers.stack.Stack.feed` finds it) and its message be
+        one :data:`SAVED_IN` reads first (no ``Saving model checkpoint to``, the one pattern
+        before it)."""
+        save = self._save
+        if save is None:
+            return False
+        m = _SAVED_IN_LINE.match(line)
+        if m is None or not save.contains(m["path"]) or SAVE_START.keyword in m["msg"]:
+            return False
+        end_time = self.time_of(Record(lineno, m["msg"], m["time"], EXPLICIT_FORMAT))
+        if end_time is not None:
+            save.end = (lineno, end_time)
+        return True
 
     def on_record(self, record: Record) -> list[Event]:
         """Pair saves with their last "saved in" line; other messages go by the table."""

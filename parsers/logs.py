@@ -180,7 +180,9 @@ class LogParser(StreamParser):
         :meth:`feed`, without the line's keyword search, split and failure scans)."""
         try:
             events: list[Event] = []
-            self._stack_piece(events, line, lineno)
+            stack = self._stack
+            if stack is None or not stack.took_record(line, lineno):
+                self._stack_piece(events, line, lineno)
             return self._dated(events)
         except Exception as exc:  # the contract of feed: never raise
             self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")

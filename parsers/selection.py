@@ -60,86 +60,116 @@ def select_lines(
     shows no new step, another bar).
 
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
-    :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers by
-    a mask of the buffer's newlines (:class:`_LineCounter`).
+    :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers
+    from the buffer's newlines (:class:`_Lines`).
     """
-    hits: dict[tuple[bytes, ...], _KeywordLines] = {}
-    counter: _LineCounter | None = None
-    number, pos = 0, start
+    lines = _Lines(data, start, end)
+    stops, count = lines.stops, len(lines.stops)
+    i = 0  # index of the next line to look at
     line_filter = parser.line_filter
+    last_filter: LineFilter | None = None
     first_wanted = True
-    while pos < end:
+    while i < count:
         if line_filter is None:  # every line, one at a time
-            stop = data.index(b"\n", pos, end)
-            number += 1
-            first_wanted = on_line(pos, stop, number, FEED)
-            pos = stop + 1
+            first_wanted = on_line(lines.start(i), stops[i], i + 1, FEED)
+            i += 1
             line_filter = parser.line_filter
             continue
-        keywords = _lines_of(hits, line_filter.keywords, data, end)
-        if counter is None:
-            counter = _LineCounter(data, start, end)
-        keyword_line = keywords.next_line(pos)
+        if line_filter is not last_filter:
+            keywords, last_filter = lines.held(line_filter.keywords), line_filter
+        k = keywords.next(i)
         markers = line_filter.progress
-        progress = _sampled_progress_lines(markers, data, pos, keyword_line)
+        gap_end = lines.start(k) if k < count else end
+        progress = _sampled_progress_lines(markers, data, lines.start(i), gap_end)
         if not first_wanted and len(progress) > 1:
             del progress[0]
-        i = 0
-        while i < len(progress):
-            line_start = progress[i]
-            pos = data.index(b"\n", line_start, end)
-            number = counter.before(line_start) + 1
-            first_wanted = on_line(line_start, pos, number, PROGRESS)
-            pos += 1
-            i += 1
+        j = 0
+        while j < len(progress):
+            at = lines.index_of(progress[j])
+            first_wanted = on_line(progress[j], stops[at], at + 1, PROGRESS)
+            j += 1
             if first_wanted:  # this redraw showed no step yet: the next one is wanted too
-                at = _nearest(
-                    markers,
-                    data,
-                    pos,
-                    progress[i] if i < len(progress) else keyword_line,
-                    last=False,
-                )
-                if at >= 0:
-                    progress.insert(i, data.rfind(b"\n", pos, at) + 1 or pos)
-        pos = keyword_line
-        number = counter.before(pos)
-        if pos < end:
-            stop = data.index(b"\n", pos, end)
-            number += 1
-            first_wanted = on_line(pos, stop, number, _how(hits, line_filter, data, pos, stop, end))
-            pos = stop + 1
+                hi = progress[j] if j < len(progress) else gap_end
+                found = _nearest(markers, data, stops[at] + 1, hi, last=False)
+                if found >= 0:
+                    progress.insert(j, lines.start(lines.index_of(found)))
+        if k < count:
+            first_wanted = on_line(lines.start(k), stops[k], k + 1, _how(lines, line_filter, k))
             line_filter = parser.line_filter
-    return number
+        i = k + 1
+    return count
 
 
-def _lines_of(
-    hits: dict[tuple[bytes, ...], _KeywordLines], literals: tuple[bytes, ...], data: bytes, end: int
-) -> _KeywordLines:
-    """The lines of ``data[:end]`` holding one of ``literals``, searched once per buffer."""
-    found = hits.get(literals)
-    if found is None:
-        found = hits[literals] = _KeywordLines(literals, data, end)
-    return found
-
-
-def _how(
-    hits: dict[tuple[bytes, ...], _KeywordLines],
-    line_filter: LineFilter,
-    data: bytes,
-    pos: int,
-    stop: int,
-    end: int,
-) -> int:
-    """:data:`RECORD` for the keyword line ``data[pos:stop]`` if the filter allows it, else
-    :data:`FEED`."""
+def _how(lines: _Lines, line_filter: LineFilter, k: int) -> int:
+    """:data:`RECORD` for the keyword line ``k`` if the filter allows it, else :data:`FEED`."""
     if line_filter.whole_line is None:
         return FEED
-    line = data[pos:stop]
-    if any(b in line for b in _RECORD_BREAKERS) or any(m in line for m in line_filter.progress):
-        return FEED
-    whole = _lines_of(hits, line_filter.whole_line, data, end)
-    return FEED if whole.holds(pos, stop) else RECORD
+    line = lines.data[lines.start(k) : lines.stops[k]]
+    for literal in _RECORD_BREAKERS:
+        if literal in line:
+            return FEED
+    for literal in line_filter.progress:
+        if literal in line:
+            return FEED
+    return FEED if k in lines.held(line_filter.whole_line).lines else RECORD
+
+
+class _Lines:
+    """The lines of ``data[start:end]`` (whole lines): their newlines (a numpy mask of the
+    buffer, ~4 GB/s) and, per literal set, the lines holding one (one search of the whole
+    buffer per set, see :func:`_matchers`), as line indices in order."""
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        import numpy as np  # loaded already wherever there is a reader: the estimator needs it
+
+        self._np = np
+        self.data, self._start, self._end = data, start, end
+        mask = np.frombuffer(data, np.uint8, count=end - start, offset=start) == ord("\n")
+        self._newlines = np.flatnonzero(mask) + start
+        self.stops: list[int] = self._newlines.tolist()
+        """Offset of each line's ``\\n``."""
+        self._holding: dict[tuple[bytes, ...], _Held] = {}
+
+    def start(self, i: int) -> int:
+        """Offset of line ``i``'s first byte."""
+        return self.stops[i - 1] + 1 if i else self._start
+
+    def index_of(self, offset: int) -> int:
+        """Index of the line holding buffer ``offset``."""
+        return bisect.bisect_left(self.stops, offset)
+
+    def held(self, literals: tuple[bytes, ...]) -> _Held:
+        """The lines holding one of ``literals``, searched once per buffer."""
+        found = self._holding.get(literals)
+        if found is None:
+            data, start, end = self.data, self._start, self._end
+            starts = [
+                s
+                for matcher in _matchers(literals)
+                for _, s, _ in matcher.find_matches_as_indexes(data)
+                if start <= s < end
+            ]
+            for byte in (k for k in literals if len(k) == 1):
+                starts.extend(s for s in _byte_hits(data, byte, end) if s >= start)
+            np = self._np
+            held = np.unique(np.searchsorted(self._newlines, np.asarray(starts, np.int64)))
+            found = self._holding[literals] = _Held(held.tolist(), len(self.stops))
+        return found
+
+
+class _Held:
+    """The indices of a buffer's lines that hold one of some literals (:meth:`_Lines.held`)."""
+
+    def __init__(self, indices: list[int], count: int) -> None:
+        self._indices, self._count, self._cursor = indices, count, 0
+        self.lines = set(indices)
+
+    def next(self, i: int) -> int:
+        """The first such line at or after line ``i`` (asked at growing ``i``), else the
+        buffer's line count."""
+        indices = self._indices
+        at = self._cursor = bisect.bisect_left(indices, i, self._cursor)
+        return indices[at] if at < len(indices) else self._count
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,72 +209,9 @@ def _byte_hits(data: bytes, byte: bytes, end: int) -> Iterator[int]:
         at = data.find(byte, at + 1, end)
 
 
-class _KeywordLines:
-    """The keyword lines of one buffer, found by one search of the whole buffer per kind of
-    keyword (multi-byte ones in a few searchers, :func:`_matchers`; each single byte apart)."""
-
-    def __init__(self, keywords: tuple[bytes, ...], data: bytes, end: int) -> None:
-        self._data, self._end = data, end
-        starts = [
-            s
-            for matcher in _matchers(keywords)
-            for _, s, _ in matcher.find_matches_as_indexes(data)
-            if s < end
-        ]
-        for byte in (k for k in keywords if len(k) == 1):
-            starts.extend(_byte_hits(data, byte, end))
-        starts.sort()
-        self._starts = starts
-        self._next = 0
-
-    def holds(self, pos: int, stop: int) -> bool:
-        """Whether a keyword starts in ``data[pos:stop]`` (asked at growing ``pos``, after
-        :meth:`next_line` or alone)."""
-        starts = self._starts
-        i = bisect.bisect_left(starts, pos, self._next)
-        self._next = i
-        return i < len(starts) and starts[i] < stop
-
-    def next_line(self, pos: int) -> int:
-        """Start of the first keyword line at or after line start ``pos``, else the end."""
-        starts = self._starts
-        i = bisect.bisect_left(starts, pos, self._next)
-        self._next = i
-        if i == len(starts):
-            return self._end
-        return self._data.rfind(b"\n", pos, starts[i]) + 1 or pos
-
-
-SHORT_COUNT_BYTES = 16 << 10
-"""Up to this many bytes, :meth:`_LineCounter.before` counts newlines with ``bytes.count``."""
-
-
-class _LineCounter:
-    """Line numbers in ``data[start:end]``: a numpy mask of its newlines (~4 GB/s), counted
-    between offsets that only grow (~16 GB/s), where ``bytes.count`` goes at ~1.3 GB/s."""
-
-    def __init__(self, data: bytes, start: int, end: int) -> None:
-        import numpy as np  # loaded already wherever there is a reader: the estimator needs it
-
-        self._data = data
-        self._mask = np.frombuffer(data, np.uint8, count=end - start, offset=start) == ord("\n")
-        self._count = np.count_nonzero
-        self._start = start
-        self._pos = self._before = 0
-
-    def before(self, offset: int) -> int:
-        """How many lines end between ``start`` and buffer ``offset`` (fastest for offsets in
-        growing order). A short step is counted by ``bytes.count`` (memchr, no numpy call:
-        ~0.3 µs where slicing the mask costs ~2 µs; an event-dense log asks every few lines)."""
-        pos = offset - self._start
-        if pos < self._pos:
-            self._pos = self._before = 0
-        if pos - self._pos <= SHORT_COUNT_BYTES:
-            self._before += self._data.count(b"\n", self._start + self._pos, offset)
-        else:
-            self._before += int(self._count(self._mask[self._pos : pos]))
-        self._pos = pos
-        return self._before
+SHORT_GAP_BYTES = 16 << 10
+"""Up to this many bytes, a stretch of progress lines is scanned whole for its first and last
+marker (:func:`_sampled_progress_lines`); longer ones from their ends outwards."""
 
 
 def _nearest(markers: tuple[bytes, ...], data: bytes, lo: int, hi: int, *, last: bool) -> int:
@@ -276,12 +243,16 @@ def _sampled_progress_lines(markers: tuple[bytes, ...], data: bytes, lo: int, hi
     def line_start(at: int) -> int:
         return data.rfind(b"\n", lo, at) + 1 or lo
 
-    if hi - lo <= min(SHORT_COUNT_BYTES, STEP_SAMPLE_BYTES):  # a few lines: two direct scans
-        firsts = [at for at in (data.find(m, lo, hi) for m in markers) if at >= 0]
-        if not firsts:
+    if hi - lo <= min(SHORT_GAP_BYTES, STEP_SAMPLE_BYTES):  # a few lines: two direct scans
+        first, last = hi, -1
+        for marker in markers:
+            at = data.find(marker, lo, hi)
+            if at >= 0:
+                first = min(first, at)
+                last = max(last, data.rfind(marker, at, hi))
+        if last < 0:
             return []
-        first_start = line_start(min(firsts))
-        last_start = line_start(max(data.rfind(m, lo, hi) for m in markers))
+        first_start, last_start = line_start(first), line_start(last)
         return [first_start] if last_start == first_start else [first_start, last_start]
     first = _nearest(markers, data, lo, hi, last=False)
     if first < 0:
