@@ -20,6 +20,7 @@ import ahocorasick_rs
 
 from ckpt_advisor.agent.tail.followed import OpenFile
 from ckpt_advisor.parsers.failures import DEDUP_LINES, FailureLines
+from ckpt_advisor.parsers.logs import LogParser
 from ckpt_advisor.parsers.stream import Diagnostics
 from ckpt_advisor.parsers.traceback import TracebackTracker
 
@@ -54,7 +55,12 @@ def _live(obj: object, lineno: int) -> tuple[set[str], object]:
     * A traceback tracker's ``_tail_until`` (a bare exception line is not a new failure up to
       that line) acts only on a later line up to it.
 
-    Both are only looked up by key: their order is not state."""
+    Both are only looked up by key: their order is not state.
+
+    A log parser's memo of lines that change nothing (``LogParser._remember_inert``) is left
+    out: with or without an entry, a line gives the same events."""
+    if isinstance(obj, LogParser):
+        return {"_inert"}, None
     if isinstance(obj, FailureLines) and not obj.active:
         horizon = lineno + 1 - DEDUP_LINES
         seen = sorted((k, v) for k, v in obj._seen.items() if v[0] >= horizon)
