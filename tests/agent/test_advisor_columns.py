@@ -20,7 +20,6 @@ from ckpt_advisor.agent.store import (
     open_reader,
     open_store,
 )
-from ckpt_advisor.agent.store.sqlite import reader as sqlite_reader
 from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -119,10 +118,10 @@ def test_columns_match_objects_on_a_simulated_job(tmp_path: Path) -> None:
     _assert_same_paths(store, "sim")
 
 
-def _tied_store(db: Path) -> Store:
+def _tied_store(target: Path | str, password: str | None = None) -> Store:
     """A store of job ``j``: two logs and a timing file, events without time, equal times
     across sources, planned ends and unknown steps."""
-    store = open_store(db)
+    store = open_store(target, password=password)
     t0 = datetime(2026, 5, 1, tzinfo=UTC)
 
     def at(s: float) -> datetime:
@@ -169,14 +168,18 @@ def test_columns_match_objects_with_timing_files_untimed_events_and_ties(tmp_pat
 
 @pytest.mark.parametrize("chunk_rows", [1, 2, 3, 5])
 def test_columns_read_in_small_chunks_are_those_of_one_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+    store_target: Path | str,
+    store_password: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk_rows: int,
 ) -> None:
-    """Read a few rows per chunk (ties at one time spanning chunks, kinds left out), the
-    columns equal those of one whole read, and the columns still match the objects."""
-    store = _tied_store(tmp_path / "s.db")
+    """Read a few rows per chunk (ties at one time spanning chunks, kinds left out), on each
+    backend, the columns equal those of one whole read, and the columns still match the
+    objects."""
+    store = _tied_store(store_target, store_password)
     kinds = ("checkpoint_end", "failure", "resume", "step")
     whole = [store.event_columns("j", k) for k in (ESTIMATE_KINDS, kinds)]
-    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(store, "chunk_rows", chunk_rows)
     for expected, k in zip(whole, (ESTIMATE_KINDS, kinds), strict=True):
         got = store.event_columns("j", k)
         for name in got.__slots__:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -39,9 +39,6 @@ from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql.migrate import stored_version, upgrade
 from ckpt_advisor.agent.store.sql.rows import COPY_SQL, EVENT_COLUMNS, Row
 from ckpt_advisor.agent.store.sql.writes import SqlStore
-
-if TYPE_CHECKING:
-    import numpy.typing as npt
 from ckpt_advisor.agent.store.url import driver_url, redact
 
 CONNECT_TIMEOUT_S = 5
@@ -73,21 +70,25 @@ class PgSql(SqlQueries):
 
         return conn.cursor(row_factory=dict_row)
 
-    def _number_chunks(self, conn: Any, job: str) -> Iterator[npt.NDArray[Any]]:
-        import numpy as np
+    _CHUNK_SQL = (
+        "SELECT count(*), string_agg(numbers, ''::bytea ORDER BY time_s, id) FROM (SELECT "
+        "numbers, time_s, id FROM events WHERE job = ? AND time_s >= ? ORDER BY time_s, id "
+        "LIMIT ? OFFSET ?) AS chunk"
+    )  # a range of ix_events_job_time_numbers; the aggregate sorts only its own chunk
+    chunk_rows = 1 << 14  # its sort stays within the default work_mem (4 MB)
 
-        from ckpt_advisor.agent.store.columns import NUMBERS_DTYPE
+    @contextmanager
+    def _snapshot(self, conn: Any) -> Iterator[None]:
+        from psycopg import pq
 
-        cur = conn.execute(
-            "SELECT count(*), string_agg(numbers, ''::bytea ORDER BY time_s, id) FROM events "
-            "WHERE job = %s AND time_s IS NOT NULL",
-            (job,),
-        )
-        count, packed = cur.fetchone()
-        chunk = np.frombuffer(bytes(packed or b""), NUMBERS_DTYPE)
-        if chunk.size != count:
-            raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
-        yield chunk
+        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            yield  # a transaction already under way: its own isolation
+            return
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
+            yield  # every chunk, and the failures, from the first query's snapshot
+        finally:
+            conn.rollback()
 
     def _ready(self) -> None:
         """Check (or migrate) the schema once the server first answers."""

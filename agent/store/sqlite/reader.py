@@ -10,24 +10,16 @@ without SQLAlchemy.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ckpt_advisor.agent.store.queries import SqlQueries
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import check_schema
 from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
-
-if TYPE_CHECKING:
-    import numpy.typing as npt
-
-CHUNK_ROWS = 1 << 16
-"""Events per chunk of the estimator's read (2.6 MB of numbers): small enough to be reused
-from the heap, large enough that a query per chunk costs nothing (150 for 10 M events)."""
 
 
 def schema_version(conn: sqlite3.Connection) -> int | None:
@@ -62,33 +54,11 @@ class SqliteSql(SqlQueries):
         finally:
             conn.execute("COMMIT")
 
-    def _number_chunks(self, conn: sqlite3.Connection, job: str) -> Iterator[npt.NDArray[Any]]:
-        """Chunks of :data:`CHUNK_ROWS` records, each one ``group_concat`` over a range of the
-        covering index: the next chunk starts at the last one's last time and skips the rows
-        at that time already read (``OFFSET``), so ties stay in id order."""
-        import numpy as np
-
-        from ckpt_advisor.agent.store.columns import NUMBERS_DTYPE
-
-        from_s, skip = -math.inf, 0
-        while True:
-            count, packed = conn.execute(
-                "SELECT count(*), CAST(group_concat(numbers, '') AS BLOB) FROM (SELECT numbers "
-                "FROM events INDEXED BY ix_events_job_time_numbers "
-                "WHERE job = ? AND time_s >= ? ORDER BY time_s, id LIMIT ? OFFSET ?)",
-                (job, from_s, CHUNK_ROWS, skip),
-            ).fetchone()
-            chunk = np.frombuffer(packed or b"", NUMBERS_DTYPE)
-            if chunk.size != count:
-                raise StoreError(f"{self.location}: events of job {job!r} lack their numbers")
-            yield chunk
-            if count < CHUNK_ROWS:
-                return
-            time_s = chunk["time_s"]
-            last_s = float(time_s[-1])
-            tied = count - int(np.searchsorted(time_s, last_s, "left"))
-            skip = tied + (skip if from_s == last_s else 0)  # the rows at last_s read before
-            from_s = last_s
+    _CHUNK_SQL = (
+        "SELECT count(*), CAST(group_concat(numbers, '') AS BLOB) FROM (SELECT numbers "
+        "FROM events INDEXED BY ix_events_job_time_numbers "
+        "WHERE job = ? AND time_s >= ? ORDER BY time_s, id LIMIT ? OFFSET ?)"
+    )  # a range of the covering index, concatenated in its order
 
     def check(self) -> str | None:
         """What ``PRAGMA quick_check`` finds wrong in the file (its first findings), with the
