@@ -193,7 +193,7 @@ class Timeline:
         count = time_s.size
         if not np.isfinite(time_s).all():
             raise ValueError("observation time_s must be finite")
-        if count > 1 and not (np.diff(time_s) >= 0).all():
+        if count > 1 and not (time_s[1:] >= time_s[:-1]).all():
             raise ValueError("time_s must be in ascending order")
         tier = np.full(count, -1, np.int8) if tier is None else tier
         columns = (kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier)
@@ -205,9 +205,9 @@ class Timeline:
         ):
             raise ValueError(f"expected {failure_index.size} failure classes and planned flags")
         new_source = first_of_source & ~from_timing_file
-        log_index = np.flatnonzero(~from_timing_file)
-        if log_index.size:
-            new_source[log_index[0]] = False
+        first_log = int(np.argmin(from_timing_file)) if count else 0  # the first False
+        if count and not from_timing_file[first_log]:
+            new_source[first_log] = False
         return cls(
             time_s=time_s,
             kind=kind,
@@ -228,6 +228,8 @@ class Timeline:
         ``failure_index``), re-sorted by time."""
         time_s = self.time_s.copy()
         time_s[self.failure_index] = failure_time_s
+        if (time_s[1:] >= time_s[:-1]).all():  # still in order (the usual case): no re-sort
+            return replace(self, time_s=time_s)
         order = np.argsort(time_s, kind="stable")
         kind = self.kind[order]
         failure_order = np.argsort(failure_time_s, kind="stable")
