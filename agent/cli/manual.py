@@ -58,7 +58,9 @@ def manual(group: click.Group, name: str = "ckpt-advisor") -> str:
         ".fi",
         ".SH COMMANDS",
     ]
-    for command_name, command in sorted(group.commands.items()):
+    for command_name in group.list_commands(top):  # sorted; each loaded from its module
+        command = group.get_command(top, command_name)
+        assert command is not None
         lines += [f".SS {_escaped(name)} {_escaped(command_name)}", ".nf"]
         lines += _roff(command.get_help(_context(command, command_name, top)))
         lines.append(".fi")

@@ -3,22 +3,39 @@ page is generated from that help, and shell completion works as the README says.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.cli import COMMAND_MODULES, main
 from ckpt_advisor.agent.cli.manual import manual
 
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.mark.parametrize("name", sorted(main.commands))
+def test_every_command_is_found_in_its_module() -> None:
+    """The group loads each command from the module :data:`COMMAND_MODULES` names, and that
+    table holds every command of every module's ``COMMANDS`` (a new one cannot go missing)."""
+    defined = {
+        command.name: name
+        for name in set(COMMAND_MODULES.values())
+        for command in importlib.import_module(f"ckpt_advisor.agent.cli.{name}").COMMANDS
+    }
+    assert defined == COMMAND_MODULES
+    ctx = click.Context(main)
+    loaded = [main.get_command(ctx, name) for name in main.list_commands(ctx)]
+    assert [c.name for c in loaded if c is not None] == sorted(defined)
+    assert main.get_command(ctx, "nosuch") is None
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_MODULES))
 def test_every_command_help_ends_with_examples_of_itself(name: str) -> None:
     """`ckpt-advisor NAME --help` has an Examples section whose every line runs NAME."""
     result = CliRunner().invoke(main, [name, "--help"])
@@ -33,11 +50,11 @@ def test_the_manual_page_is_generated_from_the_help() -> None:
     per command holding its help and examples, roff-escaped (options keep their minus signs)."""
     page = manual(main)
     assert (ROOT / "docs" / "ckpt-advisor.1").read_text() == page
-    for name in main.commands:
+    for name in COMMAND_MODULES:
         name = name.replace("-", "\\-")
         assert f".SS ckpt\\-advisor {name}\n.nf\nUsage: ckpt\\-advisor {name} [OPTIONS]" in page
     assert "ckpt\\-advisor parse \\-\\-json" in page
-    assert page.count("Examples:") == len(main.commands) + 1  # and the group's own
+    assert page.count("Examples:") == len(COMMAND_MODULES) + 1  # and the group's own
 
 
 def test_bash_completion_completes_commands_and_choices() -> None:
