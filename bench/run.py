@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -205,27 +206,45 @@ def _backfill(
     ]
 
 
+def _cpu_timed(
+    cmd: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)
+) -> tuple[float, float]:
+    """Wall and CPU seconds (user and system, from this process's children's usage) of
+    ``cmd``: the CPU time is the figure that survives a loaded machine, and no launcher runs
+    in between (as with ``rss``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall_s = _timed_child(cmd, env, ok=ok).wall_s
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall_s, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def bench_backfill(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     """Start-up of ``ingest``, then a sparse and an event-dense log ingested beside grep."""
-    fixed_s = _fixed_ingest_s(args, env)
+    fixed_s, fixed_cpu_s = _fixed_ingest_s(args, env)
     rows: list[Row] = [
-        ("ingest start-up: a 10 kB log", f"{fixed_s:.2f} s", "<= 0.3 s", fixed_s <= 0.3)
+        (
+            "ingest start-up: a 10 kB log",
+            f"{fixed_s:.2f} s (CPU {fixed_cpu_s:.2f} s)",
+            "<= 0.3 s",
+            fixed_s <= 0.3,
+        )
     ]
     rows += _backfill(args, env, SPARSE, args.log_mb, fixed_s)
     return rows + _backfill(args, env, DENSE, args.dense_mb, fixed_s)
 
 
-def _fixed_ingest_s(args: argparse.Namespace, env: dict[str, str]) -> float:
-    """Wall seconds of an ingest of a 10 kB real log with saves and a failure (the fastest of
-    three): interpreter start, imports, store, the final estimate, exit."""
+def _fixed_ingest_s(args: argparse.Namespace, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of an ingest of a 10 kB real log with saves and a failure into a
+    new store (the fastest of three of each): interpreter start, imports, store, the final
+    estimate, exit."""
     small = ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
-    walls = []
+    runs = []
     for i in range(3):
         db = args.work / f"fixed-{i}.db"
         remove_store(db)
         cmd = _agent(args.python, "ingest", str(small), "--job", "fixed", "--db", str(db))
-        walls.append(_timed_child(cmd, env).wall_s)
-    return min(walls)
+        runs.append(_cpu_timed(cmd, env))
+    return min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
 
 
 def _config(work: Path, jobs: dict[str, str], db: Path, *, poll_s: float, events: bool) -> Path:
@@ -460,12 +479,16 @@ def bench_cli(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
         ("status", ["status", "--db", str(db), "--json"]),
     )
     for name, cmd in commands:
-        walls = sorted(
-            _timed_child(_agent(args.python, *cmd), env, ok=(0, 1)).wall_s for _ in range(5)
-        )
-        med = walls[2]
+        runs = [_cpu_timed(_agent(args.python, *cmd), env, ok=(0, 1)) for _ in range(5)]
+        med = statistics.median(wall for wall, _ in runs)
+        cpu = statistics.median(cpu for _, cpu in runs)
         rows.append(
-            (f"cli: ckpt-advisor {name} (median of 5)", f"{med:.2f} s", "<= 0.5 s", med <= 0.5)
+            (
+                f"cli: ckpt-advisor {name} (median of 5)",
+                f"{med:.2f} s (CPU {cpu:.2f} s)",
+                "<= 0.5 s",
+                med <= 0.5,
+            )
         )
     return rows
 
