@@ -128,7 +128,7 @@ def estimates(
     now_s = datetime.now(UTC).timestamp()
     since_s = None if since is None else now_s - since
     rows = store.estimate_history(job=job, since_s=since_s, latest_only=since is None)
-    if not rows:
+    if not rows and job is not None:
         require_job(job, store.jobs())  # asked only then: a scan of the job index
     silences = store.silences(now_s)
     if as_json:
@@ -321,7 +321,7 @@ def events(
 
     store = read_store(db, config_path)
     found = store.events(job=job, kinds=kinds or None, limit=limit)
-    if not found:
+    if not found and job is not None:  # the job index is scanned only then
         require_job(job, store.jobs())
     rows = [stored_event_json(e) for e in found]
     if any(r["kind"] == "failure" for r in rows):
