@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.reasons import render_reason
-from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Reason
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
     from ckpt_advisor.agent.plot import Curve
     from ckpt_advisor.agent.store import OutboxItem, StoredEvent
+    from ckpt_advisor.parsers.events import Event
     from ckpt_advisor.rules.goodput import Goodput
     from ckpt_advisor.rules.simulate import Replay
     from ckpt_advisor.rules.two_level import TwoTierJob, TwoTierPlan

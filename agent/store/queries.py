@@ -32,7 +32,6 @@ from ckpt_advisor.agent.store.records import (
     StoreError,
 )
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, group_key
-from ckpt_advisor.parsers.events import Event, EventKind
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -42,27 +41,33 @@ def _dt(s: float | None) -> datetime | None:
     return None if s is None else datetime.fromtimestamp(s, UTC)
 
 
-def _stored_event(m: Any, tiers: bool) -> StoredEvent:
-    """The event of row ``m``; ``tiers``: the store has ``events.tier`` (schema 6)."""
-    return StoredEvent(
-        job=m["job"],
-        source=m["source"],
-        event=Event(
-            kind=EventKind(m["kind"]),
-            line=m["line"],
-            parser=m["parser"],
-            time=_dt(m["time_s"]),
-            step=m["step"],
-            duration_s=m["duration_s"],
-            failure_class=m["failure_class"],
-            planned=bool(m["planned"]),
-            persist_s=m["persist_s"],
-            detail=m["detail"],
-            time_estimated=bool(m["time_estimated"]),
-            tier=m["tier"] if tiers else None,
-        ),
-        from_timing_file=bool(m["from_timing_file"]),
-    )
+def _stored_events(rows: list[Any], tiers: bool) -> list[StoredEvent]:
+    """The events of ``rows``; ``tiers``: the store has ``events.tier`` (schema 6)."""
+    # the parsers (~0.1 s of imports) only here: the commands that list no events start without
+    from ckpt_advisor.parsers.events import Event, EventKind
+
+    return [
+        StoredEvent(
+            job=m["job"],
+            source=m["source"],
+            event=Event(
+                kind=EventKind(m["kind"]),
+                line=m["line"],
+                parser=m["parser"],
+                time=_dt(m["time_s"]),
+                step=m["step"],
+                duration_s=m["duration_s"],
+                failure_class=m["failure_class"],
+                planned=bool(m["planned"]),
+                persist_s=m["persist_s"],
+                detail=m["detail"],
+                time_estimated=bool(m["time_estimated"]),
+                tier=m["tier"] if tiers else None,
+            ),
+            from_timing_file=bool(m["from_timing_file"]),
+        )
+        for m in rows
+    ]
 
 
 class SqlQueries:
@@ -165,7 +170,7 @@ class SqlQueries:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_stored_event(r, self._version >= 6) for r in self._rows(sql, params)]
+        return _stored_events(self._rows(sql, params), self._version >= 6)
 
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).

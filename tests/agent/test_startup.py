@@ -46,13 +46,13 @@ def test_an_ingest_into_a_new_store_imports_only_what_it_uses(tmp_path: Path) ->
     assert "0 line(s) read" in again.stdout and imported == []
 
 
-def test_help_and_the_store_readers_start_without_numpy(tmp_path: Path) -> None:
-    """``--help`` imports neither numpy, SQLAlchemy nor the parsers; ``estimates`` and
-    ``status`` of a store neither numpy nor SQLAlchemy (their answers are stored)."""
+def test_help_and_the_store_readers_start_without_numpy_or_the_parsers(tmp_path: Path) -> None:
+    """``--help``, and ``estimates`` and ``status`` of a store (their answers are stored),
+    import neither numpy, SQLAlchemy, the parsers nor the estimation rules."""
     db = tmp_path / "s.db"
     cli_imports(["ingest", str(LOG), "--job", "j", "--db", str(db)], [], tmp_path)
-    heavy = ["numpy", "sqlalchemy", "ckpt_advisor.rules.policy"]
-    out, imported = cli_imports(["--help"], [*heavy, "ckpt_advisor.parsers"], tmp_path)
+    heavy = ["numpy", "sqlalchemy", "ckpt_advisor.parsers", "ckpt_advisor.rules.policy"]
+    out, imported = cli_imports(["--help"], heavy, tmp_path)
     assert "ingest" in out.stdout and imported == []
     for command in (["estimates", "--json"], ["status", "--json"]):
         out, imported = cli_imports([*command, "--db", str(db)], heavy, tmp_path)
