@@ -2,8 +2,8 @@
 
 ``ingest`` parses most of its CPU time away (issue 15); with ``workers`` > 1 the reader hands
 each file to this module (:meth:`ParallelBackfill.take`) instead of reading it itself. A file
-is cut into *ranges* of about ``range_bytes`` (one range below ``split_bytes``); each range is
-parsed by a worker process through the reader's own parsing call
+is cut into *ranges* of about :data:`RANGE_BYTES` (one range below :data:`SPLIT_BYTES`); each
+range is parsed by a worker process through the reader's own parsing call
 (:meth:`~ckpt_advisor.agent.tail.reader.Reader._parse_lines`), and the main process commits
 the ranges' events in file order, each range with its end offset and line number in one store
 transaction (:meth:`Reader._commit`), as the reader commits its 16 MB steps: a crash loses and
@@ -18,7 +18,7 @@ and the lines it is fed. Three things make a range's events those of one sequent
   chain from offset 0 (capped at a committed offset when it resumes, as its replay is). Ranges
   are cut on that chain (``ranges.chain``, which also counts the lines before each boundary),
   and a worker reads with the same rule, so it feeds its parser exactly the lines the reader would.
-* *The same state at the cut.* A worker starts a fresh parser ``overlap_windows`` buffers
+* *The same state at the cut.* A worker starts a fresh parser :data:`OVERLAP_WINDOWS` buffers
   before its cut and replays them (events dropped, as the reader's replay does). A fresh
   parser does not in general reach the sequential parser's state (a traceback or save open at
   the cut, the run's ``Total optimization steps``, the file clock's shift after a step back,
@@ -124,23 +124,11 @@ class _FileJob:
 class ParallelBackfill:
     """Reads backfilled files in ``workers`` processes for a :class:`Reader` (see the module
     docstring). :meth:`take` a file, :meth:`wait` for every file taken, :meth:`close` at the
-    end. ``split_bytes``, ``range_bytes`` and ``overlap_windows``: see the module constants
-    (read when a file is planned, if None)."""
+    end. The sizes are the module's constants, read when a file is planned."""
 
-    def __init__(
-        self,
-        reader: Reader,
-        workers: int,
-        *,
-        split_bytes: int | None = None,
-        range_bytes: int | None = None,
-        overlap_windows: int | None = None,
-    ) -> None:
+    def __init__(self, reader: Reader, workers: int) -> None:
         self._reader = reader
         self._workers = workers
-        self._split_bytes = split_bytes
-        self._range_bytes = range_bytes
-        self._overlap = overlap_windows
         import multiprocessing  # here: a small ingest does not pay for the imports
         from concurrent.futures import ProcessPoolExecutor
 
@@ -175,7 +163,8 @@ class ParallelBackfill:
                     self._commit_next(stats)
                 if job.failed:
                     break
-                self._inflight.append(_Range(job, task, self._submit(task)))
+                future = self._pool.submit(parse_range, task)
+                self._inflight.append(_Range(job, task, future))
         except ValueError as exc:  # not cut further: the reader reads on after the ranges
             log.info("%s: %s; read by one process from there", f.path, exc)
             self.wait(stats)
@@ -196,12 +185,9 @@ class ParallelBackfill:
         self._inflight.clear()
         self._pool.shutdown(cancel_futures=True)
 
-    def _submit(self, task: RangeTask) -> Future[RangeResult]:
-        return self._pool.submit(parse_range, task)
-
     def _plan(self, f: OpenFile, size: int) -> Iterator[RangeTask]:
         """``f``'s ranges in file order, cut on the reader's buffer chain (:func:`ranges.chain`)
-        every ``range_bytes`` from the committed offset on, once ``split_bytes`` or more are
+        every :data:`RANGE_BYTES` from the committed offset on, once :data:`SPLIT_BYTES` or more are
         left to read; walked as the ranges are submitted.
 
         Raises:
@@ -214,11 +200,11 @@ class ParallelBackfill:
             tz = self._reader._tz
             return RangeTask(f.spec, f.path, f.fmt, tz, buffer, *origin, cut, end, flush)
 
-        if size - committed < (self._split_bytes or SPLIT_BYTES):
+        if size - committed < SPLIT_BYTES:
             yield task((0, 0), committed, size, True)
             return
-        overlap = self._overlap or OVERLAP_WINDOWS
-        per_range = max(overlap + 1, (self._range_bytes or RANGE_BYTES) // buffer)
+        overlap = OVERLAP_WINDOWS
+        per_range = max(overlap + 1, RANGE_BYTES // buffer)
         recent: deque[tuple[int, int]] = deque(maxlen=per_range + 1)
         origin, cut = (0, 0), committed
         for bound in chain(f.fd, committed, f.state.lineno, size, buffer):
