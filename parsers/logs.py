@@ -238,6 +238,8 @@ class LogParser(StreamParser):
         events of a bar-reading stack dated by :meth:`FileClock.inferred`, a new bar clock at
         a run's start; the clock's findings go first."""
         clock = self._clock
+        if not events:  # most lines fed give none
+            return clock.take_findings()
         infers = self._stack is not None and self._stack.reads_bars
         for i, event in enumerate(events):
             if event.time is None:

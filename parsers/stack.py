@@ -333,6 +333,8 @@ class Stack:
 
     def header_time(self, text: str, lineno: int) -> datetime | None:
         """Time of the record whose header starts ``text``, or ``None``."""
+        if not any(header.keyword in text for header in self.headers):
+            return None  # no header (the metrics dict after most bar redraws): no record time
         return self.time_of(self._record(text, lineno, continues=False))
 
     def time_of(self, record: Record) -> datetime | None:
