@@ -144,14 +144,9 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
-_SAVED_IN_LINE = re.compile(
-    EXPLICIT_FORMAT.regex.pattern.replace(
-        "(?P<msg>.*)", r"(?P<msg>.*? saved in (?P<path>\S(?:.*\S)?))"
-    )
-)
-"""An explicit-format record whose message is a "saved in" line: :data:`EXPLICIT_FORMAT`'s
-header and :data:`SAVED_IN`'s message, matched at the line's start (see
-:meth:`HfTrainer.took_record`)."""
+_EXPLICIT_HEAD = re.compile(EXPLICIT_FORMAT.regex.pattern.removesuffix("(?P<msg>.*)"))
+""":data:`EXPLICIT_FORMAT` up to its message, matched at a line's start (there the header can
+be read one way only: its file name ends at the first ``]``): the message is the rest."""
 
 _CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
 _TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
@@ -195,10 +190,14 @@ class HfTrainer(Stack):
         save = self._save
         if save is None:
             return False
-        m = _SAVED_IN_LINE.match(line)
-        if m is None or not save.contains(m["path"]) or SAVE_START.keyword in m["msg"]:
+        head = _EXPLICIT_HEAD.match(line)
+        if head is None:
             return False
-        end_time = self.time_of(Record(lineno, m["msg"], m["time"], EXPLICIT_FORMAT))
+        msg = line[head.end() :]
+        m = SAVED_IN.regex.search(msg)
+        if m is None or not save.contains(m["path"]) or SAVE_START.keyword in msg:
+            return False
+        end_time = self.time_of(Record(lineno, msg, head["time"], EXPLICIT_FORMAT))
         if end_time is not None:
             save.end = (lineno, end_time)
         return True
