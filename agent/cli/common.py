@@ -324,11 +324,18 @@ estimating_config_option = click.option(
 )
 
 
+BAR_MIN_BYTES = 1 << 20
+"""A read of fewer bytes draws no bar: it is over in well under a second (an event-dense log
+reads at ~25 MB/s), before a bar could be seen, and importing rich (~0.1 s) would be most of
+the command's start-up."""
+
+
 @contextmanager
 def progress_bar(what: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A transient rich progress bar on a terminal, yielding ``advance(n)``; nothing (and no
-    import of rich, ~0.1 s) when stderr is not a terminal."""
-    if not sys.stderr.isatty():
+    """A transient rich progress bar on a terminal over ``total`` bytes, yielding
+    ``advance(n)``; nothing (and no import of rich) when stderr is not a terminal or ``total``
+    is under :data:`BAR_MIN_BYTES`."""
+    if total < BAR_MIN_BYTES or not sys.stderr.isatty():
         yield lambda _n: None
         return
     from rich.console import Console

@@ -253,15 +253,10 @@ def test_events_limit_beyond_sqlite_integers_is_a_usage_error(tmp_path: Path) ->
     assert "Traceback" not in huge.stderr
 
 
-def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
-    """With stderr on a pseudo-terminal ``ingest`` draws rich's ``ingesting`` bar; with stderr
-    on a pipe it writes only its summary line."""
-    log = FIXTURES / "hf_trainer_crash.log"
-    big = tmp_path / "big.log"  # long enough to be read for a few of the bar's refreshes
-    big.write_bytes(log.read_bytes() * 400)
-    cmd = [sys.executable, "-m", "ckpt_advisor.agent", "ingest", "--job", "hf", "--db"]
+def _on_a_terminal(cmd: list[str]) -> bytes:
+    """What ``cmd`` writes to its stderr, a pseudo-terminal (it must exit 0)."""
     leader, follower = pty.openpty()
-    with subprocess.Popen([*cmd, str(tmp_path / "a.db"), str(big)], stderr=follower) as proc:
+    with subprocess.Popen(cmd, stderr=follower) as proc:
         os.close(follower)
         drawn = b""
         while True:
@@ -274,7 +269,20 @@ def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
             drawn += chunk
     os.close(leader)
     assert proc.returncode == 0
+    return drawn
+
+
+def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    """With stderr on a pseudo-terminal ``ingest`` of 4 MB draws rich's ``ingesting`` bar, and
+    of 10 kB none (over before a bar is seen: no rich import at start-up); with stderr on a
+    pipe it writes only its summary line."""
+    log = FIXTURES / "hf_trainer_crash.log"
+    big = tmp_path / "big.log"  # long enough to be read for a few of the bar's refreshes
+    big.write_bytes(log.read_bytes() * 400)
+    cmd = [sys.executable, "-m", "ckpt_advisor.agent", "ingest", "--job", "hf", "--db"]
+    drawn = _on_a_terminal([*cmd, str(tmp_path / "a.db"), str(big)])
     assert b"ingesting" in drawn and b"\x1b[" in drawn
+    assert b"ingesting" not in _on_a_terminal([*cmd, str(tmp_path / "c.db"), str(log)])
     piped = subprocess.run(
         [*cmd, str(tmp_path / "b.db"), str(log)], capture_output=True, check=True
     )
