@@ -12,6 +12,11 @@ Table lookups are enough for a stateless stack; a stack with state (the HF Train
 start with its last "saved in" line) overrides :meth:`Stack.on_record`, :meth:`Stack.on_bar` and
 :meth:`Stack.finish`. Messages are matched whatever the prefix, so the same table reads a
 stack's bare messages (no logging formatter) with ``time=None``.
+
+(A little over 400 lines, on purpose: the record types and the :class:`Stack` base with its
+hooks are the one contract every stack module implements, and the buffer path's shortcuts
+(``took_record``, ``inert_bar``, ``header_time``) must keep the same state as its per-line
+methods beside them.)
 """
 
 from __future__ import annotations
