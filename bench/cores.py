@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class Measured(Protocol):
-    """What the bench's timed child gives (``bench.run.Child``)."""
+    """What the bench's timed child gives (``bench.children.Child``)."""
 
     wall_s: float
     cpu_s: float

@@ -189,7 +189,8 @@ def bench_fleet(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
     p99 append→stored: poll interval + 1 s, as for one agent)."""
     import psycopg
 
-    from bench.run import _agent, _stop  # the daemon launcher of the other benchmarks
+    from bench.children import agent_cmd
+    from bench.daemon import stop_daemon  # the daemon launcher of the other benchmarks
 
     work = args.work / "fleet"
     rows: list[Row] = []
@@ -205,11 +206,11 @@ def bench_fleet(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
                 (work / "logs" / f"{job}.log").write_text("")
         child_env = {**env, PASSWORD_ENV: password}
         first = _config(work, names[0], url, jobs[names[0]])
-        subprocess.run(_agent(args.python, "migrate", "--config", str(first)), env=child_env,
+        subprocess.run(agent_cmd(args.python, "migrate", "--config", str(first)), env=child_env,
                        cwd="/", check=True, capture_output=True)  # fmt: skip
         procs = [
             subprocess.Popen(
-                _agent(args.python, "run", "--config", str(_config(work, a, url, jobs[a]))),
+                agent_cmd(args.python, "run", "--config", str(_config(work, a, url, jobs[a]))),
                 env=child_env,
                 cwd="/",
                 stdout=subprocess.DEVNULL,
@@ -229,7 +230,7 @@ def bench_fleet(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
                 stored = _count(conn) - before
         finally:
             for proc in procs:
-                _stop(proc)
+                stop_daemon(proc)
         offered = appended / window_s
         taken = stored / window_s
         finite = [x for x in lat if x != float("inf")]

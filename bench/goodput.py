@@ -172,7 +172,7 @@ def print_table(results: list[Result]) -> None:
 
 
 Row = tuple[str, str, str, bool]
-"""(figure, measured, target, met), as in bench/run.py."""
+"""(figure, measured, target, met), as in bench/children.py."""
 
 
 def rows(results: list[Result]) -> list[Row]:
