@@ -152,16 +152,16 @@ class LogParser(StreamParser):
             self._remember_inert(raw)
         return self._dated(events)
 
+    def _holding(self) -> bool:
+        """Whether every line must be fed whole now: custom patterns, or a traceback, banner or
+        continuation open (:attr:`line_filter` is then ``None``)."""
+        stack = self._stack
+        return bool(self._custom) or self._failures.active or (stack is not None and stack.pending)
+
     def _quiet(self) -> bool:
         """Whether a line holding no keyword can only act through its bar: a stack is
-        detected, no custom pattern, no traceback, banner or continuation open."""
-        stack = self._stack
-        return (
-            stack is not None
-            and not self._custom
-            and not self._failures.active
-            and not stack.pending
-        )
+        detected and nothing holds every line (:meth:`_holding`)."""
+        return self._stack is not None and not self._holding()
 
     def _remember_inert(self, raw: str) -> None:
         """``raw`` holds no keyword and no bar state the stack reads (a ``Writing model
@@ -178,15 +178,14 @@ class LogParser(StreamParser):
         check, the failure recogniser and the unmatched report take nothing from (each acts
         only on those literals), so it goes straight to the stack (same events and state as
         :meth:`feed`, without the line's keyword search, split and failure scans)."""
-        try:
-            events: list[Event] = []
-            stack = self._stack
-            if stack is None or not stack.took_record(line, lineno):
-                self._stack_piece(events, line, lineno)
-            return self._dated(events)
-        except Exception as exc:  # the contract of feed: never raise
-            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
-            return []
+        return self._guarded(self._feed_record, line, lineno)
+
+    def _feed_record(self, line: str, lineno: int) -> list[Event]:
+        events: list[Event] = []
+        stack = self._stack
+        if stack is None or not stack.took_record(line, lineno):
+            self._stack_piece(events, line, lineno)
+        return self._dated(events)
 
     def feed_progress(self, line: str, lineno: int) -> list[Event]:
         """:meth:`feed` for a line that holds none of :attr:`line_filter`'s keywords (no
@@ -195,14 +194,13 @@ class LogParser(StreamParser):
         :meth:`feed`."""
         if line in self._inert and self._quiet():
             return []
-        try:
-            events: list[Event] = []
-            if self._bar(events, line, lineno) and self._quiet():
-                self._remember_inert(line)
-            return self._dated(events)
-        except Exception as exc:  # the contract of feed: never raise
-            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
-            return []
+        return self._guarded(self._feed_progress, line, lineno)
+
+    def _feed_progress(self, line: str, lineno: int) -> list[Event]:
+        events: list[Event] = []
+        if self._bar(events, line, lineno) and self._quiet():
+            self._remember_inert(line)
+        return self._dated(events)
 
     def _bar(self, events: list[Event], line: str, lineno: int) -> bool:
         """Step 2: the last bar state on ``line``, if the stack reads bars and it shows one;
@@ -228,10 +226,7 @@ class LogParser(StreamParser):
         """Keyword lines (step 3 above) and, for a stack that reads bars, progress lines; ``None``
         while a traceback is open or the stack waits for a continuation line, and always with
         custom patterns (arbitrary regexes: no literal tells which lines they need)."""
-        stack = self._stack
-        if self._custom or self._failures.active or (stack is not None and stack.pending):
-            return None
-        return self._filter
+        return None if self._holding() else self._filter
 
     def _dated(self, events: list[Event]) -> list[Event]:
         """Put events on the file's clock: printed times corrected for steps back, untimed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ckpt_advisor.parsers.events import Event
@@ -137,8 +138,15 @@ class StreamParser(ABC):
                 ``\\r``, ANSI escapes, U+FFFD and NUL.
             lineno: its 1-based line number in the file.
         """
+        return self._guarded(self._feed, line, lineno)
+
+    def _guarded(
+        self, parse: Callable[[str, int], list[Event]], line: str, lineno: int
+    ) -> list[Event]:
+        """``parse(line, lineno)`` under the contract of every ``feed_*``: never raise; an
+        internal error is reported as a miss at ``lineno`` and gives no events."""
         try:
-            return self._feed(line, lineno)
+            return parse(line, lineno)
         except Exception as exc:  # the contract is "never raise": report instead
             self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
             return []

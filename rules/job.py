@@ -175,6 +175,7 @@ def estimate_job(
             interruptions, run_id, saves = runs(timeline)
     recent = [i for i in interruptions if i.start_s >= since_s]
     counted = [i for i in recent if not i.planned]
+    classes = dict(Counter(i.failure_class for i in counted))
     exposure = exposure_s(timeline, run_id, since_s=since_s)
     own = estimate_mtbf(exposure, len(counted), confidence=confidence)
     mtbf = own
@@ -250,9 +251,7 @@ def estimate_job(
         excess_gpu_hours_per_day=excess_gpu_h,
     )
     persist_s = persist_latency_s(timeline, window=window)
-    by_class = mtbf_by_class(
-        exposure, dict(Counter(i.failure_class for i in counted)), confidence=confidence
-    )
+    by_class = mtbf_by_class(exposure, classes, confidence=confidence)
     steps_now = current_interval_steps(timeline, run_id, saves_now)
     if steps_now is None and current_s is not None and step_s is not None:
         steps_now = interval_steps(current_s, step_s)
@@ -267,7 +266,7 @@ def estimate_job(
             both_runs,
             saves_since_change(both, both_runs, both_saves)[0],
             fast_tier=fast_tier,
-            failure_classes=Counter(i.failure_class for i in counted),
+            failure_classes=classes,
             exposure_s=exposure,
             restart_s=restart_s,
             step_time_s=step_s,
@@ -302,7 +301,7 @@ def estimate_job(
             status=verdict.status,
             reason=verdict.reason,
             newest_event_s=newest_s,
-            failure_classes=dict(Counter(i.failure_class for i in counted)),
+            failure_classes=classes,
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
             + timing_notes(n_moved, current_s, step_s, n_untimed)
             + clock_notes(clock_findings)
