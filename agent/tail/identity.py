@@ -37,23 +37,32 @@ def head_hash(fd: int, length: int) -> str:
 
 def identify(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> FileState:
     """The stored state of the open file ``fd`` (``st`` its ``fstat``), named ``path``, or a new
-    one at offset 0. Stored rows for its inode whose head differs, or whose offset lies past
-    its end, belonged to another file (inode reuse): they are forgotten.
+    one at offset 0. A stored row for its inode whose head differs, or whose offset lies past
+    its end, belonged to another file (inode reuse, or the file rewritten while nobody read
+    it): the file is read from 0 under that row, which keeps the old identity until this
+    state's first commit replaces it. Were the row forgotten first, a kill before that commit
+    would leave a file the store knows nothing of, lost for good if it is rotated away before
+    the next start (docs/RELIABILITY.md scenarios 7 and 29). Other such rows are forgotten.
 
     Raises:
         OSError: the file cannot be read.
         StoreError: the store cannot be read or written.
     """
+    stale: FileState | None = None
     for known in store.find_files(job, st.st_dev, st.st_ino):
         same = known.head_len <= st.st_size and head_hash(fd, known.head_len) == known.head_hash
         if same and known.offset <= st.st_size:
             return replace(known, path=path)
-        store.forget_file(known.id)
-        log.info("%s: inode %d held another file before; reading from 0", path, st.st_ino)
+        if stale is None and known.shared_with is None:
+            stale = known
+        else:
+            store.forget_file(known.id)
     if st.st_size >= HEAD_BYTES and (shared := _fleet_copy(store, fd, st, job, path)):
+        if stale is not None:  # the file is another agent's row now
+            store.forget_file(stale.id)
         return shared
     head_len = min(HEAD_BYTES, st.st_size)
-    return FileState(
+    new = FileState(
         id=0,
         job=job,
         path=path,
@@ -65,6 +74,10 @@ def identify(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> 
         lineno=0,
         truncations=0,
     )
+    if stale is None:
+        return new
+    log.info("%s: inode %d held another file before; reading from 0", path, st.st_ino)
+    return replace(new, id=stale.id, truncations=stale.truncations)
 
 
 def _fleet_copy(store: Store, fd: int, st: os.stat_result, job: str, path: str) -> FileState | None:

@@ -10,6 +10,7 @@ import tracemalloc
 from contextlib import closing
 from datetime import UTC, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -139,6 +140,43 @@ def test_inode_reuse_reads_the_new_file_from_zero(tmp_path: Path) -> None:
         conn.execute("UPDATE files SET ino = ?", (path.stat().st_ino,))
     _tailer(store, str(path)).scan()
     assert _steps(store) == [1, 2, 3, *range(100, 110)]
+
+
+class _Killed(BaseException):
+    """The process died (SIGKILL) at this point."""
+
+
+class _DyingStore(SqliteStore):
+    """A real store whose next commit dies before its transaction, while ``dying``."""
+
+    dying = False
+
+    def commit_read(self, file: FileState, **kwargs: Any) -> FileState:
+        if self.dying:
+            raise _Killed
+        return super().commit_read(file, **kwargs)
+
+
+def test_file_rewritten_while_down_survives_a_kill_and_a_rotation(tmp_path: Path) -> None:
+    """Scenarios 6, 7 and 29 at once: a file rewritten in place while the daemon is down (the
+    same length, other first bytes), the restarted daemon killed before it commits the file,
+    and the file renamed away before the next start: its new line is stored all the same (its
+    row is replaced by the new state's commit, not forgotten before it)."""
+    store = _DyingStore(tmp_path / "s.db")
+    path = tmp_path / "t.jsonl"
+    path.write_text(record(1))
+    _tailer(store, str(path)).scan()
+    with path.open("r+") as fh:
+        fh.truncate(0)
+        fh.write(record(2))
+    assert path.stat().st_size == len(record(1))
+    store.dying = True
+    with pytest.raises(_Killed):
+        _tailer(store, str(path)).scan()
+    store.dying = False
+    os.rename(path, tmp_path / "t.jsonl.1")
+    _tailer(store, str(path)).scan()
+    assert _steps(store) == [1, 2]
 
 
 def test_deleted_while_open_is_read_until_idle_then_forgotten(tmp_path: Path) -> None:
