@@ -17,6 +17,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,13 +129,33 @@ def unavailable() -> str | None:
     return None
 
 
+_REAPER = """
+import os, select, shutil, subprocess, sys
+pid, pg_ctl, data, root, *runuser = sys.argv[1:]
+select.select([os.pidfd_open(int(pid))], [], [])
+if os.path.isdir(data):
+    subprocess.run([*runuser, pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], check=False)
+shutil.rmtree(root, ignore_errors=True)
+"""
+"""Waits for the test process to end, then stops its server and deletes its directory: what
+:meth:`PgServer.remove` does at the end of a session that was killed before it got there
+(``pg_ctl`` detaches the server, so nothing else would stop it)."""
+
+
 def start_server() -> PgServer:
-    """A new server in a temporary directory (the caller stops it)."""
+    """A new server in a temporary directory (the caller stops it; a reaper in its own session
+    does, should this process be killed first)."""
     found = bindir()
     assert found is not None
     root = Path(tempfile.mkdtemp(prefix="ckpt-pg-"))
     if os.geteuid() == 0:
         os.chown(root, pwd.getpwnam("postgres").pw_uid, -1)
     server = PgServer(found, root)
+    runuser = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    pid, pg_ctl = str(os.getpid()), str(found / "pg_ctl")
+    reaper = [sys.executable, "-c", _REAPER, pid, pg_ctl, str(server.data), str(root), *runuser]
+    # not Popen: the reaper outlives this process by design
+    os.posix_spawn(sys.executable, reaper, os.environ, setsid=True, file_actions=devnull)
     server.init()
     return server
