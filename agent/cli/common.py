@@ -1,7 +1,7 @@
 """What every command shares: failing with a message, the common options, opening the store
 and the config, tables and JSON lines.
 
-Heavy libraries (pydantic for the config, SQLAlchemy for the writable store, rich for tables)
+Heavy libraries (pydantic for the config, SQLAlchemy for a PostgreSQL store, rich for tables)
 are imported inside the helpers that need them, so ``--help`` and the read-only commands stay
 fast (``python -m bench --only cli``).
 """

@@ -3,11 +3,12 @@
 What callers use is here: the interface (:class:`Store`, :class:`StoreReader` in ``api.py``),
 its records (``records.py``) and the two ways to open one, by path (SQLite, the embedded
 default) or by URL (PostgreSQL, one database for a fleet of agents: ``url.py``). Only this
-folder speaks SQL: the queries once for both (``queries.py``, DB-API only, so the SQLite
-reader starts without SQLAlchemy), the tables, writes and Alembic migrations once for both
-(``sql/``, SQLAlchemy Core; scripts in ``migrations/``), and each backend's own
-(``sqlite/``, ``postgres/``). ``schema.py`` is the version and an event's packed numbers;
-``lock.py`` keeps one log reader per store on a host.
+folder speaks SQL: the queries once for both (``queries.py``) and the writes once for both
+(``sql/``), as SQL text over DB-API, so the SQLite store runs on sqlite3 alone and starts
+without SQLAlchemy; the tables (SQLAlchemy Core) and Alembic migrations once for both (``sql/``;
+scripts in ``migrations/``), which a new SQLite store needs as text only (``sqlite/ddl.py``);
+and each backend's own (``sqlite/``, ``postgres/``). ``schema.py`` is the version and an
+event's packed numbers; ``lock.py`` keeps one log reader per store on a host.
 """
 
 from __future__ import annotations

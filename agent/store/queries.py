@@ -96,11 +96,16 @@ class SqlQueries:
         """A cursor of ``conn`` whose rows are read by column name."""
         raise NotImplementedError
 
+    def _exec(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (``?`` placeholders) on ``conn``; its cursor, rows by column name
+        (the writes run theirs through here too: ``sql/base.py``)."""
+        cur = self._cursor(conn)
+        cur.execute(self._sql(sql), tuple(params))
+        return cur
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._reading() as conn:
-            cur = self._cursor(conn)
-            cur.execute(self._sql(sql), tuple(params))
-            return list(cur.fetchall())
+            return list(self._exec(conn, sql, params).fetchall())
 
     def _snapshot(self, conn: Any) -> AbstractContextManager[None]:
         """Run the queries inside it on ``conn`` against one snapshot of the database (the

@@ -19,6 +19,8 @@ SCHEMA_VERSION = 6
 agent that read each file and event, the agents, the jobs they configure, the jobs' leases (one
 voice) and the outbox's claims; 6: each event's tier (``events.tier``, for jobs that save to
 two tiers). Kept in the ``meta`` table; the migrations are Alembic's."""
+HEAD_REVISION = f"r{SCHEMA_VERSION:04d}"
+"""Alembic's revision of :data:`SCHEMA_VERSION` (``migrations/versions/``): a new store's stamp."""
 UPGRADE_S_PER_MILLION_EVENTS = 30.0
 """A generous bound on the schema 3 -> 4 upgrade's time (8 s per million events measured on a
 local SSD), for callers that must say how long a start may take."""

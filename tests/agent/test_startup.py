@@ -4,9 +4,11 @@ onto a path that does not use it."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
-from tests.agent.processes import cli_imports
+from tests.agent.processes import RunProcess, cli_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
@@ -23,6 +25,7 @@ NOT_ON_INGEST = [
     "rich",  # no terminal: no progress bar
     "scipy",
     "slack_sdk",
+    "sqlalchemy",  # SQLite's store runs on sqlite3; only an older store's upgrade imports it
     "watchdog",
     *(f"ckpt_advisor.agent.cli.{m}" for m in ("calc", "goodput", "query", "service", "status")),
 ]
@@ -32,8 +35,8 @@ and the modules of the other commands."""
 
 def test_an_ingest_into_a_new_store_imports_only_what_it_uses(tmp_path: Path) -> None:
     """An ingest of a real log with saves and a failure into a new store, estimate included,
-    imports none of :data:`NOT_ON_INGEST` (Alembic, scipy, pandas, the daemon's and the
-    notifier's libraries: each 0.05 to 0.2 s of CPU at start-up; the other commands)."""
+    imports none of :data:`NOT_ON_INGEST` (SQLAlchemy, Alembic, scipy, pandas, the daemon's and
+    the notifier's libraries: each 0.05 to 0.4 s of CPU at start-up; the other commands)."""
     db = tmp_path / "s.db"
     out, imported = cli_imports(
         ["ingest", str(LOG), "--job", "j", "--db", str(db)], NOT_ON_INGEST, tmp_path
@@ -58,3 +61,31 @@ def test_help_and_the_store_readers_start_without_numpy_or_the_parsers(tmp_path:
         out, imported = cli_imports([*command, "--db", str(db)], heavy, tmp_path)
         assert '"j"' in out.stdout, (command, out.stderr)
         assert imported == [], command
+
+
+def test_the_daemon_on_a_sqlite_store_imports_neither_sqlalchemy_nor_alembic(
+    tmp_path: Path,
+) -> None:
+    """``run`` with a new SQLite store (created, a real log read and stored, an estimate made and
+    decided, stopped) never imports SQLAlchemy or Alembic: the embedded store is sqlite3's."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(LOG, runs / "train.log")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[store]\npath = "{tmp_path / "state" / "s.db"}"\n\n'
+        '[schedule]\nestimate_every = "1s"\npoll_every = "0.2s"\n\n'
+        f'[[jobs]]\nname = "j"\nlogs = ["{runs}/*.log"]\ngpus = 8\n'
+    )
+    daemon = RunProcess(config, {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    try:
+        daemon.wait_log("ckpt_advisor.agent.advisor: j:", timeout_s=60)
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
+    imported = [
+        line.rsplit("|", 1)[-1].strip()
+        for line in daemon.stderr.splitlines()
+        if line.startswith("import time:")
+    ]
+    assert "ckpt_advisor.agent.store.sqlite.writer" in imported  # the log shows every import
+    assert [m for m in imported if m.split(".")[0] in ("sqlalchemy", "alembic")] == []

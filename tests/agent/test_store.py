@@ -4,6 +4,7 @@ outbox, schema versions and clear errors naming the database; SQLite's own WAL a
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,6 +80,33 @@ def test_failed_commit_keeps_old_offset_and_no_events(
     [again] = store.find_files("j", 1, 2)
     assert (again.offset, again.lineno) == (10, 1)
     assert store.count_events() == 0
+
+
+def test_a_read_from_another_thread_mid_commit_sees_the_last_commit(
+    store_target: str | Path, store_password: str | None
+) -> None:
+    """A thread that reads while another thread's commit is half done (its offset updated, its
+    events not yet inserted) is not blocked and sees the last commit, never half of this one;
+    the commit then lands whole (the daemon's scheduler thread reads while its tailer writes)."""
+    store = _open(store_target, store_password)
+    state = store.commit_read(_new_file(), offset=10, lineno=1, events=[_event(1)], now_s=1.0)
+    seen: list[tuple[int, int]] = []
+
+    def read() -> None:
+        seen.append((store.count_events(), store.find_files("j", 1, 2)[0].offset))
+
+    def timed(_event: Event) -> bool:  # called inside the commit's transaction, per event
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(10)
+        return False
+
+    store.commit_read(
+        state, offset=20, lineno=3, events=[_event(2), _event(3)], now_s=2.0, from_timing_file=timed
+    )
+    assert seen == [(1, 10), (1, 10)]
+    assert (store.count_events(), store.find_files("j", 1, 2)[0].offset) == (3, 20)
+    store.close()
 
 
 def test_newer_schema_is_refused_naming_the_path(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""The PostgreSQL store: many agents, one database (fleet mode), through SQLAlchemy Core and
-psycopg 3.
+"""The PostgreSQL store: many agents, one database (fleet mode), through SQLAlchemy's engine
+(its pool) and psycopg 3, with Alembic's migrations.
 
 :class:`PostgresReader` runs the queries of ``agent/store/queries.py`` over psycopg (the CLI's
 read commands, with any role that may SELECT); :class:`PostgresStore` adds the writes of
-``agent/store/sql/`` and migrates the schema when it first reaches the server, under an
-advisory lock (one agent of a fleet migrates, the others wait).
+``agent/store/sql/`` (the same SQL text as SQLite's, run on the psycopg connection the pool
+lends, in a transaction of SQLAlchemy's) and migrates the schema when it first reaches the
+server, under an advisory lock (one agent of a fleet migrates, the others wait).
 
 A server that is away at start is no error: the store opens, every call raises
 :class:`StoreError` until the server answers (the daemon retries with backoff, its offsets
@@ -17,13 +18,11 @@ password and the right that is missing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ckpt_advisor.agent.store.postgres.access import (
@@ -93,21 +92,31 @@ class PgSql(SqlQueries):
     def _ready(self) -> None:
         """Check (or migrate) the schema once the server first answers."""
 
+    def close(self) -> None:
+        """Release the connections (the data stays)."""
+        self.engine.dispose()
+
     @contextmanager
     def _reading(self) -> Iterator[Any]:
         self._ready()
+        with self._driver_errors("read failed"), self.engine.connect() as conn:
+            yield conn.connection.driver_connection
+
+    @contextmanager
+    def _driver_errors(self, what: str) -> Iterator[None]:
+        """The errors of the database inside as :class:`StoreError` (``what``: ``read
+        failed``…): SQLAlchemy's, and psycopg's own on the driver connection."""
         try:
-            with self.engine.connect() as conn:
-                yield conn.connection.driver_connection
+            yield
         except DBAPIError as exc:
-            raise self._failure(exc, "read failed") from None
+            raise self._failure(exc, what) from None
         except StoreError:
             raise
-        except Exception as exc:  # psycopg's own errors on the raw connection
+        except Exception as exc:
             from psycopg import Error
 
             if isinstance(exc, Error):
-                raise self._failure(exc, "read failed") from None
+                raise self._failure(exc, what) from None
             raise
 
     def check(self) -> str | None:
@@ -154,10 +163,6 @@ class PostgresReader(PgSql):
             )
         self._version = version
 
-    def close(self) -> None:
-        """Release the connections (the data stays)."""
-        self.engine.dispose()
-
 
 class PostgresStore(PgSql, SqlStore):
     """A PostgreSQL store, read and written by one agent of a fleet (thread-safe)."""
@@ -181,7 +186,8 @@ class PostgresStore(PgSql, SqlStore):
             StoreError: the store is from a newer ckpt-advisor.
         """
         PgSql.__init__(self, redact(url), 0)
-        self._setup(make_engine(url, password, f"ckpt-advisor {agent}"), agent)
+        self.engine = make_engine(url, password, f"ckpt-advisor {agent}")
+        self._setup(agent)
         self._on_upgrade = on_upgrade
         self._migrate = migrate
         self._schema_lock = threading.Lock()
@@ -243,47 +249,36 @@ class PostgresStore(PgSql, SqlStore):
             )
         self._version = SCHEMA_VERSION
 
-    def _error(self, exc: DBAPIError, what: str) -> StoreError:
-        return self._failure(exc, what)
+    _row_lock = " FOR UPDATE"
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self) -> Iterator[Any]:
         self._ready()
-        with super()._write() as conn:
-            yield conn
+        with self._lock, self._driver_errors("write failed"), self.engine.begin() as conn:
+            yield conn.connection.driver_connection
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        self._ready()
-        with super()._read() as conn:
-            yield conn
+    def _db_now_s(self, conn: Any) -> float:
+        return float(conn.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0])
 
-    def _db_now_s(self, conn: Connection) -> float:
-        return float(
-            conn.exec_driver_sql("SELECT EXTRACT(EPOCH FROM clock_timestamp())").scalar_one()
-        )
+    def _insert_id(self, conn: Any, sql: str, params: Sequence[Any]) -> int:
+        return int(self._exec(conn, f"{sql} RETURNING id", params).fetchone()["id"])
 
-    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+    def _insert_rows(self, conn: Any, rows: list[Row]) -> None:
         """The rows through binary ``COPY ... FROM STDIN`` on the transaction's own connection:
         no SQL per row and no number turned into text (0.7 us an event of client CPU, against
         1.6 for text COPY and ~12 for ``executemany``: bench/store.py). The columns' types are
         the server's own (:meth:`_copy_types`). ``numbers`` is dumped by psycopg's C dumper of
         bytes: the one psycopg picks for a bytea column (``dbapi20.BinaryBinaryDumper``, for its
         ``Binary`` wrapper) runs Python for every row."""
-        from psycopg import Error
         from psycopg.types.string import BytesBinaryDumper
 
-        raw: Any = conn.connection.driver_connection
-        try:
-            types = self._copy_types(raw)
-            raw.adapters.register_dumper(bytes, BytesBinaryDumper)  # this connection's only
-            with raw.cursor() as cur, cur.copy(COPY_SQL + " (FORMAT BINARY)") as copy:
-                copy.set_types(types)
-                write = copy.write_row
-                for row in rows:
-                    write(row)
-        except Error as exc:
-            raise self._failure(exc, "write failed") from None
+        types = self._copy_types(conn)
+        conn.adapters.register_dumper(bytes, BytesBinaryDumper)  # this connection's only
+        with conn.cursor() as cur, cur.copy(COPY_SQL + " (FORMAT BINARY)") as copy:
+            copy.set_types(types)
+            write = copy.write_row
+            for row in rows:
+                write(row)
 
     def _copy_types(self, raw: Any) -> list[int]:
         """The type OIDs of :data:`EVENT_COLUMNS` in the server's ``events`` table (asked once:
@@ -298,13 +293,5 @@ class PostgresStore(PgSql, SqlStore):
             self._event_types = [int(found[c]) for c in EVENT_COLUMNS]
         return self._event_types
 
-    def _lock_key(self, conn: Connection, key: str) -> None:
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": key})
-
-    def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Any:
-        stmt = pg_insert(table).values(**values)
-        update = {k: v for k, v in values.items() if k not in keys}
-        return stmt.on_conflict_do_update(index_elements=keys, set_=update)
-
-    def _insert_new(self, table: Any, values: dict[str, Any]) -> Any:
-        return pg_insert(table).values(**values).on_conflict_do_nothing()
+    def _lock_key(self, conn: Any, key: str) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))

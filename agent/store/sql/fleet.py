@@ -8,8 +8,8 @@ agent takes the job over. The agent whose config names a job (the one that reads
 preferred: another agent holds it only while that one is away, and hands it back when it is
 seen again. With SQLite there is one agent, which holds every lease.
 
-A mixin of :class:`agent.store.sql.writes.SqlStore`, which provides the engine, the agent's
-name and the write transaction.
+A mixin of :class:`agent.store.sql.writes.SqlStore`; the statements run on the write
+transaction's DB-API connection (``base.py``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,8 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
 from importlib import metadata
 from typing import Any
-
-from sqlalchemy import Engine, delete, select, update
-from sqlalchemy.engine import Connection
 
 from ckpt_advisor.agent.store.records import (
     AgentNameInUse,
@@ -31,11 +27,16 @@ from ckpt_advisor.agent.store.records import (
     LeaseLost,
     RegisteredJob,
 )
-from ckpt_advisor.agent.store.sql import tables as t
+from ckpt_advisor.agent.store.sql.base import StoreBase, upsert
 
 AGENT_ALIVE_S = 30.0
 """An agent not seen for this long (and one that said it stopped) is away: its files may be
 adopted, and its jobs' leases taken once expired."""
+
+AGENT_COLUMNS = ("name", "host", "pid", "version", "started_s", "seen_s", "stopped_s")
+JOB_COLUMNS = ("name", "agent", "gpus", "nodes", "updated_s")
+FILE_COLUMNS = ", ".join(f'"{k}"' for k in FileState.__slots__)
+"""A :class:`FileState`'s columns of ``files``, in its order (``offset`` is a keyword)."""
 
 
 def _version() -> str:
@@ -45,17 +46,24 @@ def _version() -> str:
         return "unknown"
 
 
+def file_state(row: Any) -> FileState:
+    """The :class:`FileState` of a ``files`` row read by name (:data:`FILE_COLUMNS`)."""
+    values = {k: row[k] for k in FileState.__slots__}
+    values["finished"] = bool(values["finished"])  # SQLite's BOOLEAN is 0 or 1
+    return FileState(**values)
+
+
 def _alive_elsewhere(agent: Any, host: str, pid: int, now_s: float) -> bool:
     """Whether the ``agents`` row ``agent`` is another agent that runs now: not stopped, seen
     within :data:`AGENT_ALIVE_S`, and neither this process nor an ended process of this host."""
-    if agent.stopped_s is not None or agent.seen_s < now_s - AGENT_ALIVE_S:
+    if agent["stopped_s"] is not None or agent["seen_s"] < now_s - AGENT_ALIVE_S:
         return False
-    if agent.host != host:
+    if agent["host"] != host:
         return True
-    if agent.pid == pid:
+    if agent["pid"] == pid:
         return False
     try:
-        os.kill(agent.pid, 0)
+        os.kill(agent["pid"], 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # a process of another user: it exists
@@ -63,31 +71,10 @@ def _alive_elsewhere(agent: Any, host: str, pid: int, now_s: float) -> bool:
     return True
 
 
-class FleetTables:
+class FleetTables(StoreBase):
     """Agents, registered jobs, leases and file fingerprints across agents."""
 
-    engine: Engine
-    agent: str
-    location: str
     _registered: bool
-
-    def _write(self) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
-
-    def _db_now_s(self, conn: Connection) -> float:
-        """The database's clock, epoch seconds (PostgreSQL's; SQLite's is this host's)."""
-        raise NotImplementedError
-
-    def _lock_key(self, conn: Connection, key: str) -> None:
-        """Hold a lock named ``key`` until the transaction of ``conn`` ends (a no-op where the
-        database allows one writer at a time)."""
-
-    def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Any:
-        """INSERT … ON CONFLICT (``keys``) DO UPDATE of ``values`` (each dialect's own)."""
-        raise NotImplementedError
 
     # -- agents ---------------------------------------------------------------------------
 
@@ -98,45 +85,37 @@ class FleetTables:
             self._register_agent(conn)
         self._registered = True
 
-    def _register_agent(self, conn: Connection) -> None:
+    def _register_agent(self, conn: Any) -> None:
         """:meth:`register_agent` in the transaction of ``conn``.
 
         Raises:
             AgentNameInUse: on a server (PostgreSQL), another agent of this name is alive: not
                 stopped, seen within :data:`AGENT_ALIVE_S`, and not this process or a process
                 of this host that has ended (this agent's own earlier life). SQLite needs no
-                check: its lock file lets one agent in.
+                check: its lock file lets one agent in (:attr:`one_agent`).
         """
         now_s = self._db_now_s(conn)
         host, pid = socket.gethostname(), os.getpid()
-        if self.engine.dialect.name != "sqlite":
-            other = conn.execute(select(t.agents).where(t.agents.c.name == self.agent)).first()
+        if not self.one_agent:
+            other = self._exec(
+                conn, "SELECT * FROM agents WHERE name = ?", (self.agent,)
+            ).fetchone()
             if other is not None and _alive_elsewhere(other, host, pid, now_s):
                 raise AgentNameInUse(
-                    f"{self.location}: [agent] name {self.agent!r} is in use by {other.host} "
-                    f"pid {other.pid}, seen {now_s - other.seen_s:.0f} s ago; give each agent "
-                    "its own name (this one reads and posts nothing until that one stops or "
-                    f"has been silent for {AGENT_ALIVE_S:.0f} s)"
+                    f"{self.location}: [agent] name {self.agent!r} is in use by {other['host']} "
+                    f"pid {other['pid']}, seen {now_s - other['seen_s']:.0f} s ago; give each "
+                    "agent its own name (this one reads and posts nothing until that one stops "
+                    f"or has been silent for {AGENT_ALIVE_S:.0f} s)"
                 )
-        row = {
-            "name": self.agent,
-            "host": host,
-            "pid": pid,
-            "version": _version(),
-            "started_s": now_s,
-            "seen_s": now_s,
-            "stopped_s": None,
-        }
-        conn.execute(self._upsert(t.agents, row, ["name"]))
+        row = (self.agent, host, pid, _version(), now_s, now_s, None)
+        self._exec(conn, upsert("agents", AGENT_COLUMNS, ["name"]), row)
 
     def stop_agent(self) -> None:
         """Say that this agent stopped: its jobs and files go to others at once."""
         with self._write() as conn:
             now_s = self._db_now_s(conn)
-            conn.execute(
-                update(t.agents).where(t.agents.c.name == self.agent).values(stopped_s=now_s)
-            )
-            conn.execute(delete(t.leases).where(t.leases.c.agent == self.agent))
+            self._exec(conn, "UPDATE agents SET stopped_s = ? WHERE name = ?", (now_s, self.agent))
+            self._exec(conn, "DELETE FROM leases WHERE agent = ?", (self.agent,))
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -147,12 +126,11 @@ class FleetTables:
         with self._write() as conn:
             now_s = self._db_now_s(conn)
             names = [j.name for j in jobs]
-            mine = t.jobs.c.agent == self.agent
-            conn.execute(delete(t.jobs).where(mine, t.jobs.c.name.not_in(names)))
+            other = f" AND name NOT IN ({', '.join('?' * len(names))})" if names else ""
+            self._exec(conn, f"DELETE FROM jobs WHERE agent = ?{other}", (self.agent, *names))
+            sql = upsert("jobs", JOB_COLUMNS, ["name"])
             for job in jobs:
-                row: dict[str, Any] = {"name": job.name, "agent": self.agent, "gpus": job.gpus}
-                row |= {"nodes": job.nodes, "updated_s": now_s}
-                conn.execute(self._upsert(t.jobs, row, ["name"]))
+                self._exec(conn, sql, (job.name, self.agent, job.gpus, job.nodes, now_s))
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -167,27 +145,31 @@ class FleetTables:
         """
         with self._write() as conn:
             now_s = self._db_now_s(conn)
-            conn.execute(
-                update(t.agents)
-                .where(t.agents.c.name == self.agent)
-                .values(seen_s=now_s, stopped_s=None)
+            self._exec(
+                conn,
+                "UPDATE agents SET seen_s = ?, stopped_s = NULL WHERE name = ?",
+                (now_s, self.agent),
             )
-            owners = dict(conn.execute(select(t.jobs.c.name, t.jobs.c.agent)).all())
-            seen = {
-                r.name: r.stopped_s is None and r.seen_s >= now_s - AGENT_ALIVE_S
-                for r in conn.execute(select(t.agents))
+            owners = {
+                r["name"]: r["agent"] for r in self._exec(conn, "SELECT name, agent FROM jobs")
             }
-            held = {r.job: r for r in conn.execute(select(t.leases))}
+            seen = {
+                r["name"]: r["stopped_s"] is None and r["seen_s"] >= now_s - AGENT_ALIVE_S
+                for r in self._exec(conn, "SELECT name, seen_s, stopped_s FROM agents")
+            }
+            held = {
+                r["job"]: r for r in self._exec(conn, "SELECT job, agent, expires_s FROM leases")
+            }
         out: set[str] = set()
         for job, owner in sorted(owners.items()):
             lease = held.get(job)
-            if lease is not None and lease.agent == self.agent:
+            if lease is not None and lease["agent"] == self.agent:
                 if owner != self.agent and seen.get(owner, False):
                     self._release(job)  # its own agent is back
                 elif self._take(job, ttl_s, renew=True):
                     out.add(job)
                 continue
-            if lease is not None and lease.expires_s >= now_s:
+            if lease is not None and lease["expires_s"] >= now_s:
                 continue  # another agent's, in force
             free_to_take = owner == self.agent or not seen.get(owner, False)
             if free_to_take and self._take(job, ttl_s, renew=False):
@@ -199,85 +181,81 @@ class FleetTables:
         this agent holds it now. Atomic: of agents racing for one lease, one wins."""
         with self._write() as conn:
             now_s = self._db_now_s(conn)
-            c = t.leases.c
-            won = conn.execute(
-                update(t.leases)
-                .where(c.job == job, (c.agent == self.agent) | (c.expires_s < now_s))
-                .values(
-                    agent=self.agent,
-                    expires_s=now_s + ttl_s,
-                    **({} if renew else {"acquired_s": now_s}),
-                )
+            acquired = "" if renew else ", acquired_s = ?"
+            won = self._exec(
+                conn,
+                f"UPDATE leases SET agent = ?, expires_s = ?{acquired} "
+                "WHERE job = ? AND (agent = ? OR expires_s < ?)",
+                (self.agent, now_s + ttl_s, *(() if renew else (now_s,)), job, self.agent, now_s),
             ).rowcount
             if won:
                 return True
-            if conn.execute(select(c.job).where(c.job == job)).first() is not None:
+            if self._exec(conn, "SELECT job FROM leases WHERE job = ?", (job,)).fetchone():
                 return False
-            row = {"job": job, "agent": self.agent, "acquired_s": now_s}
-            conn.execute(self._insert_new(t.leases, row | {"expires_s": now_s + ttl_s}))
-            held = conn.execute(select(c.agent).where(c.job == job)).scalar_one_or_none()
-            return bool(held == self.agent)
-
-    def _insert_new(self, table: Any, values: dict[str, Any]) -> Any:
-        """INSERT … ON CONFLICT DO NOTHING (each dialect's own)."""
-        raise NotImplementedError
+            self._exec(
+                conn,
+                "INSERT INTO leases (job, agent, acquired_s, expires_s) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (job, self.agent, now_s, now_s + ttl_s),
+            )
+            held = self._exec(conn, "SELECT agent FROM leases WHERE job = ?", (job,)).fetchone()
+            return held is not None and held["agent"] == self.agent
 
     def _release(self, job: str) -> None:
         with self._write() as conn:
-            c = t.leases.c
-            conn.execute(delete(t.leases).where(c.job == job, c.agent == self.agent))
+            self._exec(conn, "DELETE FROM leases WHERE job = ? AND agent = ?", (job, self.agent))
 
-    def _fence(self, conn: Connection, job: str) -> None:
+    def _fence(self, conn: Any, job: str) -> None:
         """Raise :class:`LeaseLost` unless this agent may speak for ``job`` now: no other
         agent holds its lease in force (called inside the write that would speak)."""
-        c = t.leases.c
-        row = conn.execute(select(c.agent, c.expires_s).where(c.job == job)).first()
-        if row is not None and row.agent != self.agent and row.expires_s >= self._db_now_s(conn):
-            raise LeaseLost(f"{self.location}: job {job!r} is agent {row.agent}'s to speak for")
+        row = self._exec(
+            conn, "SELECT agent, expires_s FROM leases WHERE job = ?", (job,)
+        ).fetchone()
+        if (
+            row is not None
+            and row["agent"] != self.agent
+            and row["expires_s"] >= self._db_now_s(conn)
+        ):
+            raise LeaseLost(f"{self.location}: job {job!r} is agent {row['agent']}'s to speak for")
 
     # -- one file, several agents ---------------------------------------------------------
 
     def _fingerprint_owner(
-        self, conn: Connection, job: str, head_len: int, head_hash: str
+        self, conn: Any, job: str, head_len: int, head_hash: str
     ) -> FingerprintOwner | None:
-        c = t.files.c
-        row = conn.execute(
-            select(t.files)
-            .where(
-                c.job == job,
-                c.head_len == head_len,
-                c.head_hash == head_hash,
-                c.agent != self.agent,
-                c.shared_with.is_(None),
-            )
-            .order_by(c.id)
-        ).first()
+        row = self._exec(
+            conn,
+            f"SELECT {FILE_COLUMNS}, agent FROM files WHERE job = ? AND head_len = ? "
+            "AND head_hash = ? AND agent != ? AND shared_with IS NULL ORDER BY id",
+            (job, head_len, head_hash, self.agent),
+        ).fetchone()
         if row is None:
             return None
-        agent = conn.execute(select(t.agents).where(t.agents.c.name == row.agent)).first()
+        agent = self._exec(
+            conn, "SELECT seen_s, stopped_s FROM agents WHERE name = ?", (row["agent"],)
+        ).fetchone()
         now_s = self._db_now_s(conn)
         alive = (
             agent is not None
-            and agent.stopped_s is None
-            and agent.seen_s >= now_s - (AGENT_ALIVE_S)
+            and agent["stopped_s"] is None
+            and agent["seen_s"] >= now_s - AGENT_ALIVE_S
         )
-        state = FileState(**{k: row._mapping[k] for k in FileState.__slots__})
-        return FingerprintOwner(state, row.agent, alive)
+        return FingerprintOwner(file_state(row), row["agent"], alive)
 
     def fingerprint_owner(self, job: str, head_len: int, head_hash: str) -> FingerprintOwner | None:
         """Another agent's file of ``job`` with this fingerprint (first bytes), if any."""
-        with self._read() as conn:
+        with self._reading() as conn:
             return self._fingerprint_owner(conn, job, head_len, head_hash)
 
     def adopt_file(self, file_id: int, from_agent: str, dev: int, ino: int, path: str) -> bool:
         """Make another (away) agent's file this agent's, where it is now (``dev``, ``ino``,
         ``path``), to read on from its offset; False when someone else adopted it first."""
         with self._write() as conn:
-            c = t.files.c
             return bool(
-                conn.execute(
-                    update(t.files)
-                    .where(c.id == file_id, c.agent == from_agent)
-                    .values(agent=self.agent, dev=dev, ino=ino, path=path)
+                self._exec(
+                    conn,
+                    "UPDATE files SET agent = ?, dev = ?, ino = ?, path = ? "
+                    "WHERE id = ? AND agent = ?",
+                    (self.agent, dev, ino, path, file_id, from_agent),
                 ).rowcount
             )

@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from ckpt_advisor.agent.store.schema import HEAD_REVISION as HEAD
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql import tables as t
 
@@ -39,8 +40,6 @@ MIGRATIONS = Path(__file__).parents[1] / "migrations"
 """Alembic's script directory."""
 BASELINE = "r0004"
 """The revision of schema version 4, the last one before Alembic."""
-HEAD = f"r{SCHEMA_VERSION:04d}"
-"""The revision of :data:`~agent.store.schema.SCHEMA_VERSION`."""
 
 Legacy = Callable[[Connection, int], None]
 """A backend's own upgrade of a store older than the baseline to version 4 (SQLite's)."""

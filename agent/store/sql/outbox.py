@@ -1,56 +1,44 @@
 """The store's alert state, Slack outbox and silences (part of :class:`SqlStore`).
 
-A mixin of :class:`agent.store.sql.writes.SqlStore`, which provides ``engine``, the agent's name
-and the write transaction (``_write``): the decision side of the store, apart from the events
-side. With several agents on one store, a decision is recorded only by the agent that holds the
-job's lease (``fleet.py``), and a message is sent only by the agent that claimed it
-(:meth:`OutboxTables.claim_message`): one voice, each message once.
+A mixin of :class:`agent.store.sql.writes.SqlStore`, which provides the agent's name and the
+write transaction (``_write``, a DB-API connection: ``base.py``): the decision side of the
+store, apart from the events side. With several agents on one store, a decision is recorded
+only by the agent that holds the job's lease (``fleet.py``), and a message is sent only by the
+agent that claimed it (:meth:`OutboxTables.claim_message`): one voice, each message once.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
-from sqlalchemy.engine import Connection, CursorResult
-
 from ckpt_advisor.agent.store.records import StoreError
-from ckpt_advisor.agent.store.sql import tables as t
+from ckpt_advisor.agent.store.sql.base import StoreBase
 from ckpt_advisor.rules.model import AlertState
 
-
-def new_id(result: CursorResult[Any]) -> int:
-    """The primary key of the row an INSERT of one row added."""
-    key = result.inserted_primary_key
-    assert key is not None  # an INSERT of one row always has one
-    return int(key[0])
+OUTBOX_INSERT = (
+    "INSERT INTO outbox (job, created_s, action, state, payload, attempts, agent) "
+    "VALUES (?, ?, ?, 'queued', ?, 0, ?)"
+)
 
 
-class OutboxTables:
+class OutboxTables(StoreBase):
     """Alert state, the outbox and silences: what was told, what is to be sent, what is muted."""
 
-    engine: Engine
-    agent: str
-
-    def _write(self) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
-
-    def _fence(self, conn: Connection, job: str) -> None:
+    def _fence(self, conn: Any, job: str) -> None:
         raise NotImplementedError
 
     def alert_state(self, job: str) -> AlertState:
         """What was last told about ``job`` (the default state when nothing was)."""
-        with self._read() as conn:
-            row = conn.execute(select(t.alerts).where(t.alerts.c.job == job)).first()
-        if row is None:
+        rows = self._rows(
+            "SELECT in_drift, last_sent_s, last_recommended_s FROM alert_state WHERE job = ?",
+            (job,),
+        )
+        if not rows:
             return AlertState()
-        return AlertState(bool(row.in_drift), row.last_sent_s, row.last_recommended_s)
+        row = rows[0]
+        return AlertState(bool(row["in_drift"]), row["last_sent_s"], row["last_recommended_s"])
 
     def record_decision(
         self,
@@ -76,14 +64,12 @@ class OutboxTables:
         """
         with self._write() as conn:
             self._fence(conn, job)
-            conn.execute(delete(t.alerts).where(t.alerts.c.job == job))
-            conn.execute(
-                insert(t.alerts).values(
-                    job=job,
-                    in_drift=int(state.in_drift),
-                    last_sent_s=state.last_sent_s,
-                    last_recommended_s=state.last_recommended_s,
-                )
+            self._exec(conn, "DELETE FROM alert_state WHERE job = ?", (job,))
+            self._exec(
+                conn,
+                "INSERT INTO alert_state (job, in_drift, last_sent_s, last_recommended_s) "
+                "VALUES (?, ?, ?, ?)",
+                (job, int(state.in_drift), state.last_sent_s, state.last_recommended_s),
             )
             if message is None:
                 return None
@@ -91,9 +77,8 @@ class OutboxTables:
             def queue(kind: str, payload: dict[str, Any], thread_of: int | None) -> int:
                 if thread_of is not None:  # a reply: kept in its payload, no column of its own
                     payload = {**payload, "thread_of": thread_of}
-                row = {"job": job, "created_s": now_s, "action": kind, "state": "queued"}
-                values = {**row, "payload": json.dumps(payload), "attempts": 0, "agent": self.agent}
-                return new_id(conn.execute(insert(t.outbox).values(**values)))
+                values = (job, now_s, kind, json.dumps(payload), self.agent)
+                return self._insert_id(conn, OUTBOX_INSERT, values)
 
             first = queue(action, message, reply_to)
             for kind, reply in replies:
@@ -103,15 +88,13 @@ class OutboxTables:
     def silence(self, job: str, until_s: float) -> None:
         """Send nothing about ``job`` until ``until_s`` (epoch seconds); decisions go on."""
         with self._write() as conn:
-            conn.execute(delete(t.silences).where(t.silences.c.job == job))
-            conn.execute(insert(t.silences).values(job=job, until_s=until_s))
+            self._exec(conn, "DELETE FROM silences WHERE job = ?", (job,))
+            self._exec(conn, "INSERT INTO silences (job, until_s) VALUES (?, ?)", (job, until_s))
 
     def silenced_until(self, job: str, now_s: float) -> float | None:
         """When the silence of ``job`` ends, or None if it is not silenced at ``now_s``."""
-        with self._read() as conn:
-            until = conn.execute(
-                select(t.silences.c.until_s).where(t.silences.c.job == job)
-            ).scalar_one_or_none()
+        rows = self._rows("SELECT until_s FROM silences WHERE job = ?", (job,))
+        until = rows[0]["until_s"] if rows else None
         return until if until is not None and until > now_s else None
 
     def mark_message(
@@ -126,25 +109,18 @@ class OutboxTables:
         """Record the outcome of one delivery attempt (``sent``, ``failed``, ``unsure`` or still
         ``queued``)."""
         with self._write() as conn:
-            conn.execute(
-                update(t.outbox)
-                .where(t.outbox.c.id == item_id)
-                .values(
-                    state=state,
-                    attempts=t.outbox.c.attempts + 1,
-                    sent_s=now_s if state == "sent" else None,
-                    ts=ts,
-                    error=error,
-                )
+            self._exec(
+                conn,
+                "UPDATE outbox SET state = ?, attempts = attempts + 1, sent_s = ?, ts = ?, "
+                "error = ? WHERE id = ?",
+                (state, now_s if state == "sent" else None, ts, error, item_id),
             )
 
     def messages(self, job: str | None = None) -> list[dict[str, Any]]:
         """Every outbox record (for the CLI and tests), oldest first."""
-        q = select(t.outbox).order_by(t.outbox.c.id)
-        if job is not None:
-            q = q.where(t.outbox.c.job == job)
-        with self._read() as conn:
-            return [{**dict(r._mapping), "payload": json.loads(r.payload)} for r in conn.execute(q)]
+        where, params = ("WHERE job = ? ", (job,)) if job is not None else ("", ())
+        rows = self._rows(f"SELECT * FROM outbox {where}ORDER BY id", params)
+        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
 
     def claim_message(self, item_id: int, job: str, now_s: float) -> str | None:
         """Claim a queued message for this agent to send now; returns the state to send it
@@ -161,18 +137,19 @@ class OutboxTables:
                 self._fence(conn, job)
             except StoreError:
                 return None
-            c = t.outbox.c
-            row = conn.execute(
-                select(c.state, c.claimed_by).where(c.id == item_id).with_for_update()
-            ).first()
-            if row is None or row.state not in ("queued", "unsure"):
+            row = self._exec(
+                conn,
+                f"SELECT state, claimed_by FROM outbox WHERE id = ?{self._row_lock}",
+                (item_id,),
+            ).fetchone()
+            if row is None or row["state"] not in ("queued", "unsure"):
                 return None
-            state = row.state
-            if row.claimed_by is not None and row.claimed_by != self.agent:
+            state = row["state"]
+            if row["claimed_by"] is not None and row["claimed_by"] != self.agent:
                 state = "unsure"
-            conn.execute(
-                update(t.outbox)
-                .where(c.id == item_id)
-                .values(claimed_by=self.agent, claimed_s=now_s, state=state)
+            self._exec(
+                conn,
+                "UPDATE outbox SET claimed_by = ?, claimed_s = ?, state = ? WHERE id = ?",
+                (self.agent, now_s, state, item_id),
             )
             return str(state)

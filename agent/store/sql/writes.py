@@ -1,4 +1,4 @@
-"""The store's writes of events and offsets, through SQLAlchemy Core, for both backends.
+"""The store's writes of events and offsets, as SQL both backends speak (``base.py``).
 
 Events and the tailer's file offsets are committed in one transaction
 (:meth:`SqlStore.commit_read`), so a crash at any moment neither loses nor repeats a line. A store
@@ -7,27 +7,21 @@ meet), and every event and estimate it writes carries the agent's name. A file w
 :data:`FINGERPRINT_BYTES` match a file another agent reads (two agents' globs reaching one shared
 file) is that agent's: this one stores none of its events (docs/RELIABILITY.md, scenario 32).
 
-The backends (``sqlite/writer.py``, ``postgres/store.py``) give the engine, the queries and
-their own SQL (a lock, the database's clock).
+The backends (``sqlite/writer.py``, ``postgres/store.py``) give the connection and the
+transaction, the queries and their own SQL (a lock, the database's clock, the bulk insert).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
-
 from ckpt_advisor.agent.store.records import FileState, StoreError
-from ckpt_advisor.agent.store.sql import tables as t
-from ckpt_advisor.agent.store.sql.fleet import FleetTables
-from ckpt_advisor.agent.store.sql.outbox import OutboxTables, new_id
+from ckpt_advisor.agent.store.sql.fleet import FILE_COLUMNS, FleetTables, file_state
+from ckpt_advisor.agent.store.sql.outbox import OutboxTables
 from ckpt_advisor.agent.store.sql.rows import Row, event_rows
 from ckpt_advisor.parsers.events import Event
 
@@ -37,82 +31,68 @@ FINGERPRINT_BYTES = 1024
 """A file's first bytes that say it is the same file whoever reads it (the tailer's
 ``HEAD_BYTES``): two agents' files with the same job and these bytes alike are one file."""
 
+_STATE = (
+    "offset",
+    "lineno",
+    "updated_s",
+    "path",
+    "head_hash",
+    "head_len",
+    "truncations",
+    "finished",
+)
+"""The columns of ``files`` that a commit sets, in this order."""
+_QUOTED = [f'"{c}"' for c in _STATE]  # "offset" is a keyword of both
+_NEW_FILE = (
+    f"INSERT INTO files (job, dev, ino, agent, shared_with, {', '.join(_QUOTED)}) "
+    f"VALUES ({', '.join('?' * (5 + len(_STATE)))})"
+)
+_UPDATE_FILE = f"UPDATE files SET {' = ?, '.join(_QUOTED)} = ? WHERE id = ? AND agent = ?"
+
 
 class SqlStore(FleetTables, OutboxTables):
-    """The writes of a store over ``engine``, as ``agent`` (the backends' base).
+    """The writes of a store, as ``agent`` (the backends' base).
 
     Thread-safe: writes are serialised by a lock (one writer per process; the database
     orders the agents'). Every database error becomes a :class:`StoreError` naming the
-    database (:meth:`_error`). The alert state, outbox and silences are
+    database (the backend's :meth:`_write`). The alert state, outbox and silences are
     :class:`~agent.store.sql.outbox.OutboxTables`; agents, jobs and leases
     :class:`~agent.store.sql.fleet.FleetTables`; the queries come from the backend.
     """
 
-    engine: Engine
-    location: str
-
-    def _setup(self, engine: Engine, agent: str) -> None:
-        self.engine = engine
+    def _setup(self, agent: str) -> None:
         self.agent = agent
         self._lock = threading.RLock()
         self._heads: dict[int, str] = {}  # file id -> head hash last checked against the fleet
         self._registered = False  # whether this agent's row was written (by a commit_read)
-
-    def _error(self, exc: DBAPIError, what: str) -> StoreError:
-        """The :class:`StoreError` of a database error while doing ``what``."""
-        return StoreError(f"{self.location}: {what}: {exc.orig}")
-
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._lock:
-            try:
-                with self.engine.begin() as conn:
-                    yield conn
-            except DBAPIError as exc:  # full disk, read-only file, corrupt page, server gone
-                raise self._error(exc, "write failed") from None
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except DBAPIError as exc:
-            raise self._error(exc, "read failed") from None
-
-    def close(self) -> None:
-        """Release the connections (the data stays)."""
-        self.engine.dispose()
 
     # -- tailer state ---------------------------------------------------------------------
 
     def find_files(self, job: str, dev: int, ino: int) -> list[FileState]:
         """This agent's remembered files of ``job`` with this device and inode (the caller
         checks the head)."""
-        c = t.files.c
-        with self._read() as conn:
-            rows = conn.execute(
-                select(t.files)
-                .where(c.agent == self.agent, c.job == job, c.dev == dev, c.ino == ino)
-                .order_by(c.updated_s.desc())
-            )
-            return [_file_state(r) for r in rows]
+        rows = self._rows(
+            f"SELECT {FILE_COLUMNS} FROM files WHERE agent = ? AND job = ? AND dev = ? "
+            "AND ino = ? ORDER BY updated_s DESC",
+            (self.agent, job, dev, ino),
+        )
+        return [file_state(r) for r in rows]
 
     def forget_file(self, file_id: int) -> None:
         """Drop what is remembered of a file that is gone (its events stay)."""
         with self._write() as conn:
-            conn.execute(delete(t.files).where(t.files.c.id == file_id))
+            self._exec(conn, "DELETE FROM files WHERE id = ?", (file_id,))
 
     def files(self, job: str | None = None) -> list[FileState]:
         """This agent's remembered files (optionally of one job), newest first."""
-        q = (
-            select(t.files)
-            .where(t.files.c.agent == self.agent)
-            .order_by(t.files.c.updated_s.desc())
+        where, params = (
+            ("AND job = ? ", (self.agent, job)) if job is not None else ("", (self.agent,))
         )
-        if job is not None:
-            q = q.where(t.files.c.job == job)
-        with self._read() as conn:
-            return [_file_state(r) for r in conn.execute(q)]
+        rows = self._rows(
+            f"SELECT {FILE_COLUMNS} FROM files WHERE agent = ? {where}ORDER BY updated_s DESC",
+            params,
+        )
+        return [file_state(r) for r in rows]
 
     def commit_read(
         self,
@@ -139,36 +119,27 @@ class SqlStore(FleetTables, OutboxTables):
             StoreError: the database failed, or another agent took this file over (nothing of
                 this commit is stored either way).
         """
+        truncations = file.truncations + (1 if truncated else 0)
+        head = (file.path, file.head_hash, file.head_len)
+        values = (offset, lineno, now_s, *head, truncations, finished)  # in _STATE's order
         with self._write() as conn:
             if not self._registered:  # a file row's agent is in `agents` (alive) from its first
                 self._register_agent(conn)  # commit: another agent that starts with it sees it
-            values = {
-                "offset": offset,
-                "lineno": lineno,
-                "updated_s": now_s,
-                "path": file.path,
-                "head_hash": file.head_hash,
-                "head_len": file.head_len,
-                "truncations": file.truncations + (1 if truncated else 0),
-                "finished": finished,
-            }
             shared = file.shared_with
             if shared is None and self._heads.get(file.id) != file.head_hash:
                 shared = self._shared_with(conn, file)
             file_id = file.id
             if file_id == 0:
-                row = {"job": file.job, "dev": file.dev, "ino": file.ino, "agent": self.agent}
-                file_id = new_id(
-                    conn.execute(insert(t.files).values(**row, **values, shared_with=shared))
-                )
+                row = (file.job, file.dev, file.ino, self.agent, shared)
+                file_id = self._insert_id(conn, _NEW_FILE, row + values)
             else:
-                mine = (t.files.c.id == file_id) & (t.files.c.agent == self.agent)
-                changed = conn.execute(update(t.files).where(mine).values(**values)).rowcount
-                if not changed:
+                mine = (file_id, self.agent)
+                if not self._exec(conn, _UPDATE_FILE, values + mine).rowcount:
                     raise StoreError(f"{self.location}: {file.path}: another agent reads it now")
                 if shared is not None and file.shared_with is None:
-                    conn.execute(update(t.files).where(mine).values(shared_with=shared))
-                    conn.execute(delete(t.events).where(t.events.c.file_id == file_id))
+                    share = "UPDATE files SET shared_with = ? WHERE id = ? AND agent = ?"
+                    self._exec(conn, share, (shared, *mine))
+                    self._exec(conn, "DELETE FROM events WHERE file_id = ?", (file_id,))
             if events and shared is None:
                 rows = event_rows(
                     file.job, file.path, file_id, self.agent, events, from_timing_file
@@ -181,18 +152,18 @@ class SqlStore(FleetTables, OutboxTables):
             id=file_id,
             offset=offset,
             lineno=lineno,
-            truncations=file.truncations + (1 if truncated else 0),
+            truncations=truncations,
             finished=finished,
             shared_with=shared,
         )
 
-    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+    def _insert_rows(self, conn: Any, rows: list[Row]) -> None:
         """Insert ``rows`` (:data:`~agent.store.sql.rows.EVENT_COLUMNS`) into ``events`` in the
-        transaction of ``conn``, in bulk: the backend's own way (one prepared ``executemany``
-        on SQLite, ``COPY`` on PostgreSQL)."""
+        transaction of ``conn``, in bulk: the backend's own way (multi-row INSERTs by one
+        ``executemany`` on SQLite, ``COPY`` on PostgreSQL)."""
         raise NotImplementedError
 
-    def _shared_with(self, conn: Connection, file: FileState) -> str | None:
+    def _shared_with(self, conn: Any, file: FileState) -> str | None:
         """Who else reads ``file``: another agent's file of the same job with the same full
         fingerprint, whose agent is alive (an agent that stopped or vanished has its files
         adopted instead: :meth:`adopt_file`); None when nobody does."""
@@ -215,10 +186,12 @@ class SqlStore(FleetTables, OutboxTables):
         total = 0
         while True:
             with self._write() as conn:
-                ids = (
-                    select(t.events.c.id).where(t.events.c.time_s < older_than_s).limit(batch_rows)
-                )
-                n = conn.execute(delete(t.events).where(t.events.c.id.in_(ids))).rowcount
+                n: int = self._exec(
+                    conn,
+                    "DELETE FROM events WHERE id IN "
+                    "(SELECT id FROM events WHERE time_s < ? LIMIT ?)",
+                    (older_than_s, batch_rows),
+                ).rowcount
             total += n
             if n < batch_rows:
                 return total
@@ -230,19 +203,9 @@ class SqlStore(FleetTables, OutboxTables):
     ) -> None:
         """Append one estimate (its ``estimates --json`` object) to the job's history."""
         with self._write() as conn:
-            conn.execute(
-                insert(t.estimates).values(
-                    job=job,
-                    computed_at_s=computed_at_s,
-                    status=status,
-                    payload=json.dumps(payload, sort_keys=True),
-                    agent=self.agent,
-                )
+            self._exec(
+                conn,
+                "INSERT INTO estimates (job, computed_at_s, status, payload, agent) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (job, computed_at_s, status, json.dumps(payload, sort_keys=True), self.agent),
             )
-
-
-_FILE_KEYS = tuple(f for f in FileState.__slots__)
-
-
-def _file_state(row: Any) -> FileState:
-    return FileState(**{k: row._mapping[k] for k in _FILE_KEYS})

@@ -1,9 +1,11 @@
 """The SQLite store: one file in WAL mode, no server; the writes of ``sql/``, the queries of
-``reader.py``.
+``reader.py``, over the standard library's sqlite3 alone.
 
-The schema is created and upgraded on open (``sql/migrate.py``). SQLite allows one writer at a
-time, so the leases and locks of fleet mode are trivially this one agent's; the database's
-clock is this host's.
+A new store is created from ``ddl.py``'s text and an up-to-date one just opened, neither
+importing SQLAlchemy (about 0.4 s of ``ingest``'s start-up, issue 15); only an older store's
+upgrade imports it, and Alembic (``sql/migrate.py``, on a connection of its own). SQLite allows
+one writer at a time, so the leases and locks of fleet mode are trivially this one agent's; the
+database's clock is this host's.
 """
 
 from __future__ import annotations
@@ -11,25 +13,19 @@ from __future__ import annotations
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from typing import Any, Literal
 
 from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from ckpt_advisor.agent.store.records import StoreError
-from ckpt_advisor.agent.store.schema import SCHEMA_VERSION
-from ckpt_advisor.agent.store.sql.migrate import upgrade
+from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
 from ckpt_advisor.agent.store.sql.rows import EVENT_COLUMNS, Row, insert_sql
 from ckpt_advisor.agent.store.sql.writes import SqlStore
 from ckpt_advisor.agent.store.sqlite.access import explain
-from ckpt_advisor.agent.store.sqlite.legacy import upgrade_to_4
+from ckpt_advisor.agent.store.sqlite.ddl import create_store
 from ckpt_advisor.agent.store.sqlite.reader import SqliteSql, schema_version
 
 ROWS_PER_INSERT = 256
@@ -54,10 +50,14 @@ sqlite3.register_adapter(bytes, _as_is)
 class SqliteStore(SqliteSql, SqlStore):
     """A SQLite store of events, offsets, estimates, alert state and the Slack outbox.
 
-    Thread-safe for use by the daemon's ingest loop and its scheduler thread: writes are
-    serialised by a lock (SQLite allows one writer); readers in other processes (the CLI) use
-    WAL snapshots and never block the daemon's writes.
+    Thread-safe for use by the daemon's ingest loop and its scheduler thread: writes go through
+    one connection, serialised by a lock (SQLite allows one writer), each in a ``BEGIN
+    IMMEDIATE`` transaction; reads take a connection of their own from a small pool (a thread
+    that reads while another writes sees the last commit, never a write half done). Readers in
+    other processes (the CLI) use WAL snapshots and never block the daemon's writes.
     """
+
+    one_agent = True  # its lock file (agent/store/lock.py) lets one reader of logs in
 
     def __init__(
         self,
@@ -90,34 +90,80 @@ class SqliteStore(SqliteSql, SqlStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot create directory: {exc.strerror}") from None
-        uri = f"file:{self.path}?mode=rwc"
-        engine: Engine = create_engine(
-            "sqlite://",
-            creator=lambda: sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False),
-        )
-        event.listen(engine, "connect", self._on_connect)
-        self._setup(engine, agent or socket.gethostname())
+        self._uri = f"file:{self.path}?mode=rwc"
+        self._setup(agent or socket.gethostname())
+        self._idle: list[sqlite3.Connection] = []  # read connections not in use
         try:
-            self._init_schema(on_upgrade)
-        except DBAPIError as exc:
-            raise StoreError(explain(self.path, exc.orig)) from None
+            self._conn = self._connect()
+            try:
+                self._init_schema(on_upgrade)
+            except BaseException:
+                self._conn.close()
+                raise
         except sqlite3.Error as exc:
             raise StoreError(explain(self.path, exc)) from None
 
-    def _on_connect(self, dbapi_conn: sqlite3.Connection, _record: object) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout = 30000")
-        mode = cur.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
-        cur.execute("PRAGMA synchronous = NORMAL")
-        cur.close()
+    def _connect(self, isolation_level: Literal["DEFERRED"] | None = None) -> sqlite3.Connection:
+        """A new connection to the store, in WAL mode, usable from any thread (its user
+        serialises). ``isolation_level=None``: sqlite3 begins no transaction of its own (ours
+        are ``BEGIN IMMEDIATE``, said by :meth:`_transaction`); ``"DEFERRED"``: it begins one
+        before a change, as SQLAlchemy's pysqlite dialect expects.
+
+        Raises:
+            StoreError: the file cannot use WAL mode.
+            sqlite3.Error: it cannot be opened.
+        """
+        conn = sqlite3.connect(
+            self._uri,
+            uri=True,
+            timeout=30,
+            isolation_level=isolation_level,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _init_schema(self, on_upgrade: Callable[[int], None] | None) -> None:
-        with self._reading() as conn:
-            version = schema_version(conn)
+        version = schema_version(self._conn)
+        check_schema(self.path, version)
+        if version is None:
+            with self._lock, self._transaction() as conn:
+                version = schema_version(conn)  # another process may have made it meanwhile
+                if version is None:
+                    create_store(conn)
+                    version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
-            with self._lock, self.engine.begin() as tx:
+            self._upgrade(on_upgrade)
+        self._version = SCHEMA_VERSION
+
+    def _upgrade(self, on_upgrade: Callable[[int], None] | None) -> None:
+        """Bring an older store to :data:`SCHEMA_VERSION` by ``sql/migrate.py`` (SQLAlchemy
+        and Alembic, imported only here) on a connection of its own, as sqlite3 makes it by
+        default (the one SQLAlchemy's pysqlite dialect expects).
+
+        Raises:
+            StoreError: the store cannot be upgraded (the message names the file).
+        """
+        from sqlalchemy import create_engine
+        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.pool import NullPool
+
+        from ckpt_advisor.agent.store.sql.migrate import upgrade
+        from ckpt_advisor.agent.store.sqlite.legacy import upgrade_to_4
+
+        engine = create_engine(
+            "sqlite://", creator=lambda: self._connect("DEFERRED"), poolclass=NullPool
+        )
+        try:
+            with self._lock, engine.begin() as tx:
                 upgrade(
                     tx,
                     location=str(self.path),
@@ -125,44 +171,79 @@ class SqliteStore(SqliteSql, SqlStore):
                     on_upgrade=on_upgrade,
                     legacy=upgrade_to_4,
                 )
-        self._version = SCHEMA_VERSION
+        except DBAPIError as exc:
+            raise StoreError(explain(self.path, exc.orig)) from None
+        finally:
+            engine.dispose()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The write connection in a ``BEGIN IMMEDIATE`` transaction (the write lock taken at
+        once, waiting up to the busy timeout for another process's): committed when the block
+        ends, rolled back when it raises (or the commit fails: a full disk). The caller holds
+        the lock."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):  # the error that got here is the one to tell
+                    conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                with self._transaction() as conn:
+                    yield conn
+            except sqlite3.Error as exc:  # full disk, read-only file, damaged page
+                raise StoreError(explain(self.path, exc, "write failed: ")) from None
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        with self.engine.connect() as conn:
-            raw = conn.connection.driver_connection
-            assert isinstance(raw, sqlite3.Connection)
-            try:
-                yield raw
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(explain(self.path, exc, "read failed: ")) from None
+        try:
+            conn = self._idle.pop()  # list.pop and append are atomic: no lock needed
+        except IndexError:
+            conn = None
+        try:
+            if conn is None:
+                conn = self._connect()
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(explain(self.path, exc, "read failed: ")) from None
+        finally:
+            if conn is not None:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                self._idle.append(conn)
 
-    def _error(self, exc: DBAPIError, what: str) -> StoreError:
-        return StoreError(explain(self.path, exc.orig, f"{what}: "))
+    def close(self) -> None:
+        """Release the connections (the data stays)."""
+        while self._idle:
+            self._idle.pop().close()
+        self._conn.close()
 
-    def _db_now_s(self, conn: Connection) -> float:
+    def _db_now_s(self, conn: Any) -> float:
         return time.time()
 
-    def _insert_rows(self, conn: Connection, rows: list[Row]) -> None:
+    def _insert_id(self, conn: Any, sql: str, params: Sequence[Any]) -> int:
+        # sqlite3's lastrowid rather than RETURNING: SQLite 3.24 (RHEL 8's) has no RETURNING
+        return int(self._exec(conn, sql, params).lastrowid)
+
+    def _insert_rows(self, conn: sqlite3.Connection, rows: list[Row]) -> None:
         """``rows`` in INSERTs of :data:`ROWS_PER_INSERT` rows each (fewer within SQLite's
         limit on placeholders), by one ``executemany``; the rest by one of the one-row INSERT."""
-        raw = conn.connection.driver_connection
-        assert isinstance(raw, sqlite3.Connection)
-        limit = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(EVENT_COLUMNS)
+        limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(EVENT_COLUMNS)
         per = max(1, min(ROWS_PER_INSERT, limit))
         whole = len(rows) - len(rows) % per
         if whole:
             flat = chain.from_iterable
-            conn.exec_driver_sql(
+            conn.executemany(
                 insert_sql(per), [tuple(flat(rows[i : i + per])) for i in range(0, whole, per)]
             )
         if whole < len(rows):
-            conn.exec_driver_sql(insert_sql(1), rows[whole:])
-
-    def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Any:
-        stmt = sqlite_insert(table).values(**values)
-        update = {k: v for k, v in values.items() if k not in keys}
-        return stmt.on_conflict_do_update(index_elements=keys, set_=update)
-
-    def _insert_new(self, table: Any, values: dict[str, Any]) -> Any:
-        return sqlite_insert(table).values(**values).on_conflict_do_nothing()
+            conn.executemany(insert_sql(1), rows[whole:])

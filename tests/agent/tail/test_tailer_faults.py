@@ -387,26 +387,18 @@ def test_full_disk_loses_nothing_and_names_the_path(tmp_path: Path) -> None:
     """Scenario 24: when SQLite reports a full disk, the scan fails naming the path, the offset
     stays, and once there is room every line is stored exactly once."""
     db = tmp_path / "s.db"
-    store = SqliteStore(db)  # its engine: to make SQLite's disk full
+    store = SqliteStore(db)  # its write connection: to make SQLite's disk full
     path = tmp_path / "t.jsonl"
     path.write_text(record(1))
     tailer = _tailer(store, str(path))
     tailer.scan()
     pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
-
-    def cap(dbapi_conn: sqlite3.Connection, _record: object) -> None:
-        dbapi_conn.execute(f"PRAGMA max_page_count = {pages}")
-
-    from sqlalchemy import event
-
-    event.listen(store.engine, "connect", cap)
-    store.engine.dispose()
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
     with path.open("a") as fh:
         fh.write("".join(record(s) + " " * 2000 + "\n" for s in range(2, 40)))
     with pytest.raises(StoreError, match=rf"{db}: write failed: database or disk is full"):
         tailer.scan()
-    event.remove(store.engine, "connect", cap)
-    store.engine.dispose()
+    store._conn.execute("PRAGMA max_page_count = 4294967294")
     tailer.scan()
     assert _steps(store) == list(range(1, 40))
 
