@@ -17,13 +17,15 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.store.records import FileState, StoreError
 from ckpt_advisor.agent.store.sql.fleet import FILE_COLUMNS, FleetTables, file_state
 from ckpt_advisor.agent.store.sql.outbox import OutboxTables
 from ckpt_advisor.agent.store.sql.rows import Row, event_rows
-from ckpt_advisor.parsers.events import Event
+
+if TYPE_CHECKING:  # the parsers' package is not imported for its type alone
+    from ckpt_advisor.parsers.events import Event
 
 PRUNE_BATCH_ROWS = 5000
 """Retention deletes this many events per transaction, so ingestion waits at most one batch."""
