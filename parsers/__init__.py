@@ -14,7 +14,8 @@ Formats (:func:`available_formats`):
 * one per training stack (``hf_trainer``, ``accelerate``, ``lightning``, ``nemo``,
   ``deepspeed``, ``megatron``, ``torchtitan``, ``composer``) plus ``megatron_progress``
   (Megatron's ``progress.txt``): a module ``parsers/<stack>.py`` with its pattern table,
-  registered in :data:`STACKS`;
+  registered in ``parsers/registry.py`` (:data:`STACKS`) and imported when a log needs it
+  (named, or detected by ``auto``);
 * ``timing_jsonl``, ``timing_csv`` — checkpoint timing files (DESIGN.md schema).
 
 Python tracebacks and bare CUDA/NCCL exception lines are recognised in every log, whatever the
@@ -23,26 +24,19 @@ stack (``parsers/traceback.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, tzinfo
 
-from ckpt_advisor.parsers.accelerate import Accelerate
-from ckpt_advisor.parsers.auto import AutoParser, StackFactory
+from ckpt_advisor.parsers.auto import AutoParser
 from ckpt_advisor.parsers.clock import FileClock
-from ckpt_advisor.parsers.composer import Composer
 from ckpt_advisor.parsers.custom import CustomPattern, CustomPatterns, compile_pattern
-from ckpt_advisor.parsers.deepspeed import DeepSpeed
 from ckpt_advisor.parsers.events import Event, EventKind
-from ckpt_advisor.parsers.hf_trainer import HfTrainer
-from ckpt_advisor.parsers.lightning import Lightning
 from ckpt_advisor.parsers.logs import AUTO, LogParser
-from ckpt_advisor.parsers.megatron import Megatron, MegatronProgress
-from ckpt_advisor.parsers.nemo import NeMo
-from ckpt_advisor.parsers.stack import ParseContext
+from ckpt_advisor.parsers.registry import ENTRIES, StackEntry
+from ckpt_advisor.parsers.stack import ParseContext, Stack
 from ckpt_advisor.parsers.stream import Diagnostics, StreamParser
 from ckpt_advisor.parsers.timestamps import LocalZone
 from ckpt_advisor.parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
-from ckpt_advisor.parsers.torchtitan import Torchtitan
 
 __all__ = [
     "STACKS",
@@ -56,20 +50,29 @@ __all__ = [
     "make_parser",
 ]
 
-STACKS: dict[str, StackFactory] = {
-    HfTrainer.name: HfTrainer,
-    Accelerate.name: Accelerate,
-    Lightning.name: Lightning,
-    NeMo.name: NeMo,
-    DeepSpeed.name: DeepSpeed,
-    Megatron.name: Megatron,
-    MegatronProgress.name: MegatronProgress,
-    Torchtitan.name: Torchtitan,
-    Composer.name: Composer,
-}
-"""Training stacks by name, in auto-detection order. A new stack is one module plus one entry."""
 
-TIMING_FORMATS = frozenset((JSONL, CSV, MegatronProgress.name))
+class _Stacks(Mapping[str, type[Stack]]):
+    """Training stacks by name, in auto-detection order (``parsers/registry.py``): names
+    without an import, a stack's class importing its module when it is looked up."""
+
+    def __init__(self, entries: Sequence[StackEntry]) -> None:
+        self._entries = {entry.name: entry for entry in entries}
+
+    def __getitem__(self, name: str) -> type[Stack]:
+        return self._entries[name].load()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+STACKS: Mapping[str, type[Stack]] = _Stacks(ENTRIES)
+"""Training stacks by name, in auto-detection order. A new stack is one module plus one entry
+in ``parsers/registry.py``."""
+
+TIMING_FORMATS = frozenset((JSONL, CSV, "megatron_progress"))
 """Parsers (``Event.parser``) that read checkpoint timing files: their saves are exact records
 written by the training code, not inferred from log lines. Decided per event, so a timing file
 recognised by its content (``auto``) counts as one whatever its name."""
@@ -110,7 +113,7 @@ def make_parser(
     )
     custom = CustomPatterns(patterns, zone, diagnostics.report) if patterns else None
     if fmt == AUTO:
-        return AutoParser(context, tuple(STACKS.values()), diagnostics, custom)
+        return AutoParser(context, ENTRIES, diagnostics, custom)
     if fmt in STACKS:
         return LogParser([STACKS[fmt](context)], diagnostics, custom)
     if fmt == JSONL:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.parsers.generic import Generic
 from ckpt_advisor.parsers.logs import AUTO, LogParser
-from ckpt_advisor.parsers.stack import ParseContext, Stack
+from ckpt_advisor.parsers.registry import StackCandidate, StackEntry
+from ckpt_advisor.parsers.stack import ParseContext
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
 from ckpt_advisor.parsers.timing import (
     CSV,
@@ -18,11 +17,11 @@ from ckpt_advisor.parsers.timing import (
     looks_like_timing_header,
 )
 
-StackFactory = Callable[[ParseContext], Stack]
-
 
 class AutoParser(StreamParser):
-    """Delegates to a timing parser or a :class:`~parsers.logs.LogParser` over every stack.
+    """Delegates to a timing parser or a :class:`~parsers.logs.LogParser` over every stack
+    (each a :class:`~parsers.registry.StackCandidate`: its module imported when detection needs
+    it).
 
     The first non-blank line decides: a JSON object with ``step`` and ``end`` means
     ``timing_jsonl``, a CSV header naming ``step`` and ``end`` means ``timing_csv``, anything
@@ -34,7 +33,7 @@ class AutoParser(StreamParser):
     def __init__(
         self,
         context: ParseContext,
-        stacks: tuple[StackFactory, ...],
+        stacks: tuple[StackEntry, ...],
         diagnostics: Diagnostics,
         custom: CustomPatterns | None = None,
     ) -> None:
@@ -83,5 +82,5 @@ class AutoParser(StreamParser):
             return TimingJsonlParser(diagnostics)
         if timing == CSV:
             return TimingCsvParser(diagnostics)
-        stacks = [make(self._context) for make in self._stacks]
+        stacks = [StackCandidate(entry, self._context) for entry in self._stacks]
         return LogParser(stacks, diagnostics, self._custom, fallback=Generic(self._context))

@@ -17,7 +17,8 @@ Per physical line:
    tracebacks, the torchrun/NCCL/Slurm/kernel rules), then, if it did not take it, to the stack; an
    error-looking piece nobody took is reported as unmatched (``StreamParser.unmatched``).
 
-With several candidate stacks (``auto``), the pieces of each keyword line are first offered to
+With several candidate stacks (``auto``: :class:`~parsers.registry.StackCandidate`, a stack
+imported when a piece could be its own), the pieces of each keyword line are first offered to
 every stack until one :meth:`~parsers.stack.Stack.detects` its own line (before step 2, since a
 bar precedes the record glued to it; a stack's own record prefix wins over another stack's
 wording); from then on that stack alone is used. Until then, pieces no stack reads go to the
@@ -39,6 +40,7 @@ from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from ckpt_advisor.parsers.failures import FailureLines
+from ckpt_advisor.parsers.registry import StackCandidate
 from ckpt_advisor.parsers.stack import Stack
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
 from ckpt_advisor.parsers.text import RATE_MARKERS, records, strip_ansi
@@ -100,7 +102,7 @@ class LogParser(StreamParser):
 
     def __init__(
         self,
-        stacks: Sequence[Stack],
+        stacks: Sequence[Stack | StackCandidate],
         diagnostics: Diagnostics | None = None,
         custom: CustomPatterns | None = None,
         fallback: Stack | None = None,
@@ -109,7 +111,8 @@ class LogParser(StreamParser):
             raise ValueError("LogParser needs at least one stack")
         self._custom = custom
         self._candidates = tuple(stacks)
-        self._stack: Stack | None = stacks[0] if len(stacks) == 1 else None
+        only = stacks[0] if len(stacks) == 1 else None
+        self._stack: Stack | None = only.stack() if isinstance(only, StackCandidate) else only
         super().__init__(self._stack.name if self._stack else AUTO, diagnostics)
         self._failures = FailureLines(stacks[0].context, self._diagnostics.report_unmatched)
         self._last_step: int | None = None
@@ -291,8 +294,9 @@ class LogParser(StreamParser):
         # a stack's own record prefix wins over another stack's wording in the message (a
         # NeMo record quoting a Lightning warning path is NeMo's)
         by_header = [stack for stack in self._candidates if stack.detects_by_header(piece)]
-        for stack in by_header or self._candidates:
-            if stack.detects(piece):
+        for candidate in by_header or self._candidates:
+            if candidate.detects(piece):
+                stack = candidate.stack() if isinstance(candidate, StackCandidate) else candidate
                 self._stack, self._candidates = stack, (stack,)
                 self._name = stack.name
                 self._fallback = None  # the file's own stack reads it from here on

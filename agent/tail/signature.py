@@ -21,6 +21,7 @@ import ahocorasick_rs
 from ckpt_advisor.agent.tail.followed import OpenFile
 from ckpt_advisor.parsers.failures import DEDUP_LINES, FailureLines
 from ckpt_advisor.parsers.logs import LogParser
+from ckpt_advisor.parsers.registry import StackCandidate
 from ckpt_advisor.parsers.stream import Diagnostics
 from ckpt_advisor.parsers.traceback import TracebackTracker
 
@@ -58,9 +59,14 @@ def _live(obj: object, lineno: int) -> tuple[set[str], object]:
     Both are only looked up by key: their order is not state.
 
     A log parser's memo of lines that change nothing (``LogParser._remember_inert``) is left
-    out: with or without an entry, a line gives the same events."""
+    out: with or without an entry, a line gives the same events. So is a stack candidate's
+    built stack (``StackCandidate._stack``): until it is detected it has only been asked
+    whether it detects a piece, which reads no state, and a reader that started later may not
+    have needed it yet."""
     if isinstance(obj, LogParser):
         return {"_inert"}, None
+    if isinstance(obj, StackCandidate):
+        return {"_stack"}, None
     if isinstance(obj, FailureLines) and not obj.active:
         horizon = lineno + 1 - DEDUP_LINES
         seen = sorted((k, v) for k, v in obj._seen.items() if v[0] >= horizon)

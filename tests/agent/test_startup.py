@@ -28,15 +28,20 @@ NOT_ON_INGEST = [
     "sqlalchemy",  # SQLite's store runs on sqlite3; only an older store's upgrade imports it
     "watchdog",
     *(f"ckpt_advisor.agent.cli.{m}" for m in ("calc", "goodput", "query", "service", "status")),
+    *(
+        f"ckpt_advisor.parsers.{m}"  # an HF log's: its stack's module alone (parsers/registry.py)
+        for m in ("accelerate", "composer", "lightning", "megatron", "nemo", "torchtitan")
+    ),
 ]
 """Libraries an ``ingest`` of a log into a new SQLite store, estimate included, never uses,
-and the modules of the other commands."""
+the modules of the other commands, and the other training stacks' modules."""
 
 
 def test_an_ingest_into_a_new_store_imports_only_what_it_uses(tmp_path: Path) -> None:
     """An ingest of a real log with saves and a failure into a new store, estimate included,
     imports none of :data:`NOT_ON_INGEST` (SQLAlchemy, Alembic, scipy, pandas, the daemon's and
-    the notifier's libraries: each 0.05 to 0.4 s of CPU at start-up; the other commands)."""
+    the notifier's libraries: each 0.05 to 0.4 s of CPU at start-up; the other commands; the
+    stacks the HF log does not need)."""
     db = tmp_path / "s.db"
     out, imported = cli_imports(
         ["ingest", str(LOG), "--job", "j", "--db", str(db)], NOT_ON_INGEST, tmp_path
