@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ckpt_advisor.parsers import selection
+from ckpt_advisor.parsers import make_parser, selection
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.parsers.stream import LineFilter, StreamParser
 
@@ -126,3 +126,27 @@ def test_while_the_bar_state_is_wanted_the_next_progress_lines_are_fed() -> None
     parser = _Recorder()
     assert _select(parser, text, step_wanted_before=4) == 10
     assert [n for n, _ in parser.fed] == [1, 2, 3, 4, 10]
+
+
+@pytest.mark.parametrize("fmt", ["hf_trainer", "lightning", "nemo", "deepspeed", "composer"])
+def test_keywords_holding_another_are_not_searched_yet_the_same_lines_are_held(fmt: str) -> None:
+    """A stack's keyword and whole-line literal sets are searched without the literals that
+    hold another (the HF sets in one searcher each, not two), and the lines found holding
+    one are exactly the lines holding any literal of the full set: each literal planted alone
+    in a line, in pairs, and beside lines holding none."""
+    line_filter = make_parser(fmt).line_filter
+    assert line_filter is not None and line_filter.whole_line is not None
+    for literals in (line_filter.keywords, line_filter.whole_line):
+        searched = selection._searched(literals)
+        contained = {k for k in literals if any(o != k and o in k for o in literals)}
+        assert contained and not contained & set(searched)
+        if fmt == "hf_trainer":
+            assert len(selection._matchers(literals)) == 1
+        rng = random.Random(fmt)
+        lines = [b"x" + k + b"y" for k in literals]
+        lines += [b" ".join(rng.sample(literals, 2)) for _ in range(200)]
+        lines += [b"nothing to see %d" % i for i in range(200)]
+        rng.shuffle(lines)
+        data = b"".join(line + b"\n" for line in lines)
+        held = selection._Lines(data, 0, len(data)).held(literals).lines
+        assert held == {i for i, line in enumerate(lines) if any(k in line for k in literals)}
