@@ -52,7 +52,19 @@ def parse_buffer(
             step_wanted = events[-1].kind is not EventKind.STEP
         return step_wanted
 
-    lines = select_lines(parser, data, start, end, feed)
+    def save(line_start: int, limit: int, number: int) -> int:
+        nonlocal step_wanted
+        limit = min(limit, line_start + max_line_bytes)  # no line of the block is skipped
+        taken = parser.feed_save_block(data, line_start, limit, first_line + number)
+        if taken is None:
+            return line_start
+        stop, events = taken
+        if events:
+            fed.append((data.rfind(b"\n", line_start, stop - 1) + 1, False, events))
+            step_wanted = events[-1].kind is not EventKind.STEP
+        return stop
+
+    lines = select_lines(parser, data, start, end, feed, save)
     return lines, thin_steps(fed)
 
 

@@ -152,6 +152,36 @@ _CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
 _TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
 
 
+_STAMP = rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+_THING = rb"[A-Za-z]+(?: (?!saved in |Saving model)[A-Za-z]+)*"
+_SAVED_IN = (
+    rb"\[[A-Z]+\|[\w.-]+:\d+\] {stamp} >> " + _THING + rb" saved in (?P=dir)/"
+    rb"(?:(?!it/s|s/it|%\|)[^\s\x1b])*\n"
+)
+_SHARDS_BAR = (
+    rb"Writing model shards: *\d{1,3}%\|(?: |\xe2\x96[\x88-\x8f])*\| *\d{1,15}/\d{1,15} "
+    rb"\[[\d:]+<[\d:?]+, *(?:\d{1,15}(?:\.\d{1,15})?|\?)(?:it/s|s/it)\](?:\x1b\[A)?"
+)
+SAVE_BLOCK = re.compile(
+    rb"\[[A-Z]+\|[^\]|\r\n]+:\d+\] (?P<ts>" + _STAMP + rb") >> Saving model checkpoint to "
+    rb"(?P<dir>[^\s\x1b]*[^\s\x1b/])/*\n"
+    rb"(?P<body>(?:\n|(?:"
+    + _SHARDS_BAR
+    + rb")+\n|"
+    + _SAVED_IN.replace(b"{stamp}", rb"(?P=ts)")
+    + rb")*)"
+    + _SAVED_IN.replace(b"{stamp}", rb"(?P<last_ts>" + _STAMP + rb")")
+)
+"""An HF save in the shape transformers prints it, from its ``Saving model checkpoint to``
+line to its last "saved in" line (docs/FORMATS.md §1; bench/inputs.py's dense log): "saved
+in" lines of the save's directory stamped as the start (``Configuration saved in`` ×2), blank
+lines, ``Writing model shards`` bars (with their ``\x1b[A``), then one "saved in" line stamped
+anyhow (``Model weights saved in``). Each "saved in" line holds that phrase once, no ``Saving
+model checkpoint to``, nothing the buffer path feeds whole, and goes to :meth:`HfTrainer.
+took_record`; a shards bar holds no keyword and shows a bar with a description (inert); a
+blank line is not fed: :meth:`HfTrainer.took_save_block` applies them at once."""
+
+
 @dataclass(slots=True)
 class _Save:
     path: str
@@ -201,6 +231,32 @@ class HfTrainer(Stack):
         if end_time is not None:
             save.end = (lineno, end_time)
         return True
+
+    def took_save_block(self, data: bytes, at: int, limit: int, lineno: int) -> int | None:
+        """Take the lines of the save whose start line, ``data[at:]`` (line ``lineno``), was
+        just fed as a record, if they are a :data:`SAVE_BLOCK` ending by ``limit``: the same
+        state as :meth:`took_record` of each "saved in" line in turn (the last one's time
+        ends the save so far, the start's stamp is read once). Returns the offset past the
+        block's last line, or ``None`` (nothing done)."""
+        save = self._save
+        if save is None:
+            return None
+        m = SAVE_BLOCK.match(data, at, limit)
+        if m is None or m["dir"].endswith((b"it", b"s")):  # "it/s", "s/it" across the "/"
+            return None
+        if m["dir"].decode("utf-8", "replace") != save.path:
+            return None
+        stop = m.end()
+        last_line = lineno + data.count(b"\n", at, stop) - 1
+        last_ts = m["last_ts"].decode()
+        end_time = self.time_of(Record(last_line, "", last_ts, EXPLICIT_FORMAT))
+        if end_time is not None:
+            save.end = (last_line, end_time)
+        elif save.start_time is not None and m.start("body") < m.end("body"):
+            middle = data.rfind(b" saved in ", m.start("body"), m.end("body"))
+            if middle >= 0:  # the last "saved in" line stamped as the start ends the save
+                save.end = (lineno + data.count(b"\n", at, middle), save.start_time)
+        return stop
 
     def on_record(self, record: Record) -> list[Event]:
         """Pair saves with their last "saved in" line; other messages go by the table."""

@@ -190,6 +190,20 @@ class LogParser(StreamParser):
             self._stack_piece(events, line, lineno)
         return self._dated(events)
 
+    def feed_save_block(
+        self, data: bytes, at: int, limit: int, lineno: int
+    ) -> tuple[int, list[Event]] | None:
+        """The stack's :meth:`~parsers.stack.Stack.took_save_block` while nothing holds every
+        line (:meth:`_quiet`): the lines it takes are "saved in" records that
+        :meth:`feed_record` gives to :meth:`~parsers.stack.Stack.took_record`, and lines that
+        either are not fed or change nothing (:meth:`_remember_inert`); the events are the
+        clock's findings (a stamp read)."""
+        stack = self._stack
+        if stack is None or not self._quiet():
+            return None
+        stop = stack.took_save_block(data, at, limit, lineno)
+        return None if stop is None else (stop, self._dated([]))
+
     def feed_progress(self, line: str, lineno: int) -> list[Event]:
         """:meth:`feed` for a line that holds none of :attr:`line_filter`'s keywords (no
         ANSI escape among them) while the filter is not ``None``: only its last bar state

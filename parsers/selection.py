@@ -41,6 +41,7 @@ def select_lines(
     start: int,
     end: int,
     on_line: Callable[[int, int, int, int], bool],
+    on_save: Callable[[int, int, int], int] | None = None,
 ) -> int:
     """Call ``on_line(line_start, line_stop, number, how)`` for each line of ``data[start:end]``
     that ``parser`` must be fed, in order; return how many lines ``data[start:end]`` holds.
@@ -62,6 +63,12 @@ def select_lines(
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
     :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers
     from the buffer's newlines (:class:`_Lines`).
+
+    With ``on_save``, after a keyword line fed as :data:`RECORD`, ``on_save(line_start,
+    limit, number)`` may feed the lines after it in one go
+    (:meth:`~StreamParser.feed_save_block`, a save's sub-step lines); it returns the offset
+    past the last line it took (``limit``: the start of the next line holding a
+    ``whole_line`` literal, or ``end``), else ``line_start``, and selection goes on from there.
     """
     lines = _Lines(data, start, end)
     stops, count = lines.stops, len(lines.stops)
@@ -94,10 +101,24 @@ def select_lines(
                 if found >= 0:
                     progress.insert(j, lines.start(lines.index_of(found)))
         if k < count:
-            first_wanted = on_line(lines.start(k), stops[k], k + 1, _how(lines, line_filter, k))
+            how = _how(lines, line_filter, k)
+            first_wanted = on_line(lines.start(k), stops[k], k + 1, how)
             line_filter = parser.line_filter
+            if how == RECORD and on_save is not None and line_filter is not None:
+                k = _save_block(lines, line_filter, k, on_save)
         i = k + 1
     return count
+
+
+def _save_block(
+    lines: _Lines, line_filter: LineFilter, k: int, on_save: Callable[[int, int, int], int]
+) -> int:
+    """The last line that ``on_save`` took after keyword line ``k``, else ``k``."""
+    assert line_filter.whole_line is not None  # a line went as RECORD
+    whole = lines.held(line_filter.whole_line).next(k + 1)
+    line_start = lines.start(k)
+    stop = on_save(line_start, lines.start(whole) if whole < len(lines.stops) else lines.end, k + 1)
+    return k if stop <= line_start else lines.index_of(stop - 1)
 
 
 def _how(lines: _Lines, line_filter: LineFilter, k: int) -> int:
@@ -123,7 +144,7 @@ class _Lines:
         import numpy as np  # loaded already wherever there is a reader: the estimator needs it
 
         self._np = np
-        self.data, self._start, self._end = data, start, end
+        self.data, self._start, self.end = data, start, end
         mask = np.frombuffer(data, np.uint8, count=end - start, offset=start) == ord("\n")
         self._newlines = np.flatnonzero(mask) + start
         self.stops: list[int] = self._newlines.tolist()
@@ -142,7 +163,7 @@ class _Lines:
         """The lines holding one of ``literals``, searched once per buffer."""
         found = self._holding.get(literals)
         if found is None:
-            data, start, end = self.data, self._start, self._end
+            data, start, end = self.data, self._start, self.end
             starts = [
                 s
                 for matcher in _matchers(literals)

@@ -235,6 +235,13 @@ class Stack:
         :meth:`feed`, with the same state after; whether it did. By default it takes none."""
         return False
 
+    def took_save_block(self, data: bytes, at: int, limit: int, lineno: int) -> int | None:
+        """Take the lines after a save's start line ``data[at:]`` (line ``lineno``, just fed
+        as a record) up to some line ending by ``limit`` that :meth:`took_record` would take
+        in turn, with the same state after; the offset past them, or ``None`` (nothing
+        done). By default it takes none."""
+        return None
+
     def match(self, msg: str) -> tuple[Pattern, re.Match[str]] | None:
         """Return the first pattern found in ``msg`` and its match, or ``None``."""
         for pattern in self._pattern_table.candidates(msg):

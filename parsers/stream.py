@@ -161,6 +161,16 @@ class StreamParser(ABC):
         parser may answer it faster. The default is :meth:`feed`."""
         return self.feed(line, lineno)
 
+    def feed_save_block(
+        self, data: bytes, at: int, limit: int, lineno: int
+    ) -> tuple[int, list[Event]] | None:
+        """After :meth:`feed_record` of the line ``data[at:]`` (line ``lineno``), feed the
+        lines after it, up to some line ending by ``limit``, in one go if the parser can: the
+        same events and state as feeding them one by one as ``parsers/selection.py`` would
+        (the events are the last line's). Returns the offset past the last line taken and
+        the events, or ``None`` (nothing done; the default)."""
+        return None
+
     def finish(self) -> list[Event]:
         """Flush pending state at end of file or when the file goes idle; return its events.
 
