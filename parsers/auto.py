@@ -74,7 +74,7 @@ class AutoParser(StreamParser):
 
     def feed_save_block(
         self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[Event]] | None:
+    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
         """The chosen parser's :meth:`StreamParser.feed_save_block`."""
         if self._delegate is None:
             return None

@@ -58,10 +58,11 @@ def parse_buffer(
         taken = parser.feed_save_block(data, line_start, limit, first_line + number)
         if taken is None:
             return line_start
-        stop, events = taken
-        if events:
-            fed.append((data.rfind(b"\n", line_start, stop - 1) + 1, False, events))
-            step_wanted = events[-1].kind is not EventKind.STEP
+        stop, found = taken
+        for at, events in found:
+            if events:
+                fed.append((at, False, events))
+                step_wanted = events[-1].kind is not EventKind.STEP
         return stop
 
     lines = select_lines(parser, data, start, end, feed, save)

@@ -28,6 +28,7 @@ What is recognised:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -163,8 +164,8 @@ _SHARDS_BAR = (
     rb"\[[\d:]+<[\d:?]+, *(?:\d{1,15}(?:\.\d{1,15})?|\?)(?:it/s|s/it)\](?:\x1b\[A)?"
 )
 SAVE_BLOCK = re.compile(
-    rb"\[[A-Z]+\|[^\]|\r\n]+:\d+\] (?P<ts>" + _STAMP + rb") >> Saving model checkpoint to "
-    rb"(?P<dir>[^\s\x1b]*[^\s\x1b/])/*\n"
+    rb"\[[A-Z]+\|[^\]|\r\n]+:\d+\] (?P<ts>" + _STAMP + rb") >> (?P<msg>Saving model checkpoint to "
+    rb"(?P<dir>[^\s\x1b]*[^\s\x1b/])/*)\n"
     rb"(?P<body>(?:\n|(?:"
     + _SHARDS_BAR
     + rb")+\n|"
@@ -232,31 +233,42 @@ class HfTrainer(Stack):
             save.end = (lineno, end_time)
         return True
 
-    def took_save_block(self, data: bytes, at: int, limit: int, lineno: int) -> int | None:
-        """Take the lines of the save whose start line, ``data[at:]`` (line ``lineno``), was
-        just fed as a record, if they are a :data:`SAVE_BLOCK` ending by ``limit``: the same
-        state as :meth:`took_record` of each "saved in" line in turn (the last one's time
-        ends the save so far, the start's stamp is read once). Returns the offset past the
-        block's last line, or ``None`` (nothing done)."""
-        save = self._save
-        if save is None:
-            return None
+    def took_save_block(
+        self,
+        data: bytes,
+        at: int,
+        limit: int,
+        lineno: int,
+        on_start: Callable[[list[Event]], None],
+    ) -> tuple[int, int] | None:
+        """Take a save from its start line ``data[at:]`` (line ``lineno``, a record the buffer
+        path would feed as one) if it is a :data:`SAVE_BLOCK` ending by ``limit``: the start
+        line as :meth:`feed` would take it (its events go to ``on_start`` at once), then the
+        same state as :meth:`took_record` of each "saved in" line in turn (the last one's
+        time ends the save so far; the start's stamp is read once). Returns the offset past
+        the block and the start of its last line, or ``None`` (nothing done)."""
         m = SAVE_BLOCK.match(data, at, limit)
         if m is None or m["dir"].endswith((b"it", b"s")):  # "it/s", "s/it" across the "/"
             return None
-        if m["dir"].decode("utf-8", "replace") != save.path:
+        path = m["msg"][len(b"Saving model checkpoint to ") :].decode("utf-8", "replace")
+        if path[0].isspace() or path[-1].isspace():  # SAVE_START's path would be shorter
             return None
+        msg = m["msg"].decode("utf-8", "replace")
+        on_start(self.on_record(Record(lineno, msg, m["ts"].decode(), EXPLICIT_FORMAT)))
+        save = self._save
+        if save is None or save.path != path.rstrip("/"):  # never, but then the start alone
+            return m.end("msg") + 1, at
         stop = m.end()
-        last_line = lineno + data.count(b"\n", at, stop) - 1
-        last_ts = m["last_ts"].decode()
-        end_time = self.time_of(Record(last_line, "", last_ts, EXPLICIT_FORMAT))
+        last = data.rfind(b"\n", at, stop - 1) + 1
+        last_line = lineno + data.count(b"\n", at, last)
+        end_time = self.time_of(Record(last_line, "", m["last_ts"].decode(), EXPLICIT_FORMAT))
         if end_time is not None:
             save.end = (last_line, end_time)
         elif save.start_time is not None and m.start("body") < m.end("body"):
             middle = data.rfind(b" saved in ", m.start("body"), m.end("body"))
             if middle >= 0:  # the last "saved in" line stamped as the start ends the save
                 save.end = (lineno + data.count(b"\n", at, middle), save.start_time)
-        return stop
+        return stop, last
 
     def on_record(self, record: Record) -> list[Event]:
         """Pair saves with their last "saved in" line; other messages go by the table."""

@@ -192,17 +192,31 @@ class LogParser(StreamParser):
 
     def feed_save_block(
         self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[Event]] | None:
+    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
         """The stack's :meth:`~parsers.stack.Stack.took_save_block` while nothing holds every
-        line (:meth:`_quiet`): the lines it takes are "saved in" records that
-        :meth:`feed_record` gives to :meth:`~parsers.stack.Stack.took_record`, and lines that
-        either are not fed or change nothing (:meth:`_remember_inert`); the events are the
-        clock's findings (a stamp read)."""
+        line (:meth:`_quiet`): its start line is a record :meth:`feed_record` gives to the
+        stack (its events noted and dated as there), the lines after it are "saved in"
+        records that :meth:`feed_record` gives to :meth:`~parsers.stack.Stack.took_record`,
+        and lines that either are not fed or change nothing (:meth:`_remember_inert`); the
+        last line's events are the clock's findings (a stamp read)."""
         stack = self._stack
         if stack is None or not self._quiet():
             return None
-        stop = stack.took_save_block(data, at, limit, lineno)
-        return None if stop is None else (stop, self._dated([]))
+        found: list[tuple[int, list[Event]]] = []
+
+        def on_start(new: list[Event]) -> None:
+            events: list[Event] = []
+            self._note(events, new)
+            found.append((at, self._dated(events)))
+
+        taken = stack.took_save_block(data, at, limit, lineno, on_start)
+        if taken is None:
+            return None
+        stop, last = taken
+        findings = self._dated([])
+        if findings:
+            found.append((last, findings))
+        return stop, found
 
     def feed_progress(self, line: str, lineno: int) -> list[Event]:
         """:meth:`feed` for a line that holds none of :attr:`line_filter`'s keywords (no

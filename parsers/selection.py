@@ -64,11 +64,12 @@ def select_lines(
     :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers
     from the buffer's newlines (:class:`_Lines`).
 
-    With ``on_save``, after a keyword line fed as :data:`RECORD`, ``on_save(line_start,
-    limit, number)`` may feed the lines after it in one go
-    (:meth:`~StreamParser.feed_save_block`, a save's sub-step lines); it returns the offset
-    past the last line it took (``limit``: the start of the next line holding a
-    ``whole_line`` literal, or ``end``), else ``line_start``, and selection goes on from there.
+    With ``on_save``, a keyword line to be fed as :data:`RECORD` first goes to
+    ``on_save(line_start, limit, number)``, which may feed it and the lines after it in one go
+    (:meth:`~StreamParser.feed_save_block`: a save from its start line to its last sub-step
+    line); it returns the offset past the last line it took (by ``limit``: the start of the
+    next line holding a ``whole_line`` literal, or ``end``), else ``line_start`` (then the line
+    goes to ``on_line``), and selection goes on from there.
     """
     lines = _Lines(data, start, end)
     stops, count = lines.stops, len(lines.stops)
@@ -102,10 +103,15 @@ def select_lines(
                     progress.insert(j, lines.start(lines.index_of(found)))
         if k < count:
             how = _how(lines, line_filter, k)
-            first_wanted = on_line(lines.start(k), stops[k], k + 1, how)
+            line_start = stop = lines.start(k)
+            if how == RECORD and on_save is not None:
+                stop = _save_block(lines, line_filter, k, on_save)
+            if stop > line_start:
+                k = lines.index_of(stop - 1)
+                first_wanted = True  # a save's events end with its start or a clock finding
+            else:
+                first_wanted = on_line(line_start, stops[k], k + 1, how)
             line_filter = parser.line_filter
-            if how == RECORD and on_save is not None and line_filter is not None:
-                k = _save_block(lines, line_filter, k, on_save)
         i = k + 1
     return count
 
@@ -113,12 +119,12 @@ def select_lines(
 def _save_block(
     lines: _Lines, line_filter: LineFilter, k: int, on_save: Callable[[int, int, int], int]
 ) -> int:
-    """The last line that ``on_save`` took after keyword line ``k``, else ``k``."""
-    assert line_filter.whole_line is not None  # a line went as RECORD
+    """``on_save`` of keyword line ``k``: the offset past the lines it took, else the line's
+    start."""
+    assert line_filter.whole_line is not None  # a line goes as RECORD
     whole = lines.held(line_filter.whole_line).next(k + 1)
-    line_start = lines.start(k)
-    stop = on_save(line_start, lines.start(whole) if whole < len(lines.stops) else lines.end, k + 1)
-    return k if stop <= line_start else lines.index_of(stop - 1)
+    limit = lines.start(whole) if whole < len(lines.stops) else lines.end
+    return on_save(lines.start(k), limit, k + 1)
 
 
 def _how(lines: _Lines, line_filter: LineFilter, k: int) -> int:

@@ -163,12 +163,13 @@ class StreamParser(ABC):
 
     def feed_save_block(
         self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[Event]] | None:
-        """After :meth:`feed_record` of the line ``data[at:]`` (line ``lineno``), feed the
-        lines after it, up to some line ending by ``limit``, in one go if the parser can: the
-        same events and state as feeding them one by one as ``parsers/selection.py`` would
-        (the events are the last line's). Returns the offset past the last line taken and
-        the events, or ``None`` (nothing done; the default)."""
+    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
+        """Feed a save's lines in one go if the parser can, from the line ``data[at:]`` (line
+        ``lineno``, a keyword line :meth:`feed_record` may take) up to some line ending by
+        ``limit``: the same events and state as feeding them one by one as
+        ``parsers/selection.py`` would. Returns the offset past the last line taken and
+        ``(line_start, events)`` of the lines that gave events, or ``None`` (nothing done; the
+        default)."""
         return None
 
     def finish(self) -> list[Event]:
