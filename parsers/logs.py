@@ -198,7 +198,8 @@ class LogParser(StreamParser):
         stack (its events noted and dated as there), the lines after it are "saved in"
         records that :meth:`feed_record` gives to :meth:`~parsers.stack.Stack.took_record`,
         and lines that either are not fed or change nothing (:meth:`_remember_inert`); the
-        last line's events are the clock's findings (a stamp read)."""
+        last line's events are the clock's findings (a stamp read). An internal error is
+        reported at the start line, as :meth:`feed_record` would, and the block ends there."""
         stack = self._stack
         if stack is None or not self._quiet():
             return None
@@ -209,7 +210,11 @@ class LogParser(StreamParser):
             self._note(events, new)
             found.append((at, self._dated(events)))
 
-        taken = stack.took_save_block(data, at, limit, lineno, on_start)
+        try:
+            taken = stack.took_save_block(data, at, limit, lineno, on_start)
+        except Exception as exc:  # feed_record's contract: report; the next lines go alone
+            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
+            return data.index(b"\n", at) + 1, found
         if taken is None:
             return None
         stop, last = taken
