@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.hf_saves import save_block
 from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
 from ckpt_advisor.parsers.text import Bar
 from ckpt_advisor.parsers.timestamps import parse_mdy_hms, parse_ymd_hms
@@ -153,36 +154,6 @@ _CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
 _TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
 
 
-_STAMP = rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
-_THING = rb"[A-Za-z]+(?: (?!saved in |Saving model)[A-Za-z]+)*"
-_SAVED_IN = (
-    rb"\[[A-Z]+\|[\w.-]+:\d+\] {stamp} >> " + _THING + rb" saved in (?P=dir)/"
-    rb"(?:(?!it/s|s/it|%\|)[^\s\x1b])*\n"
-)
-_SHARDS_BAR = (
-    rb"Writing model shards: *\d{1,3}%\|(?: |\xe2\x96[\x88-\x8f])*\| *\d{1,15}/\d{1,15} "
-    rb"\[[\d:]+<[\d:?]+, *(?:\d{1,15}(?:\.\d{1,15})?|\?)(?:it/s|s/it)\](?:\x1b\[A)?"
-)
-SAVE_BLOCK = re.compile(
-    rb"\[[A-Z]+\|[^\]|\r\n]+:\d+\] (?P<ts>" + _STAMP + rb") >> (?P<msg>Saving model checkpoint to "
-    rb"(?P<dir>[^\s\x1b]*[^\s\x1b/])/*)\n"
-    rb"(?P<body>(?:\n|(?:"
-    + _SHARDS_BAR
-    + rb")+\n|"
-    + _SAVED_IN.replace(b"{stamp}", rb"(?P=ts)")
-    + rb")*)"
-    + _SAVED_IN.replace(b"{stamp}", rb"(?P<last_ts>" + _STAMP + rb")")
-)
-"""An HF save in the shape transformers prints it, from its ``Saving model checkpoint to``
-line to its last "saved in" line (docs/FORMATS.md §1; bench/inputs.py's dense log): "saved
-in" lines of the save's directory stamped as the start (``Configuration saved in`` ×2), blank
-lines, ``Writing model shards`` bars (with their ``\x1b[A``), then one "saved in" line stamped
-anyhow (``Model weights saved in``). Each "saved in" line holds that phrase once, no ``Saving
-model checkpoint to``, nothing the buffer path feeds whole, and goes to :meth:`HfTrainer.
-took_record`; a shards bar holds no keyword and shows a bar with a description (inert); a
-blank line is not fed: :meth:`HfTrainer.took_save_block` applies them at once."""
-
-
 @dataclass(slots=True)
 class _Save:
     path: str
@@ -242,12 +213,13 @@ class HfTrainer(Stack):
         on_start: Callable[[list[Event]], None],
     ) -> tuple[int, int] | None:
         """Take a save from its start line ``data[at:]`` (line ``lineno``, a record the buffer
-        path would feed as one) if it is a :data:`SAVE_BLOCK` ending by ``limit``: the start
-        line as :meth:`feed` would take it (its events go to ``on_start`` at once), then the
-        same state as :meth:`took_record` of each "saved in" line in turn (the last one's
-        time ends the save so far; the start's stamp is read once). Returns the offset past
-        the block and the start of its last line, or ``None`` (nothing done)."""
-        m = SAVE_BLOCK.match(data, at, limit)
+        path would feed as one) if its lines match :func:`~parsers.hf_saves.save_block` by
+        ``limit``: the start line as :meth:`feed` would take it (its events go to
+        ``on_start`` at once), then the same state as :meth:`took_record` of each "saved in"
+        line in turn (the last one's time ends the save so far; the start's stamp is read
+        once). Returns the offset past the block and the start of its last line, or ``None``
+        (nothing done)."""
+        m = save_block().match(data, at, limit)
         if m is None or m["dir"].endswith((b"it", b"s")):  # "it/s", "s/it" across the "/"
             return None
         path = m["msg"][len(b"Saving model checkpoint to ") :].decode("utf-8", "replace")

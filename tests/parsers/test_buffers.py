@@ -231,7 +231,7 @@ def test_the_bench_logs_give_the_events_of_every_line_fed(
         assert steps < sum(e.kind is EventKind.STEP for e in reference) / 10
 
 
-# Save blocks (parsers/hf_trainer.py SAVE_BLOCK): the lines of a save read in one go must give
+# Save blocks (parsers/hf_saves.py): the lines of a save read in one go must give
 # exactly what feeding them one by one gives, steps included.
 
 _CRASH = ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
