@@ -72,14 +72,6 @@ class AutoParser(StreamParser):
             return self.feed(line, lineno)
         return self._delegate.feed_progress(line, lineno)
 
-    def feed_save_block(
-        self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
-        """The chosen parser's :meth:`StreamParser.feed_save_block`."""
-        if self._delegate is None:
-            return None
-        return self._delegate.feed_save_block(data, at, limit, lineno)
-
     def _finish(self) -> list[Event]:
         return self._delegate.finish() if self._delegate is not None else []
 

@@ -52,20 +52,7 @@ def parse_buffer(
             step_wanted = events[-1].kind is not EventKind.STEP
         return step_wanted
 
-    def save(line_start: int, limit: int, number: int) -> int:
-        nonlocal step_wanted
-        limit = min(limit, line_start + max_line_bytes)  # no line of the block is skipped
-        taken = parser.feed_save_block(data, line_start, limit, first_line + number)
-        if taken is None:
-            return line_start
-        stop, found = taken
-        for at, events in found:
-            if events:
-                fed.append((at, False, events))
-                step_wanted = events[-1].kind is not EventKind.STEP
-        return stop
-
-    lines = select_lines(parser, data, start, end, feed, save)
+    lines = select_lines(parser, data, start, end, feed)
     return lines, thin_steps(fed)
 
 

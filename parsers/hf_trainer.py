@@ -28,12 +28,10 @@ What is recognised:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from ckpt_advisor.parsers.events import Event, EventKind
-from ckpt_advisor.parsers.hf_saves import save_block
 from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
 from ckpt_advisor.parsers.text import Bar
 from ckpt_advisor.parsers.timestamps import parse_mdy_hms, parse_ymd_hms
@@ -203,44 +201,6 @@ class HfTrainer(Stack):
         if end_time is not None:
             save.end = (lineno, end_time)
         return True
-
-    def took_save_block(
-        self,
-        data: bytes,
-        at: int,
-        limit: int,
-        lineno: int,
-        on_start: Callable[[list[Event]], None],
-    ) -> tuple[int, int] | None:
-        """Take a save from its start line ``data[at:]`` (line ``lineno``, a record the buffer
-        path would feed as one) if its lines match :func:`~parsers.hf_saves.save_block` by
-        ``limit``: the start line as :meth:`feed` would take it (its events go to
-        ``on_start`` at once), then the same state as :meth:`took_record` of each "saved in"
-        line in turn (the last one's time ends the save so far; the start's stamp is read
-        once). Returns the offset past the block and the start of its last line, or ``None``
-        (nothing done)."""
-        m = save_block().match(data, at, limit)
-        if m is None or m["dir"].endswith((b"it", b"s")):  # "it/s", "s/it" across the "/"
-            return None
-        path = m["msg"][len(b"Saving model checkpoint to ") :].decode("utf-8", "replace")
-        if path[0].isspace() or path[-1].isspace():  # SAVE_START's path would be shorter
-            return None
-        msg = m["msg"].decode("utf-8", "replace")
-        on_start(self.on_record(Record(lineno, msg, m["ts"].decode(), EXPLICIT_FORMAT)))
-        save = self._save
-        if save is None or save.path != path.rstrip("/"):  # never, but then the start alone
-            return m.end("msg") + 1, at
-        stop = m.end()
-        last = data.rfind(b"\n", at, stop - 1) + 1
-        last_line = lineno + data.count(b"\n", at, last)
-        end_time = self.time_of(Record(last_line, "", m["last_ts"].decode(), EXPLICIT_FORMAT))
-        if end_time is not None:
-            save.end = (last_line, end_time)
-        elif save.start_time is not None and m.start("body") < m.end("body"):
-            middle = data.rfind(b" saved in ", m.start("body"), m.end("body"))
-            if middle >= 0:  # the last "saved in" line stamped as the start ends the save
-                save.end = (lineno + data.count(b"\n", at, middle), save.start_time)
-        return stop, last
 
     def on_record(self, record: Record) -> list[Event]:
         """Pair saves with their last "saved in" line; other messages go by the table."""

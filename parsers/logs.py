@@ -190,39 +190,6 @@ class LogParser(StreamParser):
             self._stack_piece(events, line, lineno)
         return self._dated(events)
 
-    def feed_save_block(
-        self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
-        """The stack's :meth:`~parsers.stack.Stack.took_save_block` while nothing holds every
-        line (:meth:`_quiet`): its start line is a record :meth:`feed_record` gives to the
-        stack (its events noted and dated as there), the lines after it are "saved in"
-        records that :meth:`feed_record` gives to :meth:`~parsers.stack.Stack.took_record`,
-        and lines that either are not fed or change nothing (:meth:`_remember_inert`); the
-        last line's events are the clock's findings (a stamp read). An internal error is
-        reported at the start line, as :meth:`feed_record` would, and the block ends there."""
-        stack = self._stack
-        if stack is None or not self._quiet():
-            return None
-        found: list[tuple[int, list[Event]]] = []
-
-        def on_start(new: list[Event]) -> None:
-            events: list[Event] = []
-            self._note(events, new)
-            found.append((at, self._dated(events)))
-
-        try:
-            taken = stack.took_save_block(data, at, limit, lineno, on_start)
-        except Exception as exc:  # feed_record's contract: report; the next lines go alone
-            self._diagnostics.report(lineno, f"internal error: {type(exc).__name__}: {exc}")
-            return data.index(b"\n", at) + 1, found
-        if taken is None:
-            return None
-        stop, last = taken
-        findings = self._dated([])
-        if findings:
-            found.append((last, findings))
-        return stop, found
-
     def feed_progress(self, line: str, lineno: int) -> list[Event]:
         """:meth:`feed` for a line that holds none of :attr:`line_filter`'s keywords (no
         ANSI escape among them) while the filter is not ``None``: only its last bar state

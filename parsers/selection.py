@@ -41,7 +41,6 @@ def select_lines(
     start: int,
     end: int,
     on_line: Callable[[int, int, int, int], bool],
-    on_save: Callable[[int, int, int], int] | None = None,
 ) -> int:
     """Call ``on_line(line_start, line_stop, number, how)`` for each line of ``data[start:end]``
     that ``parser`` must be fed, in order; return how many lines ``data[start:end]`` holds.
@@ -63,13 +62,6 @@ def select_lines(
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
     :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers
     from the buffer's newlines (:class:`_Lines`).
-
-    With ``on_save``, a keyword line to be fed as :data:`RECORD` first goes to
-    ``on_save(line_start, limit, number)``, which may feed it and the lines after it in one go
-    (:meth:`~StreamParser.feed_save_block`: a save from its start line to its last sub-step
-    line); it returns the offset past the last line it took (by ``limit``: the start of the
-    next line holding a ``whole_line`` literal, or ``end``), else ``line_start`` (then the line
-    goes to ``on_line``), and selection goes on from there.
     """
     lines = _Lines(data, start, end)
     stops, count = lines.stops, len(lines.stops)
@@ -102,29 +94,10 @@ def select_lines(
                 if found >= 0:
                     progress.insert(j, lines.start(lines.index_of(found)))
         if k < count:
-            how = _how(lines, line_filter, k)
-            line_start = stop = lines.start(k)
-            if how == RECORD and on_save is not None:
-                stop = _save_block(lines, line_filter, k, on_save)
-            if stop > line_start:
-                k = lines.index_of(stop - 1)
-                first_wanted = True  # a save's events end with its start or a clock finding
-            else:
-                first_wanted = on_line(line_start, stops[k], k + 1, how)
+            first_wanted = on_line(lines.start(k), stops[k], k + 1, _how(lines, line_filter, k))
             line_filter = parser.line_filter
         i = k + 1
     return count
-
-
-def _save_block(
-    lines: _Lines, line_filter: LineFilter, k: int, on_save: Callable[[int, int, int], int]
-) -> int:
-    """``on_save`` of keyword line ``k``: the offset past the lines it took, else the line's
-    start."""
-    assert line_filter.whole_line is not None  # a line goes as RECORD
-    whole = lines.held(line_filter.whole_line).next(k + 1)
-    limit = lines.start(whole) if whole < len(lines.stops) else lines.end
-    return on_save(lines.start(k), limit, k + 1)
 
 
 def _how(lines: _Lines, line_filter: LineFilter, k: int) -> int:
@@ -150,7 +123,7 @@ class _Lines:
         import numpy as np  # loaded already wherever there is a reader: the estimator needs it
 
         self._np = np
-        self.data, self._start, self.end = data, start, end
+        self.data, self._start, self._end = data, start, end
         mask = np.frombuffer(data, np.uint8, count=end - start, offset=start) == ord("\n")
         self._newlines = np.flatnonzero(mask) + start
         self.stops: list[int] = self._newlines.tolist()
@@ -169,7 +142,7 @@ class _Lines:
         """The lines holding one of ``literals``, searched once per buffer."""
         found = self._holding.get(literals)
         if found is None:
-            data, start, end = self.data, self._start, self.end
+            data, start, end = self.data, self._start, self._end
             starts = [
                 s
                 for matcher in _matchers(literals)

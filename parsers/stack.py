@@ -235,21 +235,6 @@ class Stack:
         :meth:`feed`, with the same state after; whether it did. By default it takes none."""
         return False
 
-    def took_save_block(
-        self,
-        data: bytes,
-        at: int,
-        limit: int,
-        lineno: int,
-        on_start: Callable[[list[Event]], None],
-    ) -> tuple[int, int] | None:
-        """Take the record line ``data[at:]`` (line ``lineno``) that starts a save and the
-        lines after it, up to some line ending by ``limit``, as :meth:`feed` of the first
-        (its events to ``on_start`` at once) and :meth:`took_record` of each "saved in" line
-        after it would, with the same state after; the offset past them and the start of the
-        last one, or ``None`` (nothing done). By default it takes none."""
-        return None
-
     def match(self, msg: str) -> tuple[Pattern, re.Match[str]] | None:
         """Return the first pattern found in ``msg`` and its match, or ``None``."""
         for pattern in self._pattern_table.candidates(msg):

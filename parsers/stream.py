@@ -161,17 +161,6 @@ class StreamParser(ABC):
         parser may answer it faster. The default is :meth:`feed`."""
         return self.feed(line, lineno)
 
-    def feed_save_block(
-        self, data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[tuple[int, list[Event]]]] | None:
-        """Feed a save's lines in one go if the parser can, from the line ``data[at:]`` (line
-        ``lineno``, a keyword line :meth:`feed_record` may take) up to some line ending by
-        ``limit``: the same events and state as feeding them one by one as
-        ``parsers/selection.py`` would. Returns the offset past the last line taken and
-        ``(line_start, events)`` of the lines that gave events, or ``None`` (nothing done; the
-        default)."""
-        return None
-
     def finish(self) -> list[Event]:
         """Flush pending state at end of file or when the file goes idle; return its events.
 

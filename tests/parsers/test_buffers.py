@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import bisect
 import random
-import re
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,30 +48,10 @@ def _every_line(data: bytes, fmt: str) -> list[Event]:
     return events + parser.finish()
 
 
-def _buffered(data: bytes, fmt: str, cuts: list[int], *, blocks: bool = True) -> list[Event]:
+def _buffered(data: bytes, fmt: str, cuts: list[int]) -> list[Event]:
     """Events of ``data`` read as the reader does, in buffers ending at the line boundaries
-    ``cuts`` (and the end); without ``blocks``, every line a save block would take is fed
-    alone (:meth:`StreamParser.feed_save_block` answers ``None``)."""
-    return _read(data, fmt, cuts, blocks=blocks)[0]
-
-
-def _read(
-    data: bytes, fmt: str, cuts: list[int], *, blocks: bool = True
-) -> tuple[list[Event], int]:
-    """:func:`_buffered`'s events and how many save blocks were read as blocks."""
+    ``cuts`` (and the end)."""
     parser = make_parser(fmt)
-    taken = 0
-    by_block = parser.feed_save_block
-
-    def feed_save_block(
-        data: bytes, at: int, limit: int, lineno: int
-    ) -> tuple[int, list[Event]] | None:
-        nonlocal taken
-        found = by_block(data, at, limit, lineno) if blocks else None
-        taken += found is not None
-        return found
-
-    setattr(parser, "feed_save_block", feed_save_block)  # noqa: B010 (an instance's method)
     if not data.endswith(b"\n"):
         data += b"\n"
     events: list[Event] = []
@@ -88,7 +66,7 @@ def _read(
         events += [event for _, line_events in found for event in line_events]
         lines += n
         at = cut
-    return events + parser.finish(), taken
+    return events + parser.finish()
 
 
 def _never(start: int, stop: int, lineno: int) -> None:
@@ -229,163 +207,3 @@ def test_the_bench_logs_give_the_events_of_every_line_fed(
         samples = len(data) / selection.STEP_SAMPLE_BYTES
         assert steps <= saves + 2 * others + 2 * samples + 2 * (len(cuts) + 1)
         assert steps < sum(e.kind is EventKind.STEP for e in reference) / 10
-
-
-# Save blocks (parsers/hf_saves.py): the lines of a save read in one go must give
-# exactly what feeding them one by one gives, steps included.
-
-_CRASH = ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
-_DEEPSPEED = ROOT / "tests" / "parsers" / "fixtures" / "deepspeed" / "deepspeed.log"
-
-
-def _check_blocks(data: bytes, fmt: str, cuts: list[int]) -> int:
-    """Assert that ``data`` cut at ``cuts`` gives the same events with save blocks as
-    without; return how many blocks were read as blocks."""
-    with_blocks, taken = _read(data, fmt, cuts)
-    assert with_blocks == _buffered(data, fmt, cuts, blocks=False)
-    return taken
-
-
-@pytest.mark.parametrize(
-    ("path", "fmt"),
-    [(p, fmt) for p in FIXTURES for fmt in _formats(p)],
-    ids=lambda v: str(v.relative_to(ROOT)) if isinstance(v, Path) else v,
-)
-def test_save_blocks_give_the_events_of_their_lines_fed_one_by_one_on_every_fixture(
-    path: Path, fmt: str
-) -> None:
-    """Each fixture, cut into a buffer per line, read as one buffer and cut at random points,
-    gives the same events, steps included, with save blocks as with each line fed alone."""
-    data = path.read_bytes()
-    for cuts in (_boundaries(data), [], _random_cuts(data, 1, 400)):
-        _check_blocks(data, fmt, cuts)
-
-
-def _dense(days: float = 0.3) -> bytes:
-    return _synth_log(DENSE, days, seed=3)
-
-
-def _saves(data: bytes) -> int:
-    return data.count(b">> Saving model checkpoint to ")
-
-
-@pytest.mark.parametrize(("shape", "days"), [(DENSE, 0.3), (SPARSE, 2.0)], ids=["dense", "sparse"])
-def test_save_blocks_give_the_events_of_their_lines_on_the_bench_logs(
-    shape: LogShape, days: float
-) -> None:
-    """The bench's generated dense and sparse HF logs, in one buffer and cut into random
-    buffers of ~64 kB and ~4 MB, give the same events with save blocks as without, and every
-    save not cut by a buffer's end is read as a block."""
-    data = _synth_log(shape, days, seed=3)
-    assert _check_blocks(data, "auto", []) == _saves(data) > 10
-    for seed, mean in ((1, 64 << 10), (2, 4 << 20)):
-        cuts = _random_cuts(data, seed, mean)
-        assert _check_blocks(data, "auto", cuts) >= _saves(data) - len(cuts)
-
-
-def _excerpt(data: bytes, saves: int) -> bytes:
-    """The lines of ``data`` up to the start of its ``saves + 1``-th save (run start included)."""
-    at = -1
-    for _ in range(saves + 1):
-        at = data.find(b"Saving model checkpoint to ", at + 1)
-    return data[: data.rfind(b"\n", 0, at) + 1]
-
-
-def test_a_buffer_cut_at_any_line_of_a_save_gives_the_events_of_its_lines_fed_one_by_one() -> None:
-    """A dense log of a few saves cut once at every line boundary (a live tail that has read
-    half a save: the buffer ends inside the block, the next one holds the rest) gives the
-    same events with save blocks as without."""
-    data = _excerpt(_dense(), 4)
-    cuts = _boundaries(data)
-    assert _check_blocks(data, "auto", []) == 4
-    for cut in cuts:
-        _check_blocks(data, "auto", [cut])
-
-
-def _traceback() -> bytes:
-    """The real traceback of agent/fixtures/real/hf_trainer_crash.log, from its ``Traceback``
-    line to its exception line."""
-    text = _CRASH.read_bytes()
-    start = text.index(b"Traceback (most recent call last):")
-    end = text.index(b"\n", text.index(b"RuntimeError: CUDA error"))
-    return text[start : end + 1]
-
-
-def _deepspeed_lines() -> bytes:
-    """DeepSpeed's real save lines of one checkpoint (tests/parsers/fixtures/deepspeed)."""
-    lines = _DEEPSPEED.read_bytes().splitlines(keepends=True)
-    return b"".join(line for line in lines if b"global_step10" in line)
-
-
-def _each_save(data: bytes, edit: Callable[[bytes], bytes]) -> bytes:
-    """``data`` with each save block (from its start line to its ``Model weights`` line)
-    replaced by ``edit(block)``."""
-    out, at = [], 0
-    while (start := data.find(b"[INFO|trainer.py:4149]", at)) >= 0:
-        end = data.index(b"\n", data.index(b"Model weights saved in", start)) + 1
-        out += [data[at:start], edit(data[start:end])]
-        at = end
-    return b"".join([*out, data[at:]])
-
-
-def _after(block: bytes, phrase: bytes, insert: bytes) -> bytes:
-    """``block`` with ``insert`` after the line holding ``phrase``."""
-    at = block.index(b"\n", block.index(phrase)) + 1
-    return block[:at] + insert + block[at:]
-
-
-def _bad_last_stamp(block: bytes) -> bytes:
-    """``block`` with its last line's date made impossible (month 13)."""
-    last = block.rindex(b"\n", 0, len(block) - 1) + 1
-    return block[:last] + block[last:].replace(b"2026-01-", b"2026-13-", 1)
-
-
-_ODD_BLOCKS: dict[str, tuple[Callable[[bytes], bytes], int]] = {
-    "no model weights line": (lambda b: b[: b.index(b"[INFO|modeling_utils")], 6),
-    "other trainer.py line": (lambda b: b.replace(b"trainer.py:4149", b"trainer.py:3812"), 6),
-    "a traceback inside": (lambda b: _after(b, b"config.json", _traceback()), 6),
-    "deepspeed inside": (lambda b: _after(b, b"config.json", _deepspeed_lines()), 6),
-    "sharded save": (
-        lambda b: b.replace(
-            b"Model weights saved in",
-            b"The model is bigger than the maximum size per checkpoint (5GB) and is going to be "
-            b"split in 2 checkpoint shards. You can find where each parameters has been saved "
-            b"in the index located at",
-        ).replace(b"model.safetensors", b"model.safetensors.index.json"),
-        6,
-    ),
-    "sub-steps stamped apart": (
-        lambda b: b.replace(b",000 >> Configuration", b",417 >> Configuration"),
-        6,
-    ),
-    "bad stamp at the end": (_bad_last_stamp, 6),
-    "bad stamp at the start": (lambda b: b.replace(b"2026-01-", b"2026-13-", 1), 6),
-    "rate marker across the path": (
-        lambda b: re.sub(rb"(checkpoint-\d+)", rb"\1-unit", b).replace(
-            b"generation_config.json", b"special_tokens_map.json"
-        ),
-        0,
-    ),
-    "rate marker in a path": (lambda b: b.replace(b"generation_config", b"unit/s"), 6),
-    "failure keyword in a path": (
-        lambda b: b.replace(b"generation_config", b"ChildFailedError"),
-        6,
-    ),
-    "two saves at once": (lambda b: b + b, 12),
-}
-
-
-@pytest.mark.parametrize("name", list(_ODD_BLOCKS))
-def test_odd_save_blocks_give_the_events_of_their_lines_fed_one_by_one(name: str) -> None:
-    """Saves that the block shape does not cover in full (no ``Model weights`` line, another
-    ``trainer.py`` line, a traceback or DeepSpeed's lines inside, a sharded save's index line,
-    sub-steps stamped apart, bad stamps, a rate marker or a failure keyword in a path, a save
-    started twice), read in one buffer and cut at every line of the first saves, give the same
-    events with save blocks as without; the block takes what it covers (as many blocks as the
-    case allows)."""
-    edit, blocks = _ODD_BLOCKS[name]
-    data = _each_save(_excerpt(_dense(), 6), edit)
-    assert _check_blocks(data, "auto", []) == blocks
-    head = _excerpt(data, 2)
-    for cut in _boundaries(head):
-        _check_blocks(data, "auto", [cut])
