@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import fleet
 from bench.backfill import bench_backfill
-from bench.children import CHILD_CWD, Row, agent_cmd, child_env, cpu_timed
+from bench.children import CHILD_CWD, Row, agent_cmd, child_env, compile_bytecode, cpu_timed
 from bench.daemon import bench_live, bench_many
 from bench.goodput import bench_goodput
 from bench.store import bench_store
@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         args.only = ",".join(args.benches)
     args.work.mkdir(parents=True, exist_ok=True)
     env = child_env()
+    compile_bytecode(args.python, env)
     rows: list[Row] = []
     for name in args.only.split(","):
         print(f"[{name}]", flush=True)
