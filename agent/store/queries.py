@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
+MERGED_JOBS = 100
+"""Up to this many jobs, :meth:`SqlQueries.events` merges per-job index reads (two parts a
+job, within SQLite's 500 terms of a compound SELECT); beyond, it sorts."""
+
+
 def _dt(s: float | None) -> datetime | None:
     return None if s is None else datetime.fromtimestamp(s, UTC)
 
@@ -156,12 +161,17 @@ class SqlQueries:
         since_s: float | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
-        """Stored events in time order (events without time last), filtered as asked."""
-        where: list[str] = ["TRUE"]
+        """Stored events in time order (events without time last; ties by id), filtered as
+        asked.
+
+        Each job's events are read in the order of its ``(job, time_s, id)`` index, those with a
+        time and those without apart, each part cut at ``limit``, and the parts merged: the
+        database walks an index to the limit instead of sorting every event (``events --limit
+        1000`` over a million: 0.22 s -> 0.01 s). Over more than :data:`MERGED_JOBS` jobs, one
+        sort of the matching events instead.
+        """
+        where: list[str] = []
         params: list[Any] = []
-        if job is not None:
-            where.append("job = ?")
-            params.append(job)
         if kinds is not None:
             names = list(kinds)
             where.append(f"kind IN ({','.join('?' * len(names))})")
@@ -169,13 +179,39 @@ class SqlQueries:
         if since_s is not None:
             where.append("time_s >= ?")
             params.append(since_s)
-        sql = (
-            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY time_s IS NULL, time_s, id"
+        jobs = [job] if job is not None else self.event_jobs()
+        cut = "" if limit is None else " LIMIT ?"
+        parts: list[str] = []
+        args: list[Any] = []
+        if len(jobs) <= MERGED_JOBS:
+            for name in jobs:
+                halves = [("time_s IS NOT NULL", "time_s, id")]
+                if since_s is None:  # an event without time is never since a time
+                    halves.append(("time_s IS NULL", "id"))
+                for timed, order in halves:
+                    cond = " AND ".join(["job = ?", timed, *where])
+                    parts.append(
+                        f"SELECT * FROM (SELECT * FROM events WHERE {cond} ORDER BY {order}{cut})"
+                        f" AS p{len(parts)}"
+                    )
+                    args += [name, *params, *([] if limit is None else [limit])]
+            source = f"({' UNION ALL '.join(parts)}) AS merged" if parts else "events WHERE FALSE"
+        else:
+            source = f"events WHERE {' AND '.join(['TRUE', *where])}"
+            args = list(params)
+        sql = f"SELECT * FROM {source} ORDER BY time_s IS NULL, time_s, id{cut}"
+        args += [] if limit is None else [limit]
+        return _stored_events(self._rows(sql, args), self._version >= 6)
+
+    def event_jobs(self) -> list[str]:
+        """Names of the jobs that have events, sorted: one index probe per job (a skip scan of
+        ``(job, …)``), not a read of every event."""
+        rows = self._rows(
+            "WITH RECURSIVE j(job) AS (SELECT min(job) FROM events UNION ALL "
+            "SELECT (SELECT min(e.job) FROM events AS e WHERE e.job > j.job) FROM j "
+            "WHERE j.job IS NOT NULL) SELECT job FROM j WHERE job IS NOT NULL"
         )
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return _stored_events(self._rows(sql, params), self._version >= 6)
+        return [r["job"] for r in rows]
 
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:
         """The job's events of ``kinds`` that have a time, as arrays (:class:`EventColumns`).
@@ -250,10 +286,8 @@ class SqlQueries:
 
     def jobs(self) -> list[str]:
         """Names of the jobs that have events or estimates, sorted."""
-        rows = self._rows(
-            "SELECT DISTINCT job FROM events UNION SELECT DISTINCT job FROM estimates"
-        )
-        return sorted(r["job"] for r in rows)
+        estimated = self._rows("SELECT DISTINCT job FROM estimates")
+        return sorted({*self.event_jobs(), *(r["job"] for r in estimated)})
 
     def count_events(self, job: str | None = None) -> int:
         """How many events are stored (for one job or all)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,53 @@ def test_version_2_store_gains_the_finished_flag(tmp_path: Path) -> None:
     assert [(f.offset, f.finished) for f in store.files("j")] == [(10, False)]
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "6"
+
+
+def test_events_merge_per_job_reads_in_one_order(
+    store_target: str | Path, store_password: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``events`` gives every filter's events in one order across jobs (by time, then as
+    stored; events without time last, as stored), whether it merges per-job index reads or
+    sorts them all (over more than ``MERGED_JOBS`` jobs); ``jobs`` lists each job once."""
+    from ckpt_advisor.agent.store import queries
+
+    store = _open(store_target, store_password)
+    kinds = (EventKind.CHECKPOINT_START, EventKind.STEP, EventKind.FAILURE)
+    stored: list[tuple[str, Event]] = []  # in the order of their ids
+    for j, job in enumerate(("b", "a", "c")):
+        events = [
+            Event(
+                kinds[(i + j) % 3],
+                i + 1,
+                "hf_trainer",
+                time=None if (i + j) % 7 == 0 else T0 + timedelta(seconds=(i * 37 + j * 11) % 50),
+                step=i,
+            )
+            for i in range(40)
+        ]
+        file = replace(_new_file(job), ino=10 + j)
+        store.commit_read(file, offset=1, lineno=1, events=events, now_s=1.0)
+        stored += [(job, e) for e in events]
+    order = sorted(
+        range(len(stored)),
+        key=lambda k: (stored[k][1].time is None, stored[k][1].time or T0, k),
+    )
+    assert store.jobs() == ["a", "b", "c"]
+    since = T0 + timedelta(seconds=20)
+    for merged in (queries.MERGED_JOBS, 1):
+        monkeypatch.setattr(queries, "MERGED_JOBS", merged)
+        for job in (None, "a"):
+            for kind in (None, ["failure", "step"]):
+                for since_dt in (None, since):
+                    want = [
+                        stored[k]
+                        for k in order
+                        if job in (None, stored[k][0])
+                        and (kind is None or stored[k][1].kind.value in kind)
+                        and (since_dt is None or (stored[k][1].time or T0) >= since_dt)
+                        and (since_dt is None or stored[k][1].time is not None)
+                    ]
+                    since_s = None if since_dt is None else since_dt.timestamp()
+                    for limit in (None, 1, 7, 500):
+                        got = store.events(job=job, kinds=kind, since_s=since_s, limit=limit)
+                        assert [(g.job, g.event) for g in got] == want[:limit], (merged, job)
