@@ -164,8 +164,10 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
     default=0,
     show_default=True,
     help="Processes that parse: 0 uses every core this process may run on (its CPU "
-    "affinity) once 64 MB or more are to be read, else one; 1 parses here alone. Files are "
-    "spread over them and a big file is cut into ranges; the events stored are the same.",
+    "affinity) once 64 MB or more are to be read and the biggest file is event-dense (a "
+    "sample of its middle: 1,000 or more lines per MB to parse), else one; 1 parses here alone. "
+    "Files are spread over them and a big file is cut into ranges; the events stored are the "
+    "same.",
 )
 @click.pass_context
 def ingest(
@@ -218,7 +220,7 @@ def ingest(
                 tz=tz,
                 backfill=True,
                 on_progress=lambda n: advance[0](n),
-                workers=workers or _default_workers(total),
+                workers=workers or _default_workers(readable, fmt, total),
             )
             try:
                 with progress_bar("ingesting", total) as advance[0]:
@@ -246,12 +248,17 @@ def ingest(
         fail(f"{len(files) - len(readable)} of {len(files)} file(s) skipped (named above)")
 
 
-def _default_workers(total_bytes: int) -> int:
+def _default_workers(paths: list[str], fmt: str, total_bytes: int) -> int:
     """``--workers 0``: one per core for a backfill of :data:`parallel.SPLIT_BYTES` or more
-    (below, starting the workers costs more than it saves), else 1."""
+    whose biggest file is event-dense enough to pay for them (:func:`parallel.dense_enough`),
+    else 1 (below, starting the workers costs more than it saves; a sparse log parses faster
+    in one process)."""
     from ckpt_advisor.agent.tail import parallel
 
-    return parallel.default_workers() if total_bytes >= parallel.SPLIT_BYTES else 1
+    if total_bytes < parallel.SPLIT_BYTES or parallel.default_workers() == 1:
+        return 1
+    biggest = max(paths, key=lambda path: Path(path).stat().st_size)
+    return parallel.default_workers() if parallel.dense_enough(biggest, fmt) else 1
 
 
 def _readable(path: str) -> bool:

@@ -273,3 +273,34 @@ def test_dedup_memory_that_can_no_longer_act_is_not_state(tmp_path: Path) -> Non
     assert [e.line for e in whole.events() if e.kind == "failure"] == [510]
     whole, fresh = _signatures(tmp_path / "recent.log", (400, 510), 451)
     assert whole.start_signature != fresh.start_signature
+
+
+def test_only_an_event_dense_log_is_parsed_on_several_cores_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 0`` asks :func:`parallel.dense_enough` of the biggest file: true for the
+    bench's event-dense HF log (a save every 20 steps, a metrics line per step), false for its
+    sparse one (a save every 1,800 steps, a metrics line per 20), both sampled on 1 MB; true
+    when it cannot tell (a file too small to sample, or none to read)."""
+    monkeypatch.setattr(parallel, "SAMPLE_BYTES", 1 << 20)
+    dense = dict(mtbf_s=2500.0, cost_s=10.0, interval_steps=20, restart_s=60.0)
+    sparse = dict(mtbf_s=12 * 3600.0, cost_s=120.0, interval_steps=1800, restart_s=600.0)
+    for name, shape, days, every in (("dense", dense, 0.3, 1), ("sparse", sparse, 2.0, 20)):
+        job = simulate(
+            **shape,
+            step_time_s=1.0,
+            duration_s=days * 86400.0,
+            start=NOW,
+            seed=3,
+            log_every_steps=every,
+        )
+        path = tmp_path / f"{name}.log"
+        path.write_text("".join(text for _, text in job.log))
+        assert path.stat().st_size > parallel.SAMPLE_BYTES // 2
+        assert parallel.dense_enough(str(path), "auto") is (name == "dense"), name
+    small = tmp_path / "small.log"
+    small.write_text(
+        "[INFO|trainer.py:1] 2026-11-29 22:11:34,899 >> ***** Running training *****\n"
+    )
+    assert parallel.dense_enough(str(small), "auto")
+    assert parallel.dense_enough(str(tmp_path / "missing.log"), "auto")
