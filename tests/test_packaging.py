@@ -93,8 +93,9 @@ def test_every_package_folder_is_installed_under_ckpt_advisor() -> None:
 
 
 def test_the_wheel_installs_only_ckpt_advisor(tmp_path: Path) -> None:
-    """A built wheel has one top-level name (plus its metadata) and carries the demo's logs, the
-    store's backends and the Alembic scripts the store migrates with."""
+    """A built wheel, named with ``ckpt_advisor.agent.__version__``, has one top-level name (plus
+    its metadata) and carries the demo's logs, the store's backends and the Alembic scripts the
+    store migrates with."""
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
         check=True,
@@ -102,6 +103,9 @@ def test_the_wheel_installs_only_ckpt_advisor(tmp_path: Path) -> None:
         timeout=300,
     )
     (wheel,) = tmp_path.glob("ckpt_advisor-*.whl")
+    from ckpt_advisor.agent import __version__
+
+    assert wheel.name.startswith(f"ckpt_advisor-{__version__}-")  # the version's one source
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {
         "ckpt_advisor",

@@ -16,6 +16,7 @@ LOG = ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log"
 NOT_ON_INGEST = [
     "alembic",  # a new store is stamped without it; only a migration imports it
     "apscheduler",
+    "importlib.metadata",  # the agents row's version is ckpt_advisor.agent.__version__
     "mako",
     "matplotlib",
     "pandas",

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable
-from importlib import metadata
 from typing import Any
 
+from ckpt_advisor.agent import __version__
 from ckpt_advisor.agent.store.records import (
     AgentNameInUse,
     FileState,
@@ -37,13 +37,6 @@ AGENT_COLUMNS = ("name", "host", "pid", "version", "started_s", "seen_s", "stopp
 JOB_COLUMNS = ("name", "agent", "gpus", "nodes", "updated_s")
 FILE_COLUMNS = ", ".join(f'"{k}"' for k in FileState.__slots__)
 """A :class:`FileState`'s columns of ``files``, in its order (``offset`` is a keyword)."""
-
-
-def _version() -> str:
-    try:
-        return metadata.version("ckpt-advisor")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def file_state(row: Any) -> FileState:
@@ -107,7 +100,7 @@ class FleetTables(StoreBase):
                     "agent its own name (this one reads and posts nothing until that one stops "
                     f"or has been silent for {AGENT_ALIVE_S:.0f} s)"
                 )
-        row = (self.agent, host, pid, _version(), now_s, now_s, None)
+        row = (self.agent, host, pid, __version__, now_s, now_s, None)
         self._exec(conn, upsert("agents", AGENT_COLUMNS, ["name"]), row)
 
     def stop_agent(self) -> None:
