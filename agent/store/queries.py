@@ -164,11 +164,13 @@ class SqlQueries:
         """Stored events in time order (events without time last; ties by id), filtered as
         asked.
 
-        Each job's events are read in the order of its ``(job, time_s, id)`` index, those with a
-        time and those without apart, each part cut at ``limit``, and the parts merged: the
-        database walks an index to the limit instead of sorting every event (``events --limit
-        1000`` over a million: 0.22 s -> 0.01 s). Over more than :data:`MERGED_JOBS` jobs, one
-        sort of the matching events instead.
+        With a ``limit`` and no ``kinds``, each job's events are read in the order of its
+        ``(job, time_s, id)`` index, those with a time and those without apart, each part cut at
+        ``limit``, and the parts merged: the database walks an index to the limit instead of
+        sorting every event (``events --limit 1000`` over a million: 0.22 s -> 0.01 s).
+        Otherwise (and over more than :data:`MERGED_JOBS` jobs) one sort of the matching
+        events: with ``kinds``, the ``(job, kind, time_s)`` index finds them (a walk in time
+        order would visit every event of the job to find a rare kind).
         """
         where: list[str] = []
         params: list[Any] = []
@@ -179,11 +181,12 @@ class SqlQueries:
         if since_s is not None:
             where.append("time_s >= ?")
             params.append(since_s)
-        jobs = [job] if job is not None else self.event_jobs()
+        merge = limit is not None and kinds is None  # else an index of kinds, or all, is read
+        jobs = ([job] if job is not None else self.event_jobs()) if merge else []
         cut = "" if limit is None else " LIMIT ?"
         parts: list[str] = []
         args: list[Any] = []
-        if len(jobs) <= MERGED_JOBS:
+        if merge and len(jobs) <= MERGED_JOBS:
             for name in jobs:
                 halves = [("time_s IS NOT NULL", "time_s, id")]
                 if since_s is None:  # an event without time is never since a time
@@ -197,6 +200,9 @@ class SqlQueries:
                     args += [name, *params, *([] if limit is None else [limit])]
             source = f"({' UNION ALL '.join(parts)}) AS merged" if parts else "events WHERE FALSE"
         else:
+            if job is not None:
+                where.insert(0, "job = ?")
+                params.insert(0, job)
             source = f"events WHERE {' AND '.join(['TRUE', *where])}"
             args = list(params)
         sql = f"SELECT * FROM {source} ORDER BY time_s IS NULL, time_s, id{cut}"
