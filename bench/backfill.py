@@ -89,13 +89,13 @@ def _backfill(
                 per_core >= 200,
             ),
         ]
-    one = agent_cmd(args.python, "ingest", str(log), "--job", "backfill", "--workers", "1")
+    ingest = agent_cmd(args.python, "ingest", str(log), "--job", "backfill")
     on_cores = cores.rows(
         name,
         truth.size_bytes,
         run,
         db,
-        lambda db1: timed_child([*one, "--db", str(db1)], env, rss=True),
+        lambda db1, n: timed_child([*ingest, "--workers", str(n), "--db", str(db1)], env, rss=True),
     )
     return [
         *speed,
