@@ -245,7 +245,7 @@ class Daemon:
         return self.health.problem()
 
     def _status_line(self, stats: ScanStats) -> str:
-        files = len(self.tailer.positions())
+        files = self.tailer.n_followed  # each scan: positions() would fstat and sort every file
         text = f"{len(self.jobs.jobs)} job(s), {files} file(s); last scan {stats.lines} line(s)"
         if (last_s := self.jobs.last_estimate_s) is not None:
             text += f"; last estimate {datetime.fromtimestamp(last_s, UTC):%H:%M:%S} UTC"

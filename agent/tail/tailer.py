@@ -127,6 +127,12 @@ class Tailer:
         """The read position and current size of every followed file, sorted by path."""
         return self._files.positions()
 
+    @property
+    def n_followed(self) -> int:
+        """How many files are followed (open), without a ``fstat`` of each as :meth:`positions`
+        takes."""
+        return len(self._files.by_key)
+
     def watched_dirs(self) -> set[str]:
         """Directories to hand to watchdog: the fixed prefix of every glob that exists."""
         return discovery.watched_dirs(self.specs)

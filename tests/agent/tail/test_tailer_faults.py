@@ -81,12 +81,14 @@ def test_file_rotated_while_down_is_followed_while_its_writer_may_write(
         assert _steps(store) == [1, 2, 3, 4, 5, 6]
         followed = [p.path for p in restarted.positions()]
         assert followed == ([str(path)] if last_write_h else [str(path), str(rotated)])
+        assert restarted.n_followed == len(followed)  # the daemon's status line counts so
         writer.write(records(range(7, 9)))
     restarted.scan(discover=False)
     assert _steps(store) == [1, 2, 3, 4, 5, 6] + ([] if last_write_h else [7, 8])
     clock.now += timedelta(hours=1)
     restarted.scan(discover=False)
     assert [p.path for p in restarted.positions()] == [str(path)]
+    assert restarted.n_followed == 1
 
 
 def test_empty_file_renamed_away_before_its_first_line_is_followed(tmp_path: Path) -> None:
