@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.followed import OpenFile
+from ckpt_advisor.agent.tail.inputs import MAX_LINE_BYTES
 from ckpt_advisor.agent.tail.ranges import (
     ROW,
     RangeResult,
@@ -119,6 +120,7 @@ def dense_enough(path: str, fmt: str) -> bool:
     wants every line, an unreadable file): the workers are then used, as before.
     """
     from ckpt_advisor import parsers
+    from ckpt_advisor.parsers.buffers import parse_buffer
     from ckpt_advisor.parsers.selection import select_lines
 
     try:
@@ -130,8 +132,8 @@ def dense_enough(path: str, fmt: str) -> bool:
     except OSError:
         return True
     parser = parsers.make_parser(fmt)
-    for n, line in enumerate(head[: head.rfind(b"\n") + 1].split(b"\n")[:-1], 1):
-        parser.feed(line.decode("utf-8", "replace"), n)
+    head_end = head.rfind(b"\n") + 1  # read as the reader reads a buffer
+    parse_buffer(parser, head, 0, head_end, 0, max_line_bytes=MAX_LINE_BYTES, on_skipped=_skip)
     parser.finish()  # a traceback open at the head's end no longer wants every line
     start, end = sample.find(b"\n") + 1, sample.rfind(b"\n") + 1
     if parser.line_filter is None or end - start < SAMPLE_BYTES // 2:
@@ -144,6 +146,10 @@ def dense_enough(path: str, fmt: str) -> bool:
 
     select_lines(parser, sample, start, end, count)
     return selected[0] / ((end - start) / 1e6) >= DENSE_LINES_PER_MB
+
+
+def _skip(_start: int, _stop: int, _lineno: int) -> None:
+    """An overlong line of :func:`dense_enough`'s head: not fed, as the reader skips it."""
 
 
 @dataclass
