@@ -9,6 +9,7 @@ fast (``python -m bench --only cli``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -209,21 +210,34 @@ def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
         click.echo(json.dumps(row, ensure_ascii=False))
 
 
-def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """Print a table with rich (no row folded when piped: the reader's tools cut)."""
+def table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    *,
+    why: list[tuple[str, str]] | None = None,
+) -> None:
+    """Print a table with rich; each column as wide as its widest cell (a number cut to ``…``
+    misleads: a terminal too narrow wraps the lines instead). ``why``: ``(row name, text)``
+    pairs printed under the table, one per line, where free text folds to any width. Piped,
+    no line is folded (the reader's tools cut), unless ``COLUMNS`` is set."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
     out = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
-    for col in columns:
-        out.add_column(col, no_wrap=True)
+    for i, col in enumerate(columns):
+        out.add_column(col, no_wrap=True, min_width=max([len(col), *(len(r[i]) for r in rows)]))
     for row in rows:
         out.add_row(*row)
     console = Console()
-    if not console.is_terminal:  # piped: never fold a row; let the reader's tools cut
+    if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = 10_000
     console.print(out, crop=False)
+    if why:
+        console.print("why:", highlight=False)
+        for name, text in why:
+            console.print(f"  {name}: {text}", highlight=False, markup=False)
 
 
 def event_table(

@@ -142,25 +142,43 @@ def estimates(
             fail(f"no estimates stored yet{of_job}")
         fail(f"no estimate computed in the last {format_duration(since)}{of_job}")
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
-    columns = ["job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "tiers"]
-    columns += ["setting", "goodput", "silenced until", "why"]
     history = since is not None
+    cells = [
+        ([short_time(r["computed_at"])] if history else [])
+        + _estimate_row(r)
+        + [until_cell(silences.get(r["job"]), now_s)]
+        for r in rows
+    ]
+    columns = (["computed"] if history else []) + [
+        *("job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "tiers"),
+        *("setting", "goodput", "silenced until"),
+    ]
+    shown = [
+        i for i, c in enumerate(columns) if c not in _SPARSE or any(r[i] != "-" for r in cells)
+    ]
     table(
         (
             f"estimates (computed up to {newest} UTC"
             if not history
             else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
         )
-        + "; ≥: C from log lines is a lower bound; tiers: a two-tier job's advised fast "
-        "interval × saves per persistent save)",
-        (["computed"] if history else []) + columns,
-        [
-            ([short_time(r["computed_at"])] if history else [])
-            + _estimate_row(r)
-            + [until_cell(silences.get(r["job"]), now_s), r.get("decision_text") or "-"]
-            for r in rows
+        + "; ≥: C from log lines is a lower bound"
+        + (
+            "; tiers: a two-tier job's advised fast interval × saves per persistent save)"
+            if columns.index("tiers") in shown
+            else ")"
+        ),
+        [columns[i] for i in shown],
+        [[r[i] for i in shown] for r in cells],
+        why=[
+            (" ".join(c[: 1 + history][::-1]), r.get("decision_text") or "-")
+            for c, r in zip(cells, rows, strict=True)
         ],
     )
+
+
+_SPARSE = frozenset(("tiers", "silenced until"))
+"""Columns shown only when a row has one: most jobs have neither two tiers nor a silence."""
 
 
 def _fleet(store: StoreReader, config_path: str | None, as_json: bool) -> None:

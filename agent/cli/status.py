@@ -163,18 +163,17 @@ def _print_jobs(latest: list[dict[str, Any]], now_s: float) -> None:
     """Each job's state and the decision behind it (why a message was, or was not, posted)."""
     if not latest:
         return
-    rows = []
+    rows, reasons = [], []
     for row in latest:
         computed = row.get("computed_at")
         when = datetime.fromisoformat(computed).timestamp() if computed else None
         why = row.get("decision_text") or "-"
         cost = cost_cell(row) if "checkpoint_cost_s" in row else "-"
         best = best_cell(row) if "recommended_interval_s" in row else "-"
-        rows.append(
-            [row["job"], row.get("status") or "-", format_ago(when, now_s), cost, best, why]
-        )
+        rows.append([row["job"], row.get("status") or "-", format_ago(when, now_s), cost, best])
+        reasons.append((row["job"], why))
     title = "jobs (latest estimate; ≥: C from log lines is a lower bound)"
-    table(title, ["job", "status", "estimated", "C", "best", "why"], rows)
+    table(title, ["job", "status", "estimated", "C", "best"], rows, why=reasons)
 
 
 COMMANDS = (status,)

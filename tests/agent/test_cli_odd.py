@@ -211,12 +211,14 @@ def test_estimates_history_has_a_time_column(store_db: Path) -> None:
     """`estimates --since 2d` prints one row per stored estimate, oldest first, each with the
     time it was computed; a window holding none says so (not "no estimates stored yet")."""
     out = CliRunner().invoke(main, ["estimates", "--since", "2d", "--db", str(store_db)]).stdout
-    [header] = [line for line in out.splitlines() if "computed" in line and "job" in line]
-    rows = [line.split() for line in out.splitlines() if "llama-70b" in line]
+    shown, why = out.split("\nwhy:\n")
+    [header] = [line for line in shown.splitlines() if "computed" in line and "job" in line]
+    rows = [line.split() for line in shown.splitlines() if "llama-70b" in line]
     now = datetime.now(UTC)
     stamps = [datetime.fromisoformat(f"{r[0]}T{r[1]}+00:00") for r in rows]
     assert [round((now - s).total_seconds() / 3600) for s in stamps] == [25, 1]
     assert header.split()[:3] == ["computed", "job", "status"]
+    assert [line.split()[:2] for line in why.splitlines()] == [["llama-70b", r[0]] for r in rows]
     empty = CliRunner().invoke(main, ["estimates", "--since", "30m", "--db", str(store_db)])
     assert empty.exit_code == 1
     assert empty.stderr == "ckpt-advisor: no estimate computed in the last 30m 00s\n"
@@ -259,3 +261,18 @@ def test_status_of_a_dead_daemon_does_not_say_up_since(tmp_path: Path) -> None:
     ) in result.stdout
     status = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
     assert status["running"] is False
+
+
+def test_estimates_table_keeps_numbers_whole_on_a_narrow_screen(store_db: Path) -> None:
+    """On a 60-column screen no cell of `estimates` is cut to "…": the columns keep their
+    widest cell, the free-text reasons go under the table as "job: why" lines (folded there),
+    and the tiers and silence columns, empty for every job, are left out."""
+    wide = json.loads(
+        CliRunner().invoke(main, ["estimates", "--db", str(store_db), "--json"]).stdout
+    )
+    out = CliRunner(env={"COLUMNS": "60"}).invoke(main, ["estimates", "--db", str(store_db)]).stdout
+    assert "…" not in out
+    shown, why = out.split("\nwhy:\n")
+    header = next(line for line in shown.splitlines() if "status" in line)
+    assert "tiers" not in header and "silenced" not in header and "why" not in header
+    assert " ".join(why.split()) == " ".join(f"{r['job']}: {r['decision_text']}" for r in wide)

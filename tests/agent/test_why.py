@@ -64,12 +64,14 @@ def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: s
     best = f"≥ {format_duration(est['recommended_interval_s'])}"  # at least Daly at C's bound
     _, table = _run("estimates", "--db", hf_db)
     [row] = [line for line in table.splitlines() if line.strip().startswith("hf ")]
-    assert "≥ 0.037s" in row and best in row and why in row
+    assert "≥ 0.037s" in row and best in row
     assert f" {est['recommended_setting']} or more " in row  # as open as the interval
+    assert f"\nwhy:\n  hf: {why}\n" in table
     code, status = _run("status", "--db", hf_db)
     assert code == 1  # no daemon has run with this store
     [row] = [line for line in status.splitlines() if line.strip().startswith("hf ")]
-    assert "insufficient_data" in row and "≥ 0.037s" in row and best in row and why in row
+    assert "insufficient_data" in row and "≥ 0.037s" in row and best in row
+    assert f"\nwhy:\n  hf: {why}\n" in status
     _, status_json = _run("status", "--db", hf_db, "--json")
     [job] = json.loads(status_json)["jobs"]
     assert (job["job"], job["decision"]["code"], job["decision_text"]) == (
