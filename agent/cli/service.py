@@ -28,7 +28,9 @@ from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
 from ckpt_advisor.agent.store.url import redact
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Sequence
+
+    from ckpt_advisor.agent.config_jobs import JobConfig
 
 
 @click.command(
@@ -128,7 +130,7 @@ def check_config(config_path: str) -> None:
         )
     if url is None:
         _check_store(config.store.path)
-        store = str(config.store.path)
+        store = _new_store(config.store.path)
     else:
         store = f"{redact(url)} ({_check_url(url, config.store.password())})"
     click.echo(f"{config_path}: OK")
@@ -139,6 +141,7 @@ def check_config(config_path: str) -> None:
         for kind, patterns in (("logs", job.logs), ("timings", job.timings)):
             for pattern in patterns:
                 click.echo(f"job {job.name}: {kind} {pattern}: {_matches(job.name, pattern)}")
+    _warn_shared(config.jobs)
     token = slack_token(config)
     where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
     click.echo(f"recommendations go to {where}")
@@ -179,6 +182,28 @@ def _matches(job: str, pattern: str) -> str:
     if kinds:
         text += "; also " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ", skipped"
     return text
+
+
+def _warn_shared(jobs: Sequence[JobConfig]) -> None:
+    """Warn about each file that the globs of several jobs match now: the daemon reads it once,
+    as the first of them in the config (``agent/tail/discovery.py``), the others get nothing
+    from it."""
+    import glob
+
+    first: dict[str, str] = {}
+    also: dict[str, list[str]] = {}
+    for job in jobs:
+        for pattern in (*job.logs, *job.timings):
+            for path in glob.glob(pattern, recursive=True):
+                taken = first.setdefault(path, job.name)
+                if taken != job.name and job.name not in also.setdefault(path, []):
+                    also[path].append(job.name)
+    for path, others in sorted(also.items()):
+        warn(
+            f"warning: {path}: matched by the globs of jobs {first[path]} and "
+            f"{', '.join(others)}: it is read once, as job {first[path]} (the first in the "
+            "config); narrow the other globs"
+        )
 
 
 def _check_store(db_path: Path) -> None:
@@ -229,17 +254,31 @@ def _check_url(url: str, password: str | None) -> str:
 
 def _store_problem(db_path: Path) -> str | None:
     """Why the store at ``db_path`` could not be created or written, or None: tries for real
-    (creating its directory and a scratch file there), since permission bits lie to root."""
+    (a scratch file in the nearest directory that exists, since permission bits lie to root),
+    and creates nothing: a check does not change the disk."""
     import tempfile
 
     if db_path.exists():
         return None if os.access(db_path, os.R_OK | os.W_OK) else "not readable and writable"
+    parent = db_path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
     try:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=db_path.parent):
+        with tempfile.TemporaryFile(dir=parent):
             return None
     except OSError as exc:
         return exc.strerror or str(exc)
+
+
+def _new_store(db_path: Path) -> str:
+    """How ``check-config`` shows a store path: with what the daemon's first start creates."""
+    if db_path.exists():
+        return str(db_path)
+    if db_path.parent.exists():
+        return f"{db_path} (created at the daemon's first start)"
+    return f"{db_path} (created with its directory {db_path.parent} at the daemon's first start)"
 
 
 @click.command(

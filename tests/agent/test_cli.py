@@ -191,6 +191,24 @@ def test_check_config_refuses_a_store_it_cannot_create(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 0
     assert "no [[jobs]]" in result.stderr
+    assert f"store: {tmp_path}/s.db (created at the daemon's first start)\n" in result.stdout
+
+
+def test_check_config_creates_nothing(tmp_path: Path) -> None:
+    """check-config of a store in directories that do not exist yet says they will be made,
+    and makes none of them; under a file, the store cannot be created (exit 2)."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[store]\npath = "{tmp_path}/state/sub/s.db"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    assert f"(created with its directory {tmp_path}/state/sub at the daemon's first start)" in (
+        result.stdout
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+    config.write_text(f'[store]\npath = "{config}/sub/s.db"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 2
+    assert f"cannot create {config}/sub/s.db: {config} is not a directory" in result.stderr
 
 
 def test_check_config_connects_to_a_store_url(tmp_path: Path, pg_url: str) -> None:
@@ -318,3 +336,24 @@ def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(
         "ingest", str(FIXTURES / "hf_trainer_crash.log"), "--job", "hf", "--db", str(db)
     )
     assert code == 0, err
+
+
+def test_check_config_warns_of_a_file_two_jobs_match(tmp_path: Path) -> None:
+    """A file matched by the globs of two jobs is named with both jobs and the one that reads
+    it (the first in the config); a file one job matches gives no such warning."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "train.log").write_text("hello\n")
+    (logs / "other.txt").write_text("hello\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[store]\npath = "{tmp_path}/s.db"\n'
+        f'[[jobs]]\nname = "a"\nlogs = ["{logs}/*.log"]\n'
+        f'[[jobs]]\nname = "b"\nlogs = ["{logs}/*"]\n'
+    )
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "matched by" in line] == [
+        f"ckpt-advisor: warning: {logs}/train.log: matched by the globs of jobs a and b: it is "
+        "read once, as job a (the first in the config); narrow the other globs"
+    ]
