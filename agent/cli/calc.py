@@ -91,6 +91,18 @@ def interval(
             as_json=as_json,
         )
         return
+    tier_only = {
+        "--recoverable-fraction": recoverable_fraction,
+        "--memory-mtbf": memory_mtbf,
+        "--persistent-mtbf": persistent_mtbf,
+        "--memory-restart": memory_restart,
+    }
+    if given := [name for name, value in tier_only.items() if value is not None]:
+        fail(
+            f"{', '.join(given)}: two-tier option(s), used with --memory-cost and "
+            "--persistent-cost",
+            EXIT_CONFIG,
+        )
     if mtbf is None or cost is None:
         fail("give --mtbf and --cost (or --memory-cost and --persistent-cost)", EXIT_CONFIG)
     if mtbf <= 0 or cost <= 0:
@@ -313,10 +325,13 @@ def simulate(
         rows.append(("best", out["best"]))
     for label, r in rows:
         err = f" ± {r['waste_stderr']:.2%}" if r["waste_stderr"] is not None else ""
+        formula = r["waste_fraction_formula"]
+        first_order = (
+            f"{formula:.2%}" if formula <= 1 else "over 100%: it holds for C ≪ T ≪ M"
+        )
         click.echo(
             f"{label:8} {format_duration(r['interval_s']):>10}  waste {r['waste_fraction']:.2%}"
-            f"{err} (first-order formula {r['waste_fraction_formula']:.2%}), "
-            f"goodput {r['goodput']:.2%}"
+            f"{err} (first-order formula {first_order}), goodput {r['goodput']:.2%}"
         )
 
 

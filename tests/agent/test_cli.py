@@ -111,6 +111,19 @@ def test_interval_calculator_warns_when_the_cost_nears_the_mtbf() -> None:
     assert 0.9 < data["waste_fraction_daly"] < 1.0
 
 
+def test_interval_refuses_a_two_tier_option_without_the_tiers_costs() -> None:
+    """`interval --mtbf 6h --cost 4m --recoverable-fraction 0.75` exits 2 naming the option
+    (it was ignored: one tier's answer printed as if the split were used)."""
+    code, out, err = _run(
+        "interval", "--mtbf", "6h", "--cost", "4m", "--recoverable-fraction", "0.75"
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "ckpt-advisor: --recoverable-fraction: two-tier option(s), used with --memory-cost "
+        "and --persistent-cost\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -67,6 +67,19 @@ def test_simulate_prints_daly_the_given_intervals_and_the_best() -> None:
     assert daly["waste_fraction"] - out["best"]["waste_fraction"] < 3 * daly["waste_stderr"]
 
 
+def test_simulate_names_the_first_order_formula_out_of_its_range() -> None:
+    """At T = 1 s with C = 4 min the first-order waste C/T + T/(2M) is 240 (24000%): the table
+    says the formula is out of its range (C ≪ T ≪ M) instead of printing it; JSON keeps the
+    value; Daly's row prints its formula figure."""
+    args = ["simulate", "--mtbf", "6h", "--cost", "4m", "--interval", "1s"]
+    args += ["--replicates", "5", "--days", "2"]
+    daly, given = _run(*args).splitlines()[1:3]
+    assert "(first-order formula over 100%: it holds for C ≪ T ≪ M)" in given
+    assert "24000" not in given and "(first-order formula 14.93%)" in daly
+    rows = json.loads(_run(*args, "--json"))["intervals"]
+    assert rows[1]["waste_fraction_formula"] == pytest.approx(240 + 1 / (2 * 6 * 3600))
+
+
 def test_simulate_with_a_weibull_shape_and_bad_arguments() -> None:
     """--shape is accepted and echoed; missing --mtbf exits with the config error code."""
     out = json.loads(
