@@ -179,7 +179,7 @@ def _report(
         spent = job.truth_seconds(since, until)
         true_goodput = spent["productive"] / max(sum(spent.values()), 1.0)
         echo(f"{'goodput (kept / wall)':24}{true_goodput:>14.1%}{goodput.goodput:>14.1%}")
-    echo(f"\nFiles, config and store: {root}")
+    echo(f"\nLogs and store: {root}")
     echo(f"Try: ckpt-advisor estimates --db {root / 'state' / 'ckpt-advisor.db'}")
     echo(f"     ckpt-advisor goodput --job {JOB} --db {root / 'state' / 'ckpt-advisor.db'}")
     return 0
