@@ -326,9 +326,7 @@ def simulate(
     for label, r in rows:
         err = f" ± {r['waste_stderr']:.2%}" if r["waste_stderr"] is not None else ""
         formula = r["waste_fraction_formula"]
-        first_order = (
-            f"{formula:.2%}" if formula <= 1 else "over 100%: it holds for C ≪ T ≪ M"
-        )
+        first_order = f"{formula:.2%}" if formula <= 1 else "over 100%: it holds for C ≪ T ≪ M"
         click.echo(
             f"{label:8} {format_duration(r['interval_s']):>10}  waste {r['waste_fraction']:.2%}"
             f"{err} (first-order formula {first_order}), goodput {r['goodput']:.2%}"

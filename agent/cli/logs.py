@@ -187,7 +187,9 @@ def ingest(
     the job's size, as the daemon would. Ingesting a file twice stores nothing twice: its offset
     is remembered like the daemon's.
 
-    The summary goes to stdout; warnings and the progress bar (on a terminal) to stderr. A path
+    A last line that no newline ends yet is not read (it may still be being written): a warning
+    gives its bytes, and a later ingest reads it once it ends. The summary goes to stdout;
+    warnings and the progress bar (on a terminal) to stderr. A path
     that is not a regular file, or a file that looks binary, is skipped with a warning naming
     it, and the exit code is then 1 (after the others are stored).
     """
@@ -225,6 +227,7 @@ def ingest(
             try:
                 with progress_bar("ingesting", total) as advance[0]:
                     stats = tailer.scan()
+                unended = [(p.path, p.lag_bytes) for p in tailer.positions() if p.lag_bytes]
             finally:
                 tailer.close()
         finally:
@@ -239,6 +242,12 @@ def ingest(
         f"{len(readable)} file(s); {est.n_checkpoints} checkpoint(s), {est.n_failures} "
         f"failure(s), status {est.status}"
     )
+    for path, lag_bytes in unended:
+        warn(
+            f"{path}: its last {lag_bytes:,} byte(s) end in no newline, so they were not read: "
+            "a line still being written, or cut off when its writer died; they are read once a "
+            "newline follows them (ingest again, or let the daemon follow the file)"
+        )
     if stats.parse_misses:
         warn(
             f"{job}: {stats.parse_misses} record(s) looked like data but could not be read; "

@@ -276,3 +276,27 @@ def test_estimates_table_keeps_numbers_whole_on_a_narrow_screen(store_db: Path) 
     header = next(line for line in shown.splitlines() if "status" in line)
     assert "tiers" not in header and "silenced" not in header and "why" not in header
     assert " ".join(why.split()) == " ".join(f"{r['job']}: {r['decision_text']}" for r in wide)
+
+
+def test_ingest_names_a_last_line_with_no_newline(tmp_path: Path) -> None:
+    """A log cut mid-line (its writer killed) is read up to its last newline, and `ingest` says
+    how many bytes after it were left unread; once the line ends, a second ingest reads it and
+    no longer warns."""
+    text = (FIXTURES / "hf_trainer_crash.log").read_bytes()
+    cut = text.index(b"\n", 3000) - 40  # 40 bytes into the line ending after byte 3000
+    log = tmp_path / "train.log"
+    log.write_bytes(text[:cut])
+    args = ["ingest", str(log), "--job", "j", "--db", str(tmp_path / "s.db")]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.stderr
+    unread = cut - (text.rindex(b"\n", 0, cut) + 1)
+    assert first.stderr == (
+        f"ckpt-advisor: {log}: its last {unread:,} byte(s) end in no newline, so they were not "
+        "read: a line still being written, or cut off when its writer died; they are read once "
+        "a newline follows them (ingest again, or let the daemon follow the file)\n"
+    )
+    log.write_bytes(text)
+    second = CliRunner().invoke(main, args)
+    assert (second.exit_code, second.stderr) == (0, "")
+    lines = int(first.stdout.split()[1]) + int(second.stdout.split()[1])
+    assert lines == text.count(b"\n")
