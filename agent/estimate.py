@@ -56,6 +56,7 @@ def timeline_from(columns: EventColumns) -> Timeline:
         failure_class=columns.failure_class,
         failure_planned=columns.failure_planned,
         tier=columns.tier,
+        host_dated=columns.host_dated,
     )
 
 

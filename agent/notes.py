@@ -85,10 +85,29 @@ def _no_timestamps(note: Note) -> str:
     named = ", ".join(f"{s} (first event at line {line})" for s, line in note.by_name.items())
     return (
         f"no timestamps in {named}: events are dated when read (a backfill dates them all at "
-        "the file's modification time), so save durations, save spacing and running time "
-        "cannot be measured; a logging format with times, or a checkpoint timing file, gives "
-        "them"
+        "the file's modification time), so save durations, save spacing, restarts and running "
+        "time are not measured from them; a logging format with times, or a checkpoint timing "
+        "file, gives them"
     )
+
+
+def _host_dated_failures(note: Note) -> str:
+    v = note.values
+    files = ", ".join(note.by_name) or "a file without timestamps"
+    n_failures, n_runs = int(v["n_failures"]), int(v["n_runs"])
+    counted = (
+        f"{_count(n_failures)} interruption(s) in {files} count in M, though no time of theirs "
+        "is measured (no restart, lost work or goodput span ends at them)"
+        if n_failures
+        else f"M counts running time of {files}"
+    )
+    running = (
+        f"; {d(v['exposure_s'])} of running time over {_count(n_runs)} run(s) is measured as "
+        "steps × the step time the file printed (a lower bound)"
+        if n_runs
+        else "; none of its running time is measured, so M may be too low"
+    )
+    return counted + running
 
 
 def _weibull(note: Note) -> str:
@@ -168,6 +187,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.CLOCK_STEP: _clock_step,
     NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
     NoteCode.NO_TIMESTAMPS: _no_timestamps,
+    NoteCode.HOST_DATED_FAILURES: _host_dated_failures,
     NoteCode.FAILURES_CLAMPED: _values(
         lambda v: (
             f"{_count(v['n_failures'])} failure time(s) that the run's steps would put after "

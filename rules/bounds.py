@@ -42,7 +42,7 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
     optimizer-state write) give only a lower bound of C; this closes it where a bar keeps time.
     A step dated less than a second after the save's logged end carries that line's time (a
     bar that does not keep time, no bar) and gives no bound (NaN), nor does a bound below the
-    logged duration.
+    logged duration, nor does a save or step the host dated (:attr:`Timeline.host_dated`).
 
     Args:
         timeline: the job's observations.
@@ -65,7 +65,9 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
     step_s = float(np.median(rates, overwrite_input=True))  # rates: a copy, used only here
     times, steps = timeline.time_s, timeline.step
     first = _first_step_past(stepped, steps, run_id, ends)
+    host = timeline.host_dated
     bounded = (first >= 0) & (times[np.maximum(first, 0)] - times[ends] >= 1.0)
+    bounded &= ~host[ends] & ~host[np.maximum(first, 0)]
     k, at, logged_s = first[bounded], ends[bounded], logged[bounded]
     upper_s = times[k] + 1.0 - (times[at] - logged_s) - (steps[k] - steps[at]) * step_s
     uppers[bounded] = np.where(upper_s >= logged_s, upper_s, np.nan)

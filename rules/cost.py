@@ -194,7 +194,8 @@ def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatA
 
     A timing-file ``checkpoint_end`` gives its ``duration_s``. A log ``checkpoint_end`` gives its
     ``duration_s`` when the parser set one, else the time since a log ``checkpoint_start`` that
-    directly precedes it among the log's saves in the same run.
+    directly precedes it among the log's saves in the same run, unless either was dated by the
+    host (:attr:`Timeline.host_dated`: a file that printed no time).
 
     Args:
         timeline: the job's observations.
@@ -223,6 +224,8 @@ def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray
         & log_ends[after]
         & np.isnan(timeline.duration_s[after])
         & (run_id[before] == run_id[after])
+        & ~timeline.host_dated[before]
+        & ~timeline.host_dated[after]
     )
     ended, began = after[paired], before[paired]
     durations_s[np.searchsorted(index, ended)] = timeline.time_s[ended] - timeline.time_s[began]

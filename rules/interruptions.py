@@ -58,6 +58,8 @@ class Interruption:
         id: its number, 1 for the first in the timeline, in time order.
         rows: the :attr:`Timeline.row` of each failure observation it groups (-1 for a failure
             the rules inferred), in time order: which lines were counted as this one.
+        host_dated: True when one of its failures is :attr:`Timeline.host_dated` (a file
+            that printed no time): its start and end are then no times to measure from.
     """
 
     start_s: float
@@ -67,6 +69,7 @@ class Interruption:
     n_observations: int
     id: int = 0
     rows: tuple[int, ...] = ()
+    host_dated: bool = False
 
 
 def cluster_interruptions(
@@ -115,6 +118,7 @@ def cluster_interruptions(
     joins = (elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap)))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
     rows = timeline.row[failures]
+    host_dated = timeline.host_dated[failures]
     return [
         replace(
             _interruption(
@@ -125,6 +129,7 @@ def cluster_interruptions(
             ),
             id=number,
             rows=tuple(rows[first:last].tolist()),
+            host_dated=bool(host_dated[first:last].any()),
         )
         for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
     ]

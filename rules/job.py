@@ -50,9 +50,9 @@ from ckpt_advisor.rules.progress import (
     saves_since_change,
     step_time_s,
 )
-from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs
+from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs, stepped_exposure_s
 from ckpt_advisor.rules.simulate import simulated_goodput
-from ckpt_advisor.rules.sources import clock_notes, untimed_sources
+from ckpt_advisor.rules.sources import clock_notes, host_dated_notes, untimed_sources
 from ckpt_advisor.rules.tier_estimate import estimate_tiers, fast_save_rows, judged_by_pair
 from ckpt_advisor.rules.timeline import IntArray, Timeline
 
@@ -176,11 +176,16 @@ def estimate_job(
     recent = [i for i in interruptions if i.start_s >= since_s]
     counted = [i for i in recent if not i.planned]
     classes = dict(Counter(i.failure_class for i in counted))
-    exposure = exposure_s(timeline, run_id, since_s=since_s)
+    # spans are measured between observations the host did not date: the runs stay as the
+    # whole timeline splits them (a failure read live still ends its run)
+    measured, run_measured = timeline.measured, run_id[~timeline.host_dated]
+    placed = [i for i in counted if not i.host_dated]
+    stepped_s, n_stepped = stepped_exposure_s(timeline, run_id, since_s=since_s)
+    exposure = exposure_s(measured, run_measured, since_s=since_s) + stepped_s
     own = estimate_mtbf(exposure, len(counted), confidence=confidence)
     mtbf = own
     mtbf_source: str | None = "exponential"
-    gaps_s, tail_s = lives_s(timeline, run_id, counted, since_s=since_s)
+    gaps_s, tail_s = lives_s(measured, run_measured, placed, since_s=since_s)
     weibull = fit_weibull(
         gaps_s, tail_s, confidence=confidence, min_failures=policy.min_weibull_failures
     )
@@ -256,7 +261,8 @@ def estimate_job(
     if steps_now is None and current_s is not None and step_s is not None:
         steps_now = interval_steps(current_s, step_s)
     recommended_steps = None if daly_s is None or step_s is None else interval_steps(daly_s, step_s)
-    n_untimed = len(untimed_sources(clock_findings))
+    untimed = untimed_sources(clock_findings)
+    n_untimed = len(untimed)
     tiers = None
     if fast_tier is not None:
         both, _ = full.with_unseen_interruptions()
@@ -306,6 +312,9 @@ def estimate_job(
             + timing_notes(n_moved, current_s, step_s, n_untimed)
             + clock_notes(clock_findings)
             + inferred_notes(n_clamped, n_unseen)
+            + host_dated_notes(
+                len(counted) - len(placed), stepped_s, n_stepped, untimed, clock_findings
+            )
             + model_notes(
                 cost,
                 persist_s,
@@ -344,10 +353,10 @@ def estimate_job(
             goodput_recommended=goodput_best,
             tiers=tiers,
             goodput_spans=goodput_spans(
-                timeline,
-                interruptions,
-                run_id,
-                saves,
+                measured,
+                [i for i in interruptions if not i.host_dated],
+                run_measured,
+                saves if measured is timeline else save_index(measured, run_measured),
                 step_time_s=step_s,
                 upper_by_row=upper_by_row,
             ),

@@ -43,6 +43,9 @@ class Observation:
             gaps silently; used to tell runs apart when a new log file starts).
         tier: for saves, the tier the checkpoint went to when said (``memory``, ``local``,
             ``persistent``: ``rules/tiers.py``), else None.
+        host_dated: True when ``time_s`` is not the log's: the file had printed no time
+            before this event, so the host dated it (the read time live, the file's mtime in a
+            backfill; ``agent/tail/dating.py``).
     """
 
     kind: str
@@ -55,6 +58,7 @@ class Observation:
     persist_s: float | None = None
     source: str = ""
     tier: str | None = None
+    host_dated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,10 @@ class NoteCode(StrEnum):
     - ``bar_clock_ignored``: ``by_name``: the file and the line from which its progress bar was
       not trusted to keep time.
     - ``no_timestamps``: ``by_name``: each file without stamps and its first event's line.
+    - ``host_dated_failures``: ``n_failures`` (interruptions in files without stamps, counted
+      in M), ``exposure_s`` (running time measured as steps × the printed step time, over
+      ``n_runs`` runs without placed times); ``by_name``: each file without stamps and its
+      first event's line.
     - ``failures_clamped``: ``n_failures`` (times clamped to the next line of their log).
     - ``unseen_interruptions``: ``n_runs``.
     - ``persist_exceeds_interval``: ``persist_s``, ``interval_s``.
@@ -121,6 +129,7 @@ class NoteCode(StrEnum):
     CLOCK_STEP = "clock_step"
     BAR_CLOCK_IGNORED = "bar_clock_ignored"
     NO_TIMESTAMPS = "no_timestamps"
+    HOST_DATED_FAILURES = "host_dated_failures"
     FAILURES_CLAMPED = "failures_clamped"
     UNSEEN_INTERRUPTIONS = "unseen_interruptions"
     PERSIST_EXCEEDS_INTERVAL = "persist_exceeds_interval"

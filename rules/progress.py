@@ -107,7 +107,8 @@ def current_interval_s(
 ) -> float | None:
     """The job's checkpoint interval now, as compute time between saves (Daly's T).
 
-    The median spacing of consecutive saves of one run (one save's mark to the next one's) is
+    The median spacing of consecutive saves of one run (one save's mark to the next one's; not
+    from or to a save the host dated, :attr:`Timeline.host_dated`) is
     ``T + C`` when saves block training for C; Daly (FGCS 22(3), 2006) and Young (1974) define
     the interval T as the compute time between checkpoints, without the checkpoint, so C is
     subtracted when known (the spacing itself is returned when C is unknown, or when it does
@@ -123,7 +124,7 @@ def current_interval_s(
     Returns:
         Seconds, or None when no run has two saves.
     """
-    gaps_s = _within_runs(timeline.time_s[saves], run_id[saves])
+    gaps_s = _within_runs(timeline.time_s[saves], _placed_runs(timeline, run_id, saves))
     recent = gaps_s[gaps_s > 0.0][-window:]
     if not recent.size:
         return None
@@ -155,6 +156,9 @@ def step_time_s(
 
     1. the median ``duration_s`` of ``step`` observations: the framework's own seconds per step
        (the HF Trainer parser reads tqdm's rate into it);
+    Sources 2 and 3 measure time between two observations, so neither may be host-dated
+    (:attr:`Timeline.host_dated`); a rate a file printed is its own measure, whoever dated it.
+
     2. consecutive saves of one run that carry steps: the median of ``(Δt − C)/Δstep`` (one save
        stalls training for C per pair); needs C. Save lines carry their own time stamps, which
        step lines often lack (a parser then gives them the last stamp seen);
@@ -191,8 +195,9 @@ def _step_time_from_saves(
     useful = saves[np.isfinite(timeline.step[saves])]
     if cost_s is None or useful.size < 2:
         return np.zeros(0)
-    elapsed_s = _within_runs(timeline.time_s[useful], run_id[useful]) - cost_s
-    return _per_step(elapsed_s, _within_runs(timeline.step[useful], run_id[useful]))
+    runs = _placed_runs(timeline, run_id, useful)
+    elapsed_s = _within_runs(timeline.time_s[useful], runs) - cost_s
+    return _per_step(elapsed_s, _within_runs(timeline.step[useful], runs))
 
 
 def _step_time_from_steps(
@@ -206,7 +211,8 @@ def _step_time_from_steps(
         save_s = timeline.time_s[saves]
         stalls = np.searchsorted(save_s, times[1:]) - np.searchsorted(save_s, times[:-1])
         elapsed_s = elapsed_s - stalls * cost_s
-    same = run_id[stepped][1:] == run_id[stepped][:-1]
+    runs = _placed_runs(timeline, run_id, stepped)
+    same = runs[1:] == runs[:-1]
     return _per_step(elapsed_s[same], np.diff(timeline.step[stepped])[same])
 
 
@@ -241,7 +247,9 @@ def redated_failures(
     its failures report, the bound from the observations since the previous interruption moves
     the interruption later (all its failures by the same shift), but never past the first
     non-failure line of a log after its first failure (the next run's first line). Interruptions
-    whose failures report no step keep their times.
+    whose failures report no step keep their times, and so do failures dated by the host
+    (:attr:`Timeline.host_dated`): their time says nothing to move from, and a host-dated
+    observation anchors no bound (its time is not the log's).
 
     Args:
         timeline: the job's observations.
@@ -257,7 +265,8 @@ def redated_failures(
     times, steps = timeline.time_s, timeline.step
     failures = timeline.failure_index
     moved_s = times[failures].copy()
-    anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE)
+    host_dated = timeline.host_dated
+    anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE) & ~host_dated
     next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
     member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
     # failure times ascend, so each interruption's members are one slice of them
@@ -270,7 +279,7 @@ def redated_failures(
         until = int(next_lines[after]) if after < next_lines.size else times.size
         until_s = float(times[until]) if until < times.size else np.inf
         reached = steps[failures[members]]
-        if np.isfinite(reached).any():
+        if np.isfinite(reached).any() and not host_dated[first]:
             step = np.nanmax(reached)
             window = np.arange(since, until)
             window = window[anchors[window] & (steps[window] <= step)]
@@ -278,7 +287,7 @@ def redated_failures(
                 bound_s = float(np.max(times[window] + (step - steps[window]) * step_time_s))
                 clamped += bound_s - until_s > CLAMP_NOTE_S
                 shift_s = max(0.0, min(bound_s, until_s) - times[first])
-                early = members[moved_s[members] < until_s]
+                early = members[(moved_s[members] < until_s) & ~host_dated[failures[members]]]
                 moved_s[early] = np.minimum(moved_s[early] + shift_s, until_s)
         since = int(failures[members[-1]]) + 1
     return moved_s, clamped
@@ -290,7 +299,9 @@ def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) ->
     Measured from the interruption's first failure to the first ``step`` or checkpoint
     observation after its last failure, so it holds detection, queueing, start-up, loading the
     checkpoint and failed restart attempts. Interruptions the job never recovered from are
-    skipped.
+    skipped, and so are those with an end the host dated (:attr:`Interruption.host_dated`, or
+    a first progress after it that is :attr:`Timeline.host_dated`): a file that printed no
+    time cannot say when it failed or progressed again.
 
     Args:
         timeline: the job's observations.
@@ -299,13 +310,29 @@ def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) ->
     Returns:
         Seconds, or None when no interruption was followed by progress.
     """
-    progress_s = timeline.time_s[timeline.is_kind(*PROGRESS_KINDS)]
+    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
+    progress_s = timeline.time_s[progress]
     starts = np.array([i.start_s for i in interruptions], np.float64)
     ends = np.array([i.end_s for i in interruptions], np.float64)
     following = np.searchsorted(progress_s, ends, "right")
     recovered = following < progress_s.size
+    if timeline.host_dated.any() and progress.size:
+        next_host = timeline.host_dated[progress[np.minimum(following, progress.size - 1)]]
+        placed = np.array([not i.host_dated for i in interruptions], np.bool_)
+        recovered &= placed & ~next_host
     costs_s = progress_s[following[recovered]] - starts[recovered]
     return float(np.median(costs_s)) if costs_s.size else None
+
+
+def _placed_runs(timeline: Timeline, run_id: IntArray, rows: IntArray) -> IntArray:
+    """The run of each of ``rows`` for :func:`_within_runs`, a host-dated row
+    (:attr:`Timeline.host_dated`) given a run of its own (-1 - its position): no difference
+    from or to it is taken, since its time is not the log's."""
+    runs = run_id[rows]
+    host = timeline.host_dated[rows]
+    if not host.any():
+        return runs
+    return np.where(host, -1 - np.arange(rows.size), runs)
 
 
 def _within_runs(values: FloatArray, runs: IntArray) -> FloatArray:

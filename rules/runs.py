@@ -79,6 +79,60 @@ def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
     return float(np.clip(lengths, 0.0, None, out=lengths).sum())
 
 
+def stepped_exposure_s(
+    timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
+) -> tuple[float, int]:
+    """Running time of stretches of :attr:`Timeline.host_dated` observations, from their steps.
+
+    A log that printed no time (read alone, or in a backfill, where the host dates all its
+    events at the file's mtime) has no span to measure, and its events are in their lines'
+    order but at no time of their own, so :func:`split_runs` cannot tell its runs. Its steps
+    still say how far it got: a stretch is a row of consecutive host-dated observations
+    (timeline order: a file's lines' order), ended by a failure or a clean ``run_end`` and
+    broken by a placed observation, a new source or a start. Its running time is the steps it
+    advanced (its highest step less its lowest) times its own seconds per step as the file
+    printed them (the median ``duration_s`` of its ``step`` observations: a progress bar's
+    rate): a lower bound (the steps before its first event are not seen, nor its saves'
+    stalls). A stretch with no printed rate, or no advance, gives none; so does one inside a
+    run that placed observations measure already (:func:`exposure_s`; a log read live beside
+    a timed one).
+
+    Args:
+        timeline: the job's observations, host-dated ones included.
+        run_id: shape (n,), from :func:`split_runs` on it.
+        since_s: epoch seconds where the window opens: a stretch counts when its last
+            observation is at or after it (by the host's date: the only one it has).
+
+    Returns:
+        ``(seconds, stretches)``: the running time, >= 0, and how many stretches gave it.
+    """
+    host = timeline.host_dated
+    rows = np.flatnonzero(host)
+    if not rows.size:
+        return 0.0, 0
+    kind = timeline.kind
+    opens = timeline.is_kind(*START_KINDS)
+    ended = (kind == Kind.FAILURE) | (kind == Kind.RUN_END)
+    breaks = (np.diff(rows) > 1) | ended[rows[:-1]] | timeline.new_source[rows[1:]]
+    breaks |= opens[rows[1:]] & ~opens[rows[:-1]]
+    stretch = np.concatenate(([0], np.cumsum(breaks)))
+    placed = np.bincount(run_id[~host], minlength=int(run_id[-1]) + 1) >= 2
+    total_s, n_stretches = 0.0, 0
+    bounds = np.flatnonzero(np.concatenate(([True], stretch[1:] != stretch[:-1], [True])))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        members = rows[lo:hi]
+        if placed[run_id[members]].any() or timeline.time_s[members[-1]] < since_s:
+            continue
+        steps = timeline.step[members]
+        steps = steps[np.isfinite(steps)]
+        rates = timeline.duration_s[members[kind[members] == Kind.STEP]]
+        rates = rates[np.isfinite(rates) & (rates > 0.0)]
+        if steps.size and rates.size and steps.max() > steps.min():
+            total_s += float(steps.max() - steps.min()) * float(np.median(rates))
+            n_stretches += 1
+    return total_s, n_stretches
+
+
 def _running_segments(times: FloatArray, run_id: IntArray) -> tuple[FloatArray, FloatArray]:
     """The end and start times of each gap between consecutive observations of one run:
     two fresh arrays the callers may overwrite (at ten million observations every new

@@ -53,6 +53,26 @@ def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
     return tuple(notes)
 
 
+def host_dated_notes(
+    n_failures: int,
+    stepped_s: float,
+    n_runs: int,
+    untimed: Sequence[str],
+    findings: Sequence[ClockFinding],
+) -> tuple[Note, ...]:
+    """A note (:class:`rules.model.NoteCode` ``host_dated_failures``) when M counts
+    interruptions of files without stamps (``n_failures`` of them, in the M window) or running
+    time measured from their steps (``stepped_s`` over ``n_runs`` runs,
+    :func:`rules.runs.stepped_exposure_s`), naming the ``untimed`` files and their first
+    event's line; none otherwise."""
+    if not (n_failures or n_runs):
+        return ()
+    lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}
+    values = {"n_failures": n_failures, "exposure_s": stepped_s, "n_runs": n_runs}
+    by_name = {source: lines[source] for source in untimed}
+    return (Note(NoteCode.HOST_DATED_FAILURES, values, by_name=by_name),)
+
+
 def _first_per_source(findings: Sequence[ClockFinding], kind: str) -> list[ClockFinding]:
     first: dict[str, ClockFinding] = {}
     for finding in sorted((f for f in findings if f.kind == kind), key=lambda f: f.line):

@@ -97,6 +97,10 @@ class Timeline:
             rules added (:meth:`with_unseen_interruptions`).
         tier: shape (n,), the save's tier code (:data:`TIER_CODES`: 0 memory, 1 local,
             2 persistent), -1 when not said (every log save, and timing records without one).
+        host_dated: shape (n,), True for an observation of a log file that had printed no
+            time before it, dated by the host (the read time live, the file's mtime in a
+            backfill): its order among the job's observations is a guess, so no duration
+            with an end at it is measured (:attr:`measured`).
     """
 
     time_s: FloatArray
@@ -111,6 +115,7 @@ class Timeline:
     failure_planned: BoolArray
     row: IntArray
     tier: npt.NDArray[np.int8]
+    host_dated: BoolArray
 
     @classmethod
     def of(cls, observations: Iterable[Observation]) -> Timeline:
@@ -156,6 +161,7 @@ class Timeline:
             failure_class=tuple(o.failure_class for o in failures),
             failure_planned=np.fromiter((o.planned for o in failures), np.bool_, len(failures)),
             tier=np.fromiter((tier_code(o.tier) for o in items), np.int8, count)[order],
+            host_dated=np.fromiter((o.host_dated for o in items), np.bool_, count)[order],
         )
         return replace(timeline, row=order.astype(np.intp))
 
@@ -173,6 +179,7 @@ class Timeline:
         failure_class: Sequence[str | None],
         failure_planned: BoolArray,
         tier: npt.NDArray[np.int8] | None = None,
+        host_dated: BoolArray | None = None,
     ) -> Timeline:
         """A timeline from columns already in time order (ties: in the lines' order), the form
         a store can hand over without building an :class:`Observation` per row.
@@ -186,6 +193,8 @@ class Timeline:
                 (timing-file observations are ignored).
             failure_class, failure_planned: length f, for the ``Kind.FAILURE`` rows in order.
             tier: shape (n,), :data:`TIER_CODES` (-1: not said); None: no tier anywhere.
+            host_dated: shape (n,), :attr:`host_dated`; None: every time was printed or
+                inferred from its own file.
 
         Raises:
             ValueError: times not finite or not sorted, shapes that disagree.
@@ -196,7 +205,10 @@ class Timeline:
         if count > 1 and not (time_s[1:] >= time_s[:-1]).all():
             raise ValueError("time_s must be in ascending order")
         tier = np.full(count, -1, np.int8) if tier is None else tier
-        columns = (kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier)
+        host_dated = np.zeros(count, np.bool_) if host_dated is None else host_dated
+        columns = (
+            kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier, host_dated
+        )  # fmt: skip
         if any(c.shape != (count,) for c in columns):
             raise ValueError(f"every column must have shape ({count},)")
         failure_index = np.flatnonzero(kind == Kind.FAILURE)
@@ -221,6 +233,7 @@ class Timeline:
             failure_planned=failure_planned,
             row=np.arange(count, dtype=np.intp),
             tier=tier,
+            host_dated=host_dated,
         )
 
     def with_failure_times(self, failure_time_s: FloatArray) -> Timeline:
@@ -246,6 +259,7 @@ class Timeline:
             failure_planned=self.failure_planned[failure_order],
             row=self.row[order],
             tier=self.tier[order],
+            host_dated=self.host_dated[order],
         )
 
     def select(self, keep: BoolArray) -> Timeline:
@@ -267,6 +281,7 @@ class Timeline:
             failure_planned=self.failure_planned[failures_kept],
             row=self.row[keep],
             tier=self.tier[keep],
+            host_dated=self.host_dated[keep],
         )
 
     def as_fast_saves(self, rows: BoolArray) -> Timeline:
@@ -332,6 +347,7 @@ class Timeline:
                 ),
                 row=grown(self.row, -1),
                 tier=grown(self.tier, -1),
+                host_dated=np.concatenate((self.host_dated, self.host_dated[at]))[order],
             ),
             n_new,
         )
@@ -348,6 +364,13 @@ class Timeline:
         for kind in kinds:
             found |= self.kind == kind
         return found
+
+    @property
+    def measured(self) -> Timeline:
+        """The observations whose times were printed, or inferred from their own file (all
+        but :attr:`host_dated`), in the same order: the ones every span is measured between
+        (``self`` when there is no host-dated one)."""
+        return self.select(~self.host_dated) if self.host_dated.any() else self
 
     @property
     def newest_s(self) -> float | None:

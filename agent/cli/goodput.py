@@ -88,11 +88,13 @@ def goodput(
     except StoreError as exc:  # a store of an older schema, never opened for writing since
         fail(str(exc))
     spans = est.goodput_spans
+    untimed = next((n for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), None)
+    if untimed is not None and (spans is None or spans.last_s is None):
+        fail(f"{job}: no wall time to split: {render_note(untimed)}")  # every event host-dated
     if spans is None or spans.last_s is None:
         fail(f"job {job!r} has no events with a time: nothing to account for")
     until_s = spans.last_s
     g = spans.breakdown(since_s=-float("inf") if since is None else until_s - since)
-    untimed = next((n for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), None)
     if untimed is not None and g.wall_s == 0.0:
         fail(f"{job}: no wall time to split: {render_note(untimed)}")
     days = by_period(spans, since_s=g.since_s, until_s=g.until_s)

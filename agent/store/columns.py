@@ -16,7 +16,7 @@ chunks and resolves each new group key with one indexed look-up.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,12 +100,20 @@ class ColumnBuilder:
         self._first.append(-1)
         self._size.append(0)
 
-    def columns(self, failures: Sequence[Any], untimed: Sequence[Any]) -> EventColumns:
+    def columns(
+        self,
+        failures: Sequence[Any],
+        untimed: Sequence[Any],
+        host_dated: Mapping[str, Sequence[Any]] | None = None,
+    ) -> EventColumns:
         """The columns of every chunk added (their parts are released as each is joined).
 
         Args:
             failures: ``(failure_class, planned)`` of the job's timed failures in time order.
             untimed: ``(parser, count, first id)`` of its log events without time, per parser.
+            host_dated: per log source without stamps, whether each of its events of the
+                kinds (in time order, ties by id) was dated by the host; a source whose count
+                disagrees with its rows here is taken as host-dated throughout.
         """
         from ckpt_advisor.rules.timeline import tier_code
 
@@ -122,6 +130,12 @@ class ColumnBuilder:
             by_source[g[0]] = min(i, by_source.get(g[0], i))
         first_of_source = np.zeros(group.size, np.bool_)
         first_of_source[list(by_source.values())] = True
+        dated = np.zeros(group.size, np.bool_)
+        for source, flags in (host_dated or {}).items():
+            of_source = [g[0] == source and not g[2] for g in groups]
+            rows = np.flatnonzero(_spread(group, of_source, np.bool_))
+            found = np.asarray(flags, np.bool_)
+            dated[rows] = found if found.size == rows.size else True
         return EventColumns(
             kinds=self.kinds,
             time_s=numbers["time_s"],
@@ -135,6 +149,7 @@ class ColumnBuilder:
             failure_class=tuple(r[0] for r in failures),
             failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
             parser_counts=parser_counts([(g[1], n, i) for g, n, i in logs], untimed),
+            host_dated=dated,
         )
 
     def _joined(self, name: str, dtype: Any) -> npt.NDArray[Any]:

@@ -85,6 +85,9 @@ class EventColumns:
         failure_class, failure_planned: length f, for the ``failure`` rows in order.
         parser_counts: log events (time or not) per parser, most first, ties by first seen.
         tier: shape (n,), the save's tier code (``rules.timeline.TIER_CODES``), -1 when none.
+        host_dated: shape (n,), True for an event of a log file that had printed no time
+            before it (a stored ``no_timestamps`` finding names the file), dated by the host
+            (``agent/tail/dating.py``): ``rules.timeline.Timeline.host_dated``.
     """
 
     kinds: tuple[str, ...]
@@ -99,6 +102,7 @@ class EventColumns:
     failure_planned: npt.NDArray[np.bool_]
     parser_counts: dict[str, int]
     tier: npt.NDArray[np.int8]
+    host_dated: npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)

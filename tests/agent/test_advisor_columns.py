@@ -33,9 +33,26 @@ NOW = datetime(2027, 1, 1, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 
 
-def observations_from(events: list[StoredEvent]) -> list[Observation]:
+def observations_from(
+    events: list[StoredEvent], findings: list[StoredEvent] | None = None
+) -> list[Observation]:
     """The object path, one Observation per timed stored event: the reference the columnar
-    path must equal."""
+    path must equal. With the job's ``no_timestamps`` ``findings``, an event of a file named
+    there is host-dated when its time is estimated, at or after the finding's line and before
+    the file's first event with a printed time."""
+    first = {f.source: f.event.line for f in findings or []}
+    stamped: dict[str, int] = {}
+    for se in events:
+        if se.event.time is not None and not se.event.time_estimated:
+            stamped[se.source] = min(se.event.line, stamped.get(se.source, se.event.line))
+
+    def host_dated(se: StoredEvent) -> bool:
+        return (
+            se.source in first
+            and se.event.time_estimated
+            and first[se.source] <= se.event.line < stamped.get(se.source, 1 << 62)
+        )
+
     return [
         Observation(
             kind=str(se.event.kind),
@@ -47,6 +64,7 @@ def observations_from(events: list[StoredEvent]) -> list[Observation]:
             from_timing_file=se.from_timing_file,
             persist_s=se.event.persist_s,
             source=se.source,
+            host_dated=host_dated(se),
         )
         for se in events
         if se.event.time is not None
@@ -56,14 +74,17 @@ def observations_from(events: list[StoredEvent]) -> list[Observation]:
 def _assert_same_timeline(a: Timeline, b: Timeline) -> None:
     for name in ("time_s", "step", "duration_s", "persist_s"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    for name in ("kind", "from_timing_file", "new_source", "failure_index", "failure_planned"):
+    for name in (
+        "kind", "from_timing_file", "new_source", "failure_index", "failure_planned", "host_dated"
+    ):  # fmt: skip
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.failure_class == b.failure_class
 
 
 def _assert_same_paths(store: Store, job: str) -> None:
     events = store.events(job=job, kinds=ESTIMATE_KINDS)
-    reference = Timeline.of(observations_from(events))
+    findings = store.events(job=job, kinds=["no_timestamps"])
+    reference = Timeline.of(observations_from(events, findings))
     columns = store.event_columns(job, ESTIMATE_KINDS)
     _assert_same_timeline(timeline_from(columns), reference)
     parsers = Counter(e.event.parser for e in events if not e.from_timing_file)
@@ -72,7 +93,7 @@ def _assert_same_paths(store: Store, job: str) -> None:
     stack = parsers.most_common(1)[0][0] if parsers else None
     expected = estimate_job(
         job,
-        observations_from(events),
+        observations_from(events, findings),
         now_s=NOW.timestamp(),
         facts=JobFacts(stack=stack),
         clock_findings=clock_findings(store, job),
