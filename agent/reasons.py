@@ -37,7 +37,7 @@ def _insufficient(reason: Reason) -> str:
     v = reason.values
     parts = [_MISSING[name] for name in reason.missing if name in _MISSING]
     if "saves" in reason.missing:
-        parts.append(f"{v['n_saves']:.0f} of {v['min_saves']:.0f} saves needed")
+        parts.append(f"{v['n_saves']:.0f} of {v['min_saves']:.0f} timed saves needed")
     if "failures" in reason.missing:
         parts.append(f"{v['n_failures']:.0f} of {v['min_failures']:.0f} interruptions needed")
     return "not enough data: " + ("; ".join(parts) or "the drift ratio is unknown")

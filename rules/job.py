@@ -71,7 +71,8 @@ def estimate_job(
 ) -> JobEstimate:
     """Estimate everything about one job's checkpointing from its observations.
 
-    Windows are measured back from the job's newest observation, not from ``now_s``, so a
+    Windows are measured back from the job's newest observation (the newest not host-dated,
+    when there is one: a host's date is no time of the log's), not from ``now_s``, so a
     backfill of old logs gives the estimate a live run would have given: C is the median of the
     last ``policy.cost_window_saves`` save durations; M counts the unplanned interruptions that
     began, and the exposure run, within ``policy.mtbf_window_s`` before the newest observation.
@@ -92,8 +93,16 @@ def estimate_job(
     counts as an interruption of class ``unknown``
     (:meth:`rules.timeline.Timeline.with_unseen_interruptions`). ``n_checkpoints`` counts the
     job's saves (each once, see :func:`rules.progress.save_index`), whether or not their
-    duration is known. The status is :meth:`EstimationPolicy.judge`'s verdict (the one place
-    drift is judged).
+    duration is known; the verdict counts only those not host-dated.
+
+    No span with an end at a host-dated observation (:attr:`Timeline.host_dated`: a log that
+    printed no time, dated at the read time live or its mtime in a backfill) is measured: C,
+    the current interval, the step time from spans, R, the exposure, the lives and the goodput
+    spans are measured between the other observations, within the runs the whole timeline
+    splits. Interruptions in such files still count in M, and their runs' running time is
+    their steps times the rate the file printed (:func:`rules.runs.stepped_exposure_s`); a note
+    says so (:func:`rules.sources.host_dated_notes`). The status is
+    :meth:`EstimationPolicy.judge`'s verdict (the one place drift is judged).
 
     M is the exponential MLE (:func:`rules.mtbf.estimate_mtbf`) unless one of these holds:
 
@@ -153,7 +162,10 @@ def estimate_job(
     base = full if fast_tier is None else full.as_fast_saves(fast_rows)  # saves: persistent
     timeline, n_unseen = base.with_unseen_interruptions()
     newest_s = timeline.newest_s
-    since_s = -float("inf") if newest_s is None else newest_s - policy.mtbf_window_s
+    # the window ends at the newest time a log printed (a host's date is only an upper bound)
+    placed_s = timeline.measured.newest_s if timeline.host_dated.any() else newest_s
+    end_s = newest_s if placed_s is None else placed_s
+    since_s = -float("inf") if end_s is None else end_s - policy.mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
     upper_s = checkpoint_upper_bounds_s(timeline, run_id)
     upper_by_row = save_upper_bounds_by_row(timeline, run_id, upper_s)  # for goodput_spans
@@ -247,7 +259,7 @@ def estimate_job(
     n_checkpoints = int(saves.size)
     verdict = policy.judge(
         ratio=ratio,
-        n_saves=n_checkpoints,
+        n_saves=int(np.count_nonzero(~timeline.host_dated[saves])),  # the ones C can rest on
         n_failures=mtbf.n_failures,
         cost_s=cost_s,
         mtbf_s=mtbf.mtbf_s,

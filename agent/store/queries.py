@@ -236,6 +236,7 @@ class SqlQueries:
                 the daemon or ``ingest``, to upgrade it), or an event lacks its numbers.
         """
         from ckpt_advisor.agent.store.columns import ColumnBuilder  # numpy: only here
+        from ckpt_advisor.agent.store.host_dated import host_dated_flags
 
         if self._version < 4:
             raise StoreError(
@@ -257,42 +258,10 @@ class SqlQueries:
                 (job, *kinds),
             )
             failures = [] if "failure" not in kinds else self._failures(raw, job)
-            host_dated = self._host_dated(raw, job, kinds)
+            host_dated = host_dated_flags(
+                lambda sql, params: self._all(raw, sql, params), job, kinds
+            )
         return built.columns(failures, untimed, host_dated)
-
-    def _host_dated(self, conn: Any, job: str, kinds: Sequence[str]) -> dict[str, list[Any]]:
-        """Per log source with a ``no_timestamps`` finding (the file printed no time before
-        its first event), whether each of its timed events of ``kinds`` (in time order, ties
-        by id) was dated by the host: marked ``time_estimated``, at or after the finding's
-        line and before the file's first event with a printed time (the host dates a file's
-        events until it prints one: ``agent/tail/dating.py``). Exact but for a stamp on a line
-        that gave no event, which would date the events after it by the file: they are taken
-        as host-dated too, the cautious side. Few rows: one finding per file."""
-        findings = self._all(
-            conn,
-            "SELECT source, MIN(line) FROM events WHERE job = ? AND kind = 'no_timestamps' "
-            "GROUP BY source",
-            (job,),
-        )
-        marks = ",".join("?" * len(kinds))
-        out: dict[str, list[Any]] = {}
-        for source, line in findings:
-            [(stamped,)] = self._all(
-                conn,
-                "SELECT MIN(line) FROM events WHERE job = ? AND source = ? "
-                "AND time_estimated = 0 AND time_s IS NOT NULL AND from_timing_file = 0",
-                (job, source),
-            )
-            until = "" if stamped is None else f" AND line < {int(stamped)}"
-            rows = self._all(
-                conn,
-                f"SELECT CASE WHEN time_estimated = 1 AND line >= ?{until} THEN 1 ELSE 0 END "
-                f"FROM events WHERE job = ? AND source = ? AND kind IN ({marks}) "
-                "AND time_s IS NOT NULL AND from_timing_file = 0 ORDER BY time_s, id",
-                (int(line), job, source, *kinds),
-            )
-            out[source] = [bool(r[0]) for r in rows]
-        return out
 
     def _failures(self, conn: Any, job: str) -> list[Any]:
         """``(failure_class, planned)`` of the job's timed failures in time order."""

@@ -1,0 +1,80 @@
+"""Observations the host dated (a log that printed no time, read live beside a checkpoint
+timing file): spans are measured between the others only, within the runs the whole timeline
+splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.runs import split_runs, stepped_exposure_s
+from ckpt_advisor.rules.timeline import Timeline
+
+T0 = 1.8e9
+
+
+def _save(at_s: float, step: int) -> Observation:
+    return Observation(
+        "checkpoint_end", T0 + at_s, step, 50.0, from_timing_file=True, source="t.jsonl"
+    )
+
+
+def _log(
+    kind: str,
+    at_s: float,
+    step: int,
+    duration_s: float | None = None,
+    failure_class: str | None = None,
+) -> Observation:
+    """A line of a log without stamps, dated by the host at ``at_s`` (its read time)."""
+    return Observation(
+        kind, T0 + at_s, step, duration_s, failure_class, source="pl.log", host_dated=True
+    )
+
+
+LIVE = [
+    _save(600, 200),
+    _save(1200, 400),
+    _save(3000, 600),
+    _save(3600, 800),
+    _log("step", 300, 100, duration_s=1.0),
+    _log("checkpoint_start", 610, 200),
+    _log("step", 900, 300, duration_s=1.0),
+    _log("failure", 1500, 450, failure_class="nccl_error"),
+    _log("step", 3300, 700, duration_s=1.0),
+]
+
+
+def test_live_log_beside_a_timing_file_measures_between_the_timing_records() -> None:
+    """A Lightning log read live (its lines at read times) beside a timing file: the running
+    time is the timing records' spans within each run (600→1200 s and 3000→3600 s: 1200 s),
+    the failure read at 1500 s counts (M = 1200 s) and still ends its run, no restart is
+    measured from its read time (R unknown), the current interval is the records' spacing
+    less C (600 − 50 s), and the goodput split leaves 1200→3000 s to idle, not restart
+    (productive, checkpoint, lost, restart, idle: 1100, 100, 0, 0, 1800 s)."""
+    est = estimate_job("pl", LIVE, now_s=T0 + 4000)
+    assert est.exposure_s == pytest.approx(1200.0)
+    assert est.mtbf_s == pytest.approx(1200.0) and est.n_failures == 1
+    assert est.restart_cost_s is None
+    assert est.current_interval_s == pytest.approx(550.0)
+    assert est.checkpoint_cost_s == pytest.approx(50.0)
+    assert est.goodput_spans is not None
+    g = est.goodput_spans.breakdown(since_s=-np.inf)
+    # saves block 50 s before each record; the one before 3000 s lies in the idle gap
+    assert g.wall_s == 3000.0 and g.n_interruptions == 0
+    assert g.seconds.tolist() == [1100.0, 100.0, 0.0, 0.0, 1800.0]
+
+
+def test_stepped_exposure_only_where_no_placed_span_measures() -> None:
+    """The steps of host-dated stretches give running time (Δstep × the printed rate) only in
+    runs without two placed observations: none in the live job above; the same log read alone
+    gives its stretch to the failure, steps 100 to 450 at the printed 1 s (350 s), and none
+    for the stretch after it (one step: no advance)."""
+    timeline = Timeline.of(LIVE)
+    run_id = split_runs(timeline, [], idle_gap_s=7200.0)
+    assert stepped_exposure_s(timeline, run_id) == (0.0, 0)
+    alone = Timeline.of([o for o in LIVE if o.host_dated])
+    alone_runs = split_runs(alone, [], idle_gap_s=7200.0)
+    assert stepped_exposure_s(alone, alone_runs) == (350.0, 1)
