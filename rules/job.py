@@ -162,9 +162,8 @@ def estimate_job(
     base = full if fast_tier is None else full.as_fast_saves(fast_rows)  # saves: persistent
     timeline, n_unseen = base.with_unseen_interruptions()
     newest_s = timeline.newest_s
-    # the window ends at the newest time a log printed (a host's date is only an upper bound)
-    placed_s = timeline.measured.newest_s if timeline.host_dated.any() else newest_s
-    end_s = newest_s if placed_s is None else placed_s
+    end_s = timeline.measured.newest_s  # a log's newest time: a host's date is only a bound
+    end_s = newest_s if end_s is None else end_s
     since_s = -float("inf") if end_s is None else end_s - policy.mtbf_window_s
     interruptions, run_id, saves = runs(timeline)
     upper_s = checkpoint_upper_bounds_s(timeline, run_id)

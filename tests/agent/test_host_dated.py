@@ -1,6 +1,7 @@
 """A job whose logs mix a file with timestamps and one without: no span with an end the host
 dated (the untimed file's events, dated at its mtime in a backfill) is measured, on the real
-captured HF Trainer and Lightning crash logs, through the real tailer and store."""
+captured HF Trainer and Lightning crash logs, through the real tailer and store
+(docs/RELIABILITY.md, scenario 33)."""
 
 from __future__ import annotations
 

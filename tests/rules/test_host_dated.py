@@ -1,6 +1,6 @@
 """Observations the host dated (a log that printed no time, read live beside a checkpoint
 timing file): spans are measured between the others only, within the runs the whole timeline
-splits."""
+splits (docs/RELIABILITY.md, scenario 33)."""
 
 from __future__ import annotations
 
