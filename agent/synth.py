@@ -170,6 +170,15 @@ def bar_redraw(
     return f"\r{frac:4.0%}|{bar}| {step}/{total} [{hms(elapsed_s)}<{hms(remaining)}, {rate}]"
 
 
+def written(message: str, bar: str) -> str:
+    """``message`` as ``tqdm.write`` prints it under the bar ``bar`` (a :func:`bar_redraw`, or
+    ``""`` if none is drawn yet): the bar cleared by a carriage return, as many spaces as it
+    is wide and a carriage return, the message and its newline, then the bar drawn again, so
+    the next record is glued after it, as in the captured runs (tqdm 4.67, ``tqdm.write``)."""
+    clear = f"\r{' ' * (len(bar) - 1)}\r" if bar else "\r"
+    return f"{clear}{message}\n{bar}"
+
+
 def simulate(
     *,
     mtbf_s: float,
@@ -249,6 +258,7 @@ def simulate(
             )
             job.log.append((t, stamp(text, t) + "\n"))
         step = restart_step = saved_step
+        drawn = ""  # the bar as last drawn in this run
         failed = False
         kept = t  # the work since then is not saved yet
         while t < end:
@@ -260,9 +270,10 @@ def simulate(
             if step % bar_every_steps == 0:
                 elapsed_s = (t - run_start).total_seconds()
                 shown = (elapsed_s, None) if frozen_bar_s is None else (frozen_bar_s, 99 * 3600.0)
-                job.log.append((t, bar_redraw(step, total, shown[0], step_time_s, shown[1])))
+                drawn = bar_redraw(step, total, shown[0], step_time_s, shown[1])
+                job.log.append((t, drawn))
             if step % log_every_steps == 0:
-                job.log.append((t, "\r" + tpl.metrics + "\n"))
+                job.log.append((t, written(tpl.metrics, drawn)))
             if step % interval_steps == 0:
                 save_s = (
                     cost_s * math.exp(cost_sigma * rng.standard_normal()) if cost_sigma else cost_s
@@ -305,14 +316,27 @@ def simulate(
     return job
 
 
+def _captured(line: str) -> datetime:
+    """The ``YYYY-MM-DD HH:MM:SS,mmm`` stamp of a captured record (naive: only differences
+    between two are used)."""
+    found = _TS.search(line)
+    if found is None:
+        raise ValueError(f"no timestamp in the captured record {line!r}")
+    return datetime.strptime(found.group(), "%Y-%m-%d %H:%M:%S,%f")
+
+
 def save_lines(tpl: Templates, start: datetime, logged_end: datetime, step: int) -> list[str]:
-    """The captured save block for ``checkpoint-<step>``: its start line stamped ``start``,
-    its last "saved in" line ``logged_end`` (no newlines)."""
+    """The captured save block for ``checkpoint-<step>`` (no newlines): its start line stamped
+    ``start``, its last "saved in" line ``logged_end``, and each "Configuration saved" line
+    its own stamp, as long after ``start`` as it was after the captured save's start (1-3 ms),
+    but never after ``logged_end``."""
     lines = []
+    began = _captured(tpl.save_block[0])
     for line in tpl.save_block:
         text = re.sub(r"checkpoint-\d+", f"checkpoint-{step}", line)
         if "[INFO|" in text:
-            text = stamp(text, logged_end if "Model weights" in text else start)
+            own = start + (_captured(text) - began)
+            text = stamp(text, logged_end if "Model weights" in text else min(own, logged_end))
         lines.append(text)
     return lines
 

@@ -56,13 +56,15 @@ class LogShape:
 
 SPARSE = LogShape("sparse", CHUNK_DAYS, 12 * 3600.0, 120.0, 1800, 600.0, 1, 20)
 """The issue-7 log: a bar redraw per step, a metrics line every 20 steps (so a physical line
-of about 1.2 kB), a save every 30 min costing 2 min, MTBF 12 h: ~8 events per MB."""
+of about 1.3 kB), a save every 30 min costing 2 min, MTBF 12 h: ~8 events per MB."""
 
-DENSE = LogShape("dense", 2.0, 2500.0, 10.0, 20, 60.0, 1, 1)
-"""An event-dense log (issue 15): a metrics line after every step's bar redraw (~150 bytes a
-line), a save every 20 steps (~28 lines) costing 10 s, a failure every ~2,500 running seconds
-(every ~3,500 lines) restarted after 1 min: ~1,000 events per MB through the line-by-line
-parser, as many as the issue's 430,000 events in 404 MB."""
+DENSE = LogShape("dense", 2.0, 2500.0, 10.0, 20, 60.0, 1, 2)
+"""An event-dense log (issue 15): a metrics line every 2 steps (so a physical line of about
+300 bytes: the bar drawn again after the last write, two redraws, the bar's clearing and the
+metrics, as ``tqdm.write`` prints them), a save every 20 steps (~16 lines, its start glued
+after a bar redraw) costing 10 s, a failure every ~2,500 running seconds (every ~2,000 lines)
+restarted after 1 min: ~250 saves and ~2 failures per MB, as many events as the issue's
+430,000 in 404 MB."""
 
 
 def _chunk(shape: LogShape, seed: int) -> SynthJob:

@@ -64,7 +64,7 @@ def _generated(path: Path, *, dense: bool, hours: float) -> Path:
         duration_s=hours * 3600.0,
         seed=3,
         bar_every_steps=1,
-        log_every_steps=1 if dense else 20,
+        log_every_steps=2 if dense else 20,
     )
     path.write_text("".join(text for _, text in job.log))
     return path
@@ -147,7 +147,7 @@ def _tailer_events(
 
 @pytest.mark.parametrize(
     ("window_kb", "overlap", "range_kb", "kept"),
-    [(128, 4, 1024, True), (16, 1, 32, False)],
+    [(128, 8, 1024, True), (16, 1, 32, False)],
     ids=["dense log, overlaps that reach a run start", "corpus, short overlaps"],
 )
 def test_ranges_are_kept_or_parsed_again_here(
