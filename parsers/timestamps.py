@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from zoneinfo import ZoneInfo
 
 _YMD_HMS_MS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
 _MDY_HMS = re.compile(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)")
@@ -48,6 +50,16 @@ class LocalZone(tzinfo):
         self.zone = zone
         self.tolerance = timedelta(seconds=tolerance_s)
         self.last_utc: datetime | None = None
+        self._per_second = type(zone) is ZoneInfo or (
+            type(zone) is timezone and not zone.utcoffset(None) % timedelta(seconds=1)
+        )
+        """Whether both readings of a stamp are those of its whole second plus its
+        microseconds: true of a ``ZoneInfo`` (``zoneinfo`` finds the offset from the local
+        time's whole seconds, ``_get_local_timestamp`` in CPython's ``_zoneinfo``, and its
+        offsets and transitions are whole seconds, RFC 8536) and of a fixed offset of whole
+        seconds."""
+        self._second: tuple[datetime, datetime, datetime] | None = None
+        """A memo: the last whole second read and its two UTC readings (fold 0 and 1)."""
 
     def utcoffset(self, dt: datetime | None) -> timedelta | None:
         return self.zone.utcoffset(dt)
@@ -67,8 +79,39 @@ class LocalZone(tzinfo):
         Raises:
             ValueError: out of range in UTC.
         """
-        first = _to_utc(naive.replace(tzinfo=self.zone, fold=0))
-        second = _to_utc(naive.replace(tzinfo=self.zone, fold=1))
+        micro = naive.microsecond
+        return self.at(naive.replace(microsecond=0) if micro else naive, micro)
+
+    def _of_second(self, whole: datetime, micro: int) -> tuple[datetime, datetime] | None:
+        """Both readings of ``whole`` plus ``micro`` µs from those of ``whole`` (remembered),
+        or None where ``whole`` or the sum is out of range."""
+        try:
+            if self._second is None or self._second[0] != whole:
+                self._second = (
+                    whole,
+                    _to_utc(whole.replace(tzinfo=self.zone, fold=0)),
+                    _to_utc(whole.replace(tzinfo=self.zone, fold=1)),
+                )
+            after = timedelta(microseconds=micro)
+            return self._second[1] + after, self._second[2] + after
+        except (OverflowError, ValueError):
+            return None
+
+    def at(self, whole: datetime, micro: int) -> datetime:
+        """:meth:`to_utc` of the naive stamp ``whole`` (a whole second) plus ``micro`` µs; the
+        readings of ``whole`` are remembered (seconds printed again cost no conversion).
+
+        Raises:
+            ValueError: out of range in UTC.
+        """
+        readings = self._of_second(whole, micro) if self._per_second else None
+        if readings is None:  # read the stamp itself (and raise as it does)
+            naive = whole.replace(microsecond=micro)
+            readings = (
+                _to_utc(naive.replace(tzinfo=self.zone, fold=0)),
+                _to_utc(naive.replace(tzinfo=self.zone, fold=1)),
+            )
+        first, second = readings
         moment = first
         if second > first:  # ambiguous: the repeated hour after clocks fall back
             if self.last_utc is not None and first < self.last_utc - self.tolerance:
@@ -100,9 +143,29 @@ def parse_ymd_hms(text: str, tz: tzinfo) -> datetime:
     m = _YMD_HMS_MS.fullmatch(text)
     if m is None:
         raise ValueError(f"not a YYYY-MM-DD HH:MM:SS,mmm time: {text[:40]!r}")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     micro = int((m[7] or "0").ljust(6, "0"))
-    return _aware(datetime(year, month, day, hour, minute, second, micro), tz)
+    whole = _whole_second(text[:19])
+    if isinstance(tz, LocalZone):
+        return tz.at(whole, micro)
+    return _to_utc(whole.replace(microsecond=micro, tzinfo=tz))
+
+
+@lru_cache(maxsize=256)
+def _whole_second(stamp: str) -> datetime:
+    """The naive time of a ``YYYY-MM-DD HH:MM:SS`` stamp (``T`` allowed between the two),
+    already matched by :data:`_YMD_HMS_MS`: fixed-width fields.
+
+    Raises:
+        ValueError: no real date.
+    """
+    return datetime(
+        int(stamp[:4]),
+        int(stamp[5:7]),
+        int(stamp[8:10]),
+        int(stamp[11:13]),
+        int(stamp[14:16]),
+        int(stamp[17:19]),
+    )
 
 
 def parse_mdy_hms(text: str, tz: tzinfo) -> datetime:

@@ -23,6 +23,7 @@ from ckpt_advisor.parsers.failures import DEDUP_LINES, FailureLines
 from ckpt_advisor.parsers.logs import LogParser
 from ckpt_advisor.parsers.registry import StackCandidate
 from ckpt_advisor.parsers.stream import Diagnostics
+from ckpt_advisor.parsers.timestamps import LocalZone
 from ckpt_advisor.parsers.traceback import TracebackTracker
 
 _OPAQUE = (ahocorasick_rs.AhoCorasick, ahocorasick_rs.BytesAhoCorasick)
@@ -62,11 +63,14 @@ def _live(obj: object, lineno: int) -> tuple[set[str], object]:
     out: with or without an entry, a line gives the same events. So is a stack candidate's
     built stack (``StackCandidate._stack``): until it is detected it has only been asked
     whether it detects a piece, which reads no state, and a reader that started later may not
-    have needed it yet."""
+    have needed it yet. So is a local zone's memo of the last whole second it read
+    (``LocalZone._second``): a stamp reads the same with or without it."""
     if isinstance(obj, LogParser):
         return {"_inert"}, None
     if isinstance(obj, StackCandidate):
         return {"_stack"}, None
+    if isinstance(obj, LocalZone):
+        return {"_second"}, None
     if isinstance(obj, FailureLines) and not obj.active:
         horizon = lineno + 1 - DEDUP_LINES
         seen = sorted((k, v) for k, v in obj._seen.items() if v[0] >= horizon)

@@ -129,3 +129,56 @@ def test_a_stamp_in_the_spring_gap_is_shifted_forward() -> None:
         datetime(2026, 3, 8, 7, 30, tzinfo=UTC),
         datetime(2026, 3, 8, 7, 40, tzinfo=UTC),
     ]
+
+
+def _transitions(zone: ZoneInfo, year: int) -> list[datetime]:
+    """The UTC hours of ``year`` at which ``zone``'s offset changes (to the hour)."""
+    t = datetime(year, 1, 1, tzinfo=UTC)
+    found = []
+    while t.year == year:
+        if (t + timedelta(hours=1)).astimezone(zone).utcoffset() != t.astimezone(zone).utcoffset():
+            found.append(t + timedelta(hours=1))
+        t += timedelta(hours=1)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("name", "year"),
+    [
+        ("Europe/Paris", 2026),
+        ("America/New_York", 2026),
+        ("Australia/Lord_Howe", 2026),  # a half-hour DST
+        ("Europe/Amsterdam", 1937),  # +00:19:32 to +00:20: an offset of odd seconds
+        ("Africa/Monrovia", 1972),  # -00:44:30 to UTC
+    ],
+)
+def test_a_second_read_again_gives_what_reading_each_stamp_does(name: str, year: int) -> None:
+    """Around every offset change of a zone, a zone that reads a stamp from its whole second's
+    remembered readings plus its microseconds gives the time, the resolved fold and the error
+    of one that reads every stamp itself, stamp by stamp, forwards and stepping back."""
+    zone = ZoneInfo(name)
+    remembered, itself = LocalZone(zone), LocalZone(zone)
+    itself._per_second = False
+    changes = _transitions(zone, year)
+    assert changes
+    for change in changes:
+        local = change.astimezone(zone).replace(tzinfo=None)
+        stamps = [
+            local + timedelta(seconds=k * 0.7373, microseconds=k % 7) for k in range(-9000, 9000)
+        ]
+        stamps += [
+            local - timedelta(minutes=45) + timedelta(microseconds=k * 250_001) for k in range(99)
+        ]
+        for naive in stamps:
+            assert _read(remembered, naive) == _read(itself, naive), naive
+            assert remembered.last_utc == itself.last_utc
+    for naive in (datetime(1, 1, 1, 0, 0, 0, 5), datetime.max, datetime(9999, 12, 31, 23, 0, 1)):
+        assert _read(remembered, naive) == _read(itself, naive), naive
+
+
+def _read(zone: LocalZone, naive: datetime) -> datetime | str:
+    """``zone``'s reading of ``naive``, or the message of the error it raises."""
+    try:
+        return zone.to_utc(naive)
+    except ValueError as exc:
+        return str(exc)
