@@ -59,6 +59,12 @@ MAX_STEP_REPORTS = 10
 printing into one file) would otherwise give an event per line."""
 
 _RESOLUTION = timedelta(seconds=1)
+# the constants above as timedeltas, made once: each timedelta() call parses its keywords
+# (~1,600 instructions), and printed() is called for every stamp read
+_TOLERANCE, _RESTART, _AHEAD = (
+    timedelta(seconds=s) for s in (STEP_TOLERANCE_S, RESTART_S, AHEAD_S)
+)
+_NO_SHIFT = timedelta(0)
 _CLOCK_PARSER = "clock"
 
 
@@ -103,7 +109,7 @@ class FileClock:
     def shift_at(self, lineno: int) -> timedelta:
         """How far the stamps of line ``lineno`` are moved forward (zero before any step)."""
         at = bisect_right(self._shifts, (lineno, timedelta.max)) - 1
-        return self._shifts[at][1] if at >= 0 else timedelta(0)
+        return self._shifts[at][1] if at >= 0 else _NO_SHIFT
 
     def corrected(self, time: datetime, lineno: int) -> datetime:
         """The file-order time of a stamp printed on line ``lineno``."""
@@ -116,19 +122,18 @@ class FileClock:
             return
         if self._newest is not None:
             here = time + self._shift
-            tolerance = timedelta(seconds=STEP_TOLERANCE_S)
-            if self._shift and time >= self._newest - tolerance:
-                self._set_shift(lineno, timedelta(0))  # the clock was set right again
-            elif here < self._newest - timedelta(seconds=RESTART_S):
+            if self._shift and time >= self._newest - _TOLERANCE:
+                self._set_shift(lineno, _NO_SHIFT)  # the clock was set right again
+            elif here < self._newest - _RESTART:
                 if self._shift:
-                    self._set_shift(lineno, timedelta(0))
+                    self._set_shift(lineno, _NO_SHIFT)
                 self._newest = None  # another log pasted after this one: start afresh
-            elif here < self._newest - tolerance:
+            elif here < self._newest - _TOLERANCE:
                 self._step_back(time, here, lineno)
         here = time + self._shift
         if self._origin is not None and self._trusted and self._last is not None:
             reading = self._origin + timedelta(seconds=self._last[1])
-            if reading - here > timedelta(seconds=AHEAD_S):
+            if reading - here > _AHEAD:
                 self._ignore_bar(lineno, self._last[0], "runs ahead of the file's stamps")
         if self._newest is None or here > self._newest:
             self._newest = here

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 _YMD_HMS_MS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
 _MDY_HMS = re.compile(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)")
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _to_utc(moment: datetime) -> datetime:
@@ -92,7 +93,7 @@ class LocalZone(tzinfo):
                     _to_utc(whole.replace(tzinfo=self.zone, fold=0)),
                     _to_utc(whole.replace(tzinfo=self.zone, fold=1)),
                 )
-            after = timedelta(microseconds=micro)
+            after = _MICROSECOND * micro  # exact; timedelta(microseconds=) parses keywords
             return self._second[1] + after, self._second[2] + after
         except (OverflowError, ValueError):
             return None
