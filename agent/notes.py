@@ -181,6 +181,13 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
         )
     ),
     NoteCode.CURRENT_INTERVAL_UNKNOWN: _current_unknown,
+    NoteCode.CURRENT_INTERVAL_FROM_STEPS: _values(
+        lambda v: (
+            f"the current interval is {v['interval_steps']:,.0f} steps between saves × "
+            f"{d(v['step_s'])} a step: no run lived to two saves to time it (failures come "
+            "faster than the saves)"
+        )
+    ),
     NoteCode.STEP_TIME_UNKNOWN: _values(
         lambda v: "no step timing: the interval cannot be given in steps"
     ),

@@ -44,6 +44,7 @@ from ckpt_advisor.rules.policy import DEFAULT_POLICY, NO_FACTS, EstimationPolicy
 from ckpt_advisor.rules.progress import (
     current_interval_s,
     current_interval_steps,
+    interval_steps_across_runs,
     redated_failures,
     restart_cost_s,
     save_index,
@@ -213,6 +214,10 @@ def estimate_job(
         mtbf_source = None
     saves_now, declared_s = saves_since_change(timeline, run_id, saves)
     current_s = current_interval_s(timeline, run_id, saves_now, window=window, cost_s=cost_s)
+    across_steps = None  # no run timed two saves: the save steps times the step time
+    if current_s is None and declared_s is None and step_s is not None:
+        across_steps = interval_steps_across_runs(timeline, saves_now, window=window)
+        declared_s = None if across_steps is None else across_steps * step_s
     if current_s is None:
         current_s = declared_s
     restart_s = restart_cost_s(timeline, counted)
@@ -320,7 +325,7 @@ def estimate_job(
             newest_event_s=newest_s,
             failure_classes=classes,
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
-            + timing_notes(n_moved, current_s, step_s, n_untimed)
+            + timing_notes(n_moved, current_s, step_s, n_untimed, across_steps)
             + clock_notes(clock_findings)
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(

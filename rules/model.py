@@ -96,6 +96,8 @@ class NoteCode(StrEnum):
     - ``preemptions``: ``n_preemptions``, ``mtbf_s``, ``interval_s`` (if they counted).
     - ``failures_redated``: ``n_failures``.
     - ``current_interval_unknown``: ``n_untimed_files``. ``step_time_unknown``: none.
+    - ``current_interval_from_steps``: ``interval_steps`` (the save spacing in steps, read
+      across runs), ``step_s``: no run lived to two saves, so the interval is their product.
     - ``clock_step``: ``by_name``: the file and the line where its clock first stepped back;
       ``seconds`` (how far; absent when unknown), ``n_more`` (further steps back in it).
     - ``bar_clock_ignored``: ``by_name``: the file and the line from which its progress bar was
@@ -125,6 +127,7 @@ class NoteCode(StrEnum):
     PREEMPTIONS = "preemptions"
     FAILURES_REDATED = "failures_redated"
     CURRENT_INTERVAL_UNKNOWN = "current_interval_unknown"
+    CURRENT_INTERVAL_FROM_STEPS = "current_interval_from_steps"
     STEP_TIME_UNKNOWN = "step_time_unknown"
     CLOCK_STEP = "clock_step"
     BAR_CLOCK_IGNORED = "bar_clock_ignored"

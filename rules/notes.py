@@ -60,13 +60,22 @@ def evidence_notes(
 
 
 def timing_notes(
-    n_moved: int, current_s: float | None, step_s: float | None, n_untimed: int = 0
+    n_moved: int,
+    current_s: float | None,
+    step_s: float | None,
+    n_untimed: int = 0,
+    across_steps: int | None = None,
 ) -> tuple[Note, ...]:
-    """Failures re-dated from their steps, and an unknown current interval (put down to the
-    ``n_untimed`` log files without timestamps when there are any) or step time."""
+    """Failures re-dated from their steps, a current interval read as ``across_steps`` save
+    steps times the step time (no run lived to two saves), and an unknown current interval
+    (put down to the ``n_untimed`` log files without timestamps when there are any) or step
+    time."""
     notes: list[Note] = []
     if n_moved:
         notes.append(Note(NoteCode.FAILURES_REDATED, {"n_failures": n_moved}))
+    if across_steps is not None and step_s is not None:
+        values = {"interval_steps": across_steps, "step_s": step_s}
+        notes.append(Note(NoteCode.CURRENT_INTERVAL_FROM_STEPS, values))
     if current_s is None:
         notes.append(Note(NoteCode.CURRENT_INTERVAL_UNKNOWN, {"n_untimed_files": n_untimed}))
     if step_s is None:

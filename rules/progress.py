@@ -134,6 +134,26 @@ def current_interval_s(
     return spacing_s
 
 
+def interval_steps_across_runs(timeline: Timeline, saves: IntArray, *, window: int) -> int | None:
+    """The save spacing in steps read across runs, for a job where no run lives to two saves
+    (failures come faster than the saves): N when the job saves every N steps.
+
+    The ``window`` + 1 highest distinct steps of ``saves`` are sorted; N is the median of their
+    consecutive differences, given when at least two of them and at least half are exactly N
+    (HF Trainer's ``save_steps``, Lightning's ``every_n_train_steps`` and Megatron-LM's
+    ``--save-interval`` save at multiples of N; a run resumes at its last save, so a save is
+    seen again at most); else None (a last save at the end of training, a changed interval).
+    """
+    steps = timeline.step[saves]
+    steps = np.unique(steps[np.isfinite(steps)])[-(window + 1) :]
+    gaps = np.diff(steps)
+    if gaps.size < 2:
+        return None
+    n = float(np.median(gaps))
+    exact = int(np.count_nonzero(gaps == n))
+    return int(n) if exact >= 2 and 2 * exact >= gaps.size else None
+
+
 def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray) -> int | None:
     """Median step distance between consecutive saves of one run (the training steps computed
     between them, e.g. ``save_steps``), or None without steps."""

@@ -32,6 +32,8 @@ VALUES = {
     "n_untimed_files": 2,
     "n_more": 1,
     "seconds": 9000.0,
+    "interval_steps": 600,
+    "step_s": 2.0,
 }
 
 
@@ -46,6 +48,11 @@ def test_every_code_renders_without_a_second_duration_style(code: NoteCode) -> N
 
 def test_durations_and_counts_are_rendered_from_the_values() -> None:
     """The numbers in the sentence are the note's values, formatted for people."""
+    steps = Note(NoteCode.CURRENT_INTERVAL_FROM_STEPS, {"interval_steps": 1200, "step_s": 6.0})
+    assert render_note(steps) == (
+        "the current interval is 1,200 steps between saves × 6s a step: no run lived to two "
+        "saves to time it (failures come faster than the saves)"
+    )
     cost = Note(NoteCode.COST_CHANGED, {"previous_s": 240.0, "cost_s": 300.0, "n_saves": 3})
     assert render_note(cost) == (
         "checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves: C uses those only"

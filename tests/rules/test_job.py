@@ -581,3 +581,32 @@ def test_current_interval_counts_only_saves_since_the_last_interval_change(
     est = estimate_job("j", [*before, change, *after], now_s=T0 + 1000)
     assert est.current_interval_s == pytest.approx(interval_s)
     assert est.current_interval_steps == steps
+
+
+def test_the_current_interval_of_a_job_no_run_of_which_saves_twice() -> None:
+    """Failures every ~15 min against a save every 600 steps of 2 s (20 min): no run of the six
+    saves lives to a second one, yet the job saves every 600 steps (its save steps 600, 1200, …
+    across runs), so the current interval is 600 × 2 s = 20 min, said in a note, and the job
+    is judged (it was "no run with two saves" for good: the jobs that most need advice)."""
+    trace = simulate_trace(
+        np.random.default_rng(5),
+        mtbf_s=900.0,
+        horizon_s=6 * 3600.0,
+        step_time_s=2.0,
+        save_steps=600,
+        log_steps=50,
+        cost_s=60.0,
+        downtime_s=600.0,
+    )
+    runs = np.cumsum([o.kind in ("run_start", "restart") for o in trace.observations])
+    saves = [r for r, o in zip(runs, trace.observations, strict=True) if o.kind == "checkpoint_end"]
+    assert len(saves) == len(set(saves)) == 6  # six saves, each in its own run
+    est = estimate_job("j", trace.observations, now_s=trace.observations[-1].time_s + 10)
+    assert (est.current_interval_s, est.current_interval_steps) == (1200.0, 600)
+    assert est.status is not Status.INSUFFICIENT_DATA
+    [note] = [n for n in est.notes if n.code is NoteCode.CURRENT_INTERVAL_FROM_STEPS]
+    assert note.values == {"interval_steps": 600, "step_s": 2.0}
+    cut = [o for o in trace.observations if o.kind != "checkpoint_end" or o.step != 1200]
+    cut = [o for o in cut if o.kind != "checkpoint_start" or o.step != 1200]
+    est = estimate_job("j", cut, now_s=cut[-1].time_s + 10)  # saves 600, 1800, 2400, …
+    assert est.current_interval_s == 1200.0  # the gaps 1200, 600, 600, 600: half are 600
