@@ -1,4 +1,5 @@
-"""Checkpoint timing files: one save per record, JSON Lines or CSV with a header (DESIGN.md).
+"""Checkpoint timing files: one record per file written, JSON Lines or CSV with a header
+(DESIGN.md; the records of one save are grouped in ``rules/saves.py``).
 
 Fields: ``step`` (int, required); ``end`` (required) and either ``start`` or ``duration_s``;
 optional ``blocking_s`` (the part that stalls training, for asynchronous checkpointing),

@@ -18,6 +18,7 @@ from ckpt_advisor.rules._checks import (
     require_probability,
 )
 from ckpt_advisor.rules.rank_test import rank_sum_p_value
+from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import FloatArray, IntArray, Kind, Timeline
 
 
@@ -192,10 +193,11 @@ def _median_ci_s(sorted_s: FloatArray, confidence: float) -> tuple[float, float]
 def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatArray, FloatArray]:
     """Blocking checkpoint durations, oldest first: (from timing files, from logs).
 
-    A timing-file ``checkpoint_end`` gives its ``duration_s``. A log ``checkpoint_end`` gives its
-    ``duration_s`` when the parser set one, else the time since a log ``checkpoint_start`` that
-    directly precedes it among the log's saves in the same run, unless either was dated by the
-    host (:attr:`Timeline.host_dated`: a file that printed no time).
+    A timing-file save (:class:`rules.saves.TimedSaves`: its records of one run, step and tier)
+    gives its blocking span, first start to latest blocking end. A log ``checkpoint_end`` gives
+    its ``duration_s`` when the parser set one, else the time since a log ``checkpoint_start``
+    that directly precedes it among the log's saves in the same run, unless either was dated by
+    the host (:attr:`Timeline.host_dated`: a file that printed no time).
 
     Args:
         timeline: the job's observations.
@@ -204,8 +206,7 @@ def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatA
     Returns:
         Two arrays of seconds (possibly empty), in time order.
     """
-    ends = timeline.kind == Kind.CHECKPOINT_END
-    timed = timeline.duration_s[ends & timeline.from_timing_file]
+    timed = TimedSaves.of(timeline, run_id).blocking_s
     _, logged = log_save_durations_s(timeline, run_id)
     return timed, logged[np.isfinite(logged)]
 
@@ -232,23 +233,29 @@ def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray
     return index, durations_s
 
 
-def persist_latency_s(timeline: Timeline, *, window: int) -> float | None:
+def persist_latency_s(timeline: Timeline, run_id: IntArray, *, window: int) -> float | None:
     """Median background persist time of the most recent asynchronous saves, seconds.
 
     An asynchronous save (torch.distributed.checkpoint ``async_save``, Megatron
     ``--async-save``, NeMo ``async_save``) stalls training only for its blocking part, which is
     C; the copy to storage continues in the background. Timing files give the whole save as
-    ``persist_s`` when they give ``blocking_s`` (DESIGN.md timing-file schema).
+    ``persist_s`` when they give ``blocking_s`` (DESIGN.md timing-file schema); a save of
+    several records (:class:`rules.saves.TimedSaves`) persists from its first start to its
+    latest end. Log saves give the ``persist_s`` their parser read (NeMo).
 
     Args:
         timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
         window: how many of the most recent saves with a persist time to use, >= 1.
 
     Returns:
         Seconds, or None when no save carries a persist time.
     """
     require_count("window", window, minimum=1)
-    ends = timeline.kind == Kind.CHECKPOINT_END
-    persist = timeline.persist_s[ends]
+    log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
+    persist = timeline.persist_s.copy()
+    persist[~log_ends] = np.nan
+    timed = TimedSaves.of(timeline, run_id)
+    persist[timed.index] = timed.persist_s
     persist = persist[np.isfinite(persist) & (persist > 0.0)][-window:]
     return float(np.median(persist)) if persist.size else None

@@ -13,6 +13,7 @@ from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
 from ckpt_advisor.rules.cost import log_save_durations_s
 from ckpt_advisor.rules.goodput import Bucket, GoodputSpans
 from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import (
     PROGRESS_KINDS,
     BoolArray,
@@ -32,7 +33,8 @@ def goodput_spans(
     step_time_s: float | None,
     upper_by_row: FloatArray | None = None,
 ) -> GoodputSpans:
-    """Label every second from the timeline's first observation to its newest.
+    """Label every second from the timeline's first observation (or the start of a timed save
+    that began before it) to its newest.
 
     Each bucket is the set of times :mod:`rules.goodput` describes; an instant in several
     takes the first of restart, idle (not running), checkpoint, idle (a run's start-up), lost,
@@ -81,6 +83,8 @@ def goodput_spans(
     first_of_run = np.flatnonzero(np.concatenate(([True], run_id[1:] != run_id[:-1])))
     last_of_run = np.concatenate((first_of_run[1:] - 1, [times.size - 1]))
     run_first_s, run_last_s = times[first_of_run], times[last_of_run]
+    np.minimum.at(run_first_s, run_id[saves], saves_at.start_s)  # a timed save's own start
+    first_s = float(run_first_s.min())
     began_s = _progress_began_s(timeline, run_id, saves_at, step_time_s, run_first_s, run_last_s)
     restart_end_s, resumed = _recoveries(timeline, run_id, int_end, began_s)
     kept_s = saves_at.kept_s(int_start, resumed)
@@ -89,10 +93,11 @@ def goodput_spans(
         run_first_s, run_last_s, began_s, saves_at.start_s, saves_at.block_end_s,
         saves_at.upper_end_s, int_start, restart_end_s, kept_s,
     )  # fmt: skip
-    points = np.clip(np.concatenate((times[[0, -1]], *edges)), times[0], times[-1])
+    window_s = np.array([first_s, times[-1]])
+    points = np.clip(np.concatenate((window_s, *edges)), first_s, times[-1])
     points = np.unique(points[np.isfinite(points)])  # NaN: no such edge
     if points.size < 2:
-        points = times[[0, -1]]  # a single moment: one empty span
+        points = window_s  # a single moment: one empty span
     mids = (points[:-1] + points[1:]) / 2.0
     label = np.full(mids.size, Bucket.PRODUCTIVE, np.int8)
     label[_covered(mids, kept_s, int_start)] = Bucket.LOST
@@ -177,9 +182,11 @@ def _recoveries(
 @dataclass(frozen=True, eq=False)
 class _Saves:
     """The saves of :func:`rules.progress.save_index` as spans: when each blocked training
-    (``start_s`` to ``block_end_s``), when it completed (``end_s``, its mark), its step, and for
-    log saves the end of its plausible unlogged part (``upper_end_s``: from the first step after
-    it, else its run's next line, :func:`_next_line_s`; NaN for a timing file's)."""
+    (``start_s`` to ``block_end_s``; a timing-file save from its first record's start for its
+    blocking span, :class:`rules.saves.TimedSaves`), when it completed (``end_s``, its mark),
+    its step, and for log saves the end of its plausible unlogged part (``upper_end_s``: from
+    the first step after it, else its run's next line, :func:`_next_line_s`; NaN for a timing
+    file's)."""
 
     start_s: FloatArray
     block_end_s: FloatArray
@@ -198,7 +205,7 @@ class _Saves:
     ) -> _Saves:
         end_s = timeline.time_s[saves]
         timed = timeline.from_timing_file[saves]
-        blocking_s = np.where(timed, timeline.duration_s[saves], np.nan)
+        blocking_s = np.full(saves.size, np.nan)
         log_ends, logged_s = log_save_durations_s(timeline, run_id)
         at = np.minimum(np.searchsorted(log_ends, saves), max(log_ends.size - 1, 0))
         is_log_end = log_ends.size > 0
@@ -209,6 +216,11 @@ class _Saves:
         persist_s = timeline.persist_s[saves]
         whole_s = np.where(np.isfinite(persist_s) & (persist_s > blocking_s), persist_s, blocking_s)
         start_s = end_s - whole_s
+        if timed.any():  # a timing-file save spans its records (rules/saves.py)
+            grouped = TimedSaves.of(timeline, run_id)
+            at = np.searchsorted(grouped.index, saves[timed])
+            start_s[timed] = grouped.start_s[at]
+            blocking_s[timed] = grouped.blocking_s[at]
         upper_end_s = np.full(saves.size, np.nan)
         if is_log_end and not timed.any():
             if upper_by_row is None:

@@ -271,7 +271,7 @@ def estimate_job(
         band_s=band_s,
         excess_gpu_hours_per_day=excess_gpu_h,
     )
-    persist_s = persist_latency_s(timeline, window=window)
+    persist_s = persist_latency_s(timeline, run_id, window=window)
     by_class = mtbf_by_class(exposure, classes, confidence=confidence)
     steps_now = current_interval_steps(timeline, run_id, saves_now)
     if steps_now is None and current_s is not None and step_s is not None:

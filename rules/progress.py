@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import (
     PROGRESS_KINDS,
     BoolArray,
@@ -29,14 +30,15 @@ clock's rounding or a step time's noise)."""
 
 
 def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
-    """Indices of the observations that mark when checkpoints were taken, ascending.
+    """Indices of the observations that mark when checkpoints were taken, ascending: one per
+    save.
 
     One source only, so a save seen in both is not counted twice: timing-file saves when there
-    are any, else log saves. Per run, ``checkpoint_end`` observations, or ``checkpoint_start``
-    ones in a run that has no end (HF Trainer and Lightning log only the start). A save at the
-    same step as the previous one in the same run (another rank's line) is dropped; of two
-    records of one save in different tiers (a persistent save that also writes the fast tier)
-    the more durable one is kept.
+    are any (:class:`rules.saves.TimedSaves`: the records of one run, step and tier whose times
+    touch are one save, marked by the record that ended last), else log saves. Per run,
+    ``checkpoint_end`` observations, or ``checkpoint_start`` ones in a run that has no end (HF
+    Trainer and Lightning log only the start); a log save at the same step as the previous one
+    in the same run (another rank's line) is dropped.
 
     Args:
         timeline: the job's observations.
@@ -47,22 +49,16 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     """
     ends = timeline.kind == Kind.CHECKPOINT_END
     timed = timeline.from_timing_file
-    source = timed if (ends & timed).any() else ~timed
-    source_ends = ends & source
-    source_starts = (timeline.kind == Kind.CHECKPOINT_START) & source
-    end_rows, start_rows = np.flatnonzero(source_ends), np.flatnonzero(source_starts)
+    if (ends & timed).any():
+        return TimedSaves.of(timeline, run_id).index
+    end_rows = np.flatnonzero(ends & ~timed)
+    start_rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_START) & ~timed)
     alone = ~np.isin(run_id[start_rows], np.unique(run_id[end_rows]))  # starts of runs no end
     chosen = np.sort(np.concatenate((end_rows, start_rows[alone])))
-    if not chosen.size:
-        return chosen
     steps, runs = timeline.step[chosen], run_id[chosen]
     new = np.ones(chosen.size, np.bool_)
     new[1:] = (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])  # NaN steps never repeat
-    group = np.cumsum(new) - 1
-    # in a group, the most durable tier's record (a persistent save also writes the fast tier)
-    order = np.lexsort((-timeline.tier[chosen].astype(np.int64), group))
-    firsts = order[np.concatenate(([True], group[order][1:] != group[order][:-1]))]
-    return chosen[np.sort(firsts)]
+    return chosen[new]
 
 
 def saves_since_change(

@@ -6,7 +6,8 @@ current and recommended interval, the drift verdict) come from its persistent sa
 the baseline of a job without the fast tier; and :func:`estimate_tiers` adds:
 
 * C per tier: the median of each tier's recent blocking durations, with its interval
-  (:func:`rules.cost.estimate_checkpoint_cost` over that tier's timing records);
+  (:func:`rules.cost.estimate_checkpoint_cost` over that tier's saves:
+  :class:`rules.saves.TimedSaves`);
 * M per tier: the counted interruptions split by whether a copy in the fast tier survives their
   class (:func:`rules.tiers.tier_rates`, the survival table of ``rules/tiers.py`` or the job's
   overrides), over the same running time;
@@ -34,6 +35,7 @@ from ckpt_advisor.rules.cost import estimate_checkpoint_cost
 from ckpt_advisor.rules.model import JobEstimate, Note, NoteCode
 from ckpt_advisor.rules.policy import EstimationPolicy
 from ckpt_advisor.rules.progress import current_interval_s
+from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.tiers import DEFAULT_SURVIVAL, Survival, Tier, tier_rates
 from ckpt_advisor.rules.timeline import TIER_CODES, BoolArray, IntArray, Kind, Timeline
 from ckpt_advisor.rules.two_level import TwoTierJob, optimal_plan, two_tier_waste_fraction
@@ -149,11 +151,10 @@ def estimate_tiers(
     code = timeline.tier[saves]
     fast_saves = saves[code == TIER_CODES[fast_tier]]
     persistent_saves = saves[code == PERSISTENT_CODE]
-    ends = timeline.kind == Kind.CHECKPOINT_END
-    timed = ends & timeline.from_timing_file
+    grouped = TimedSaves.of(timeline, run_id)
 
     def cost(of: IntArray) -> tuple[float | None, tuple[float, float] | None, int]:
-        durations = timeline.duration_s[of[timed[of]]]
+        durations = grouped.blocking_s[np.isin(grouped.index, of)]
         found = estimate_checkpoint_cost(durations, [], window=window, confidence=confidence)
         return (None, None, 0) if found is None else (found.cost_s, found.ci_s, found.n)
 
@@ -170,7 +171,10 @@ def estimate_tiers(
     if c1 is None or c2 is None:
         return out
     t1_now = current_interval_s(timeline, run_id, saves, window=window, cost_s=c1)
-    all_spacing = current_interval_s(timeline, run_id, saves, window=window)
+    # a step's fast and persistent saves are two saves, but one place in the pattern
+    steps, runs = timeline.step[saves], run_id[saves]
+    moved = np.concatenate(([True], (steps[1:] != steps[:-1]) | (runs[1:] != runs[:-1])))
+    all_spacing = current_interval_s(timeline, run_id, saves[moved], window=window)
     persistent_spacing = current_interval_s(timeline, run_id, persistent_saves, window=window)
     k_now = None
     if all_spacing and persistent_spacing:

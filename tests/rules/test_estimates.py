@@ -318,8 +318,8 @@ def test_persist_latency_is_the_median_of_the_recent_asynchronous_saves() -> Non
         obs("checkpoint_end", 100.0 * i, duration_s=2.0, persist_s=p, from_timing_file=True)
         for i, p in enumerate((500.0, 40.0, 50.0, 60.0))
     ]
-    assert persist_latency_s(Timeline.of(records), window=3) == 50.0
-    assert persist_latency_s(Timeline.of([obs("step", 1.0)]), window=3) is None
+    assert persist_latency_s(*prepared(records), window=3) == 50.0
+    assert persist_latency_s(*prepared([obs("step", 1.0)]), window=3) is None
 
 
 def test_mtbf_by_class_shares_the_exposure_and_the_rates_add_up() -> None:

@@ -52,8 +52,10 @@ def test_live_log_beside_a_timing_file_measures_between_the_timing_records() -> 
     time is the timing records' spans within each run (600→1200 s and 3000→3600 s: 1200 s),
     the failure read at 1500 s counts (M = 1200 s) and still ends its run, no restart is
     measured from its read time (R unknown), the current interval is the records' spacing
-    less C (600 − 50 s), and the goodput split leaves 1200→3000 s to idle, not restart
-    (productive, checkpoint, lost, restart, idle: 1100, 100, 0, 0, 1800 s)."""
+    less C (600 − 50 s), and the goodput split leaves 1200→2950 s to idle, not restart: each
+    record's save blocked the 50 s before it, the first and the one after the gap from their own
+    starts (550 s, 2950 s: the job was saving then), so the wall runs 550→3600 s (productive,
+    checkpoint, lost, restart, idle: 1100, 4 × 50, 0, 0, 1750 s)."""
     est = estimate_job("pl", LIVE, now_s=T0 + 4000)
     assert est.exposure_s == pytest.approx(1200.0)
     assert est.mtbf_s == pytest.approx(1200.0) and est.n_failures == 1
@@ -62,9 +64,8 @@ def test_live_log_beside_a_timing_file_measures_between_the_timing_records() -> 
     assert est.checkpoint_cost_s == pytest.approx(50.0)
     assert est.goodput_spans is not None
     g = est.goodput_spans.breakdown(since_s=-np.inf)
-    # saves block 50 s before each record; the one before 3000 s lies in the idle gap
-    assert g.wall_s == 3000.0 and g.n_interruptions == 0
-    assert g.seconds.tolist() == [1100.0, 100.0, 0.0, 0.0, 1800.0]
+    assert g.wall_s == 3050.0 and g.n_interruptions == 0
+    assert g.seconds.tolist() == [1100.0, 200.0, 0.0, 0.0, 1750.0]
 
 
 def test_stepped_exposure_only_where_no_placed_span_measures() -> None:
