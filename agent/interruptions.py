@@ -71,17 +71,22 @@ def number_stored_interruptions(
         failure_rows = np.flatnonzero(columns.kind == columns.kinds.index("failure"))
         ordinal = {int(row): k for k, row in enumerate(failure_rows)}
         stored = [e for e in store.events(job=job, kinds=["failure"]) if e.event.time is not None]
-        places = [(e.source, e.event.line) for e in stored]
-        numbered: dict[tuple[str, int], tuple[int, list[str]]] = {}
+        # a failure is its line and its time: a file rewritten in place (copytruncate) prints
+        # another failure at the same source:line
+        places = [
+            (e.source, e.event.line, e.event.time.isoformat()) for e in stored if e.event.time
+        ]
+        numbered: dict[tuple[str, int, str], tuple[int, list[str]]] = {}
         for interruption in estimate.interruptions:
             found = (ordinal.get(r) for r in interruption.rows)  # None: an inferred failure
             members = [places[k] for k in found if k is not None and k < len(places)]
-            lines = [f"{source}:{line}" for source, line in members]
+            lines = [f"{source}:{line}" for source, line, _ in members]
             for place in members:
                 numbered[place] = (interruption.id, lines)
         for row in rows:
             if row["job"] == job and row["kind"] == "failure":
-                number, lines = numbered.get((row["source"], row["line"]), (None, []))
+                place = (row["source"], row["line"], row["time"])
+                number, lines = numbered.get(place, (None, []))
                 row["interruption"], row["interruption_lines"] = number, lines
 
 

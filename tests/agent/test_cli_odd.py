@@ -300,3 +300,22 @@ def test_ingest_names_a_last_line_with_no_newline(tmp_path: Path) -> None:
     assert (second.exit_code, second.stderr) == (0, "")
     lines = int(first.stdout.split()[1]) + int(second.stdout.split()[1])
     assert lines == text.count(b"\n")
+
+
+def test_events_number_two_failures_at_one_line_of_a_rewritten_file_apart(tmp_path: Path) -> None:
+    """A log rewritten in place (copytruncate) with a later run prints its failure at the same
+    train.log:46: `events` numbers the two failures #1 and #2, each made of its own line (they
+    were both #2, keyed on source:line alone)."""
+    log, db = tmp_path / "train.log", str(tmp_path / "s.db")
+    text = (FIXTURES / "hf_trainer_crash.log").read_bytes()
+    for day in (text, text.replace(b"2026-11-29 22:", b"2026-11-30 10:")):
+        log.write_bytes(day)
+        assert (
+            CliRunner().invoke(main, ["ingest", str(log), "--job", "j", "--db", db]).exit_code == 0
+        )
+    out = CliRunner().invoke(main, ["events", "--db", db, "--kind", "failure", "--json"]).stdout
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["time"][:10], r["interruption"], r["interruption_lines"]) for r in rows] == [
+        ("2026-11-29", 1, [f"{log}:46"]),
+        ("2026-11-30", 2, [f"{log}:46"]),
+    ]
