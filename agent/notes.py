@@ -184,8 +184,12 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.CURRENT_INTERVAL_FROM_STEPS: _values(
         lambda v: (
             f"the current interval is {v['interval_steps']:,.0f} steps between saves × "
-            f"{d(v['step_s'])} a step: no run lived to two saves to time it (failures come "
-            "faster than the saves)"
+            f"{d(v['step_s'])} a step: "
+            + (
+                f"no save is timed ({_count(v['n_untimed_files'])} log file(s) print no timestamps)"
+                if v.get("n_untimed_files")
+                else "no run lived to two saves to time it (failures come faster than the saves)"
+            )
         )
     ),
     NoteCode.STEP_TIME_UNKNOWN: _values(

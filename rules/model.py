@@ -97,7 +97,9 @@ class NoteCode(StrEnum):
     - ``failures_redated``: ``n_failures``.
     - ``current_interval_unknown``: ``n_untimed_files``. ``step_time_unknown``: none.
     - ``current_interval_from_steps``: ``interval_steps`` (the save spacing in steps, read
-      across runs), ``step_s``: no run lived to two saves, so the interval is their product.
+      across runs), ``step_s``, ``n_untimed_files``: no two saves of a run were timed (none
+      lived to a second save, or their files print no timestamps), so the interval is the
+      product.
     - ``clock_step``: ``by_name``: the file and the line where its clock first stepped back;
       ``seconds`` (how far; absent when unknown), ``n_more`` (further steps back in it).
     - ``bar_clock_ignored``: ``by_name``: the file and the line from which its progress bar was

@@ -74,7 +74,7 @@ def timing_notes(
     if n_moved:
         notes.append(Note(NoteCode.FAILURES_REDATED, {"n_failures": n_moved}))
     if across_steps is not None and step_s is not None:
-        values = {"interval_steps": across_steps, "step_s": step_s}
+        values = {"interval_steps": across_steps, "step_s": step_s, "n_untimed_files": n_untimed}
         notes.append(Note(NoteCode.CURRENT_INTERVAL_FROM_STEPS, values))
     if current_s is None:
         notes.append(Note(NoteCode.CURRENT_INTERVAL_UNKNOWN, {"n_untimed_files": n_untimed}))

@@ -116,7 +116,8 @@ def test_mixed_job_measures_only_placed_times(
 def test_untimed_log_alone_counts_its_steps(tmp_path: Path) -> None:
     """The Lightning crash log alone: its failure counts over its 90 steps at its bar's
     1/41.42 s (M = 2.173 s, a lower bound the note names), and nothing is measured from its
-    times: no C, no current interval, no restart, and goodput has no wall time to split."""
+    times: no C, no restart, and goodput has no wall time to split; the current interval is
+    its saves' 40 steps at that rate, not a time of its own."""
     db = tmp_path / "s.db"
     store = open_store(db)
     lightning = _lightning_copy(tmp_path, datetime(2026, 12, 1, tzinfo=UTC))
@@ -124,7 +125,9 @@ def test_untimed_log_alone_counts_its_steps(tmp_path: Path) -> None:
     est = Estimator().estimate(store, "pl", NOW.timestamp())
     assert est.mtbf_s == pytest.approx(LIGHTNING_EXPOSURE_S, abs=1e-6)
     assert est.n_failures == 1
-    assert (est.checkpoint_cost_s, est.current_interval_s, est.restart_cost_s) == (None,) * 3
+    assert (est.checkpoint_cost_s, est.restart_cost_s) == (None,) * 2
+    assert est.step_time_s is not None
+    assert est.current_interval_s == pytest.approx(40 * est.step_time_s)
     assert est.reason is not None and est.reason.values["n_saves"] == 0
     store.close()
     result = CliRunner().invoke(main, ["goodput", "--job", "pl", "--db", str(db)])

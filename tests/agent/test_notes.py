@@ -53,6 +53,8 @@ def test_durations_and_counts_are_rendered_from_the_values() -> None:
         "the current interval is 1,200 steps between saves × 6s a step: no run lived to two "
         "saves to time it (failures come faster than the saves)"
     )
+    untimed = Note(steps.code, {**steps.values, "n_untimed_files": 2})
+    assert render_note(untimed).endswith(": no save is timed (2 log file(s) print no timestamps)")
     cost = Note(NoteCode.COST_CHANGED, {"previous_s": 240.0, "cost_s": 300.0, "n_saves": 3})
     assert render_note(cost) == (
         "checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves: C uses those only"

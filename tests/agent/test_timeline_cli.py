@@ -11,10 +11,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.agent.units import format_duration
 from tests.parsers._hf_logs import HfLog, at
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -65,12 +67,21 @@ def test_a_clock_that_steps_back_does_not_shrink_the_running_time(tmp_path: Path
 
 def test_lightning_logs_name_the_missing_timestamps(tmp_path: Path) -> None:
     """Backfilling the Lightning captures (no stamp on any line): the notes put the unknown C
-    and interval down to the missing timestamps, naming both files, instead of "no run with
-    two saves" (the crash log has three)."""
+    down to the missing timestamps, naming both files, instead of "no run with two saves"
+    (the crash log has three); the current interval is the saves' 40 steps times the step
+    time the bar printed, and a note says why."""
     crash, resume = FIXTURES / "lightning_crash.log", FIXTURES / "lightning_resume.log"
-    notes = _estimate(tmp_path, crash, resume)["notes"]
+    est = _estimate(tmp_path, crash, resume)
+    notes = est["notes"]
     assert not any("no run with two saves" in note for note in notes)
-    assert any(n.startswith("no two saves at different times: 2 log file(s)") for n in notes)
+    assert any(n.startswith("no checkpoint duration seen: 2 log file(s)") for n in notes)
+    assert est["current_interval_steps"] == 40
+    assert est["current_interval_s"] == pytest.approx(40 * est["step_time_s"])
+    step = format_duration(est["step_time_s"])
+    assert (
+        f"the current interval is 40 steps between saves × {step} a step: no save is timed "
+        "(2 log file(s) print no timestamps)"
+    ) in notes
     [named] = [n for n in notes if n.startswith("no timestamps in")]
     assert f"{crash} (first event at line 19)" in named
     assert f"{resume} (first event at line 19)" in named

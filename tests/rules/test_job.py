@@ -605,7 +605,7 @@ def test_the_current_interval_of_a_job_no_run_of_which_saves_twice() -> None:
     assert (est.current_interval_s, est.current_interval_steps) == (1200.0, 600)
     assert est.status is not Status.INSUFFICIENT_DATA
     [note] = [n for n in est.notes if n.code is NoteCode.CURRENT_INTERVAL_FROM_STEPS]
-    assert note.values == {"interval_steps": 600, "step_s": 2.0}
+    assert note.values == {"interval_steps": 600, "step_s": 2.0, "n_untimed_files": 0}
     cut = [o for o in trace.observations if o.kind != "checkpoint_end" or o.step != 1200]
     cut = [o for o in cut if o.kind != "checkpoint_start" or o.step != 1200]
     est = estimate_job("j", cut, now_s=cut[-1].time_s + 10)  # saves 600, 1800, 2400, …
