@@ -7,6 +7,7 @@ to its own time span, until the file reaches the asked size. Same arguments, sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -30,13 +31,16 @@ _TS = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 @dataclass(frozen=True)
 class LogTruth:
-    """What the generated log holds: bytes, lines, and the saves and failures written."""
+    """What the generated log holds: bytes, lines, and the saves and failures written, and the
+    SHA-256 of its first stretch (the generator's output: a log made by an older generator, or
+    of another shape, is made again)."""
 
     size_bytes: int
     lines: int
     saves: int
     failures: int
     days: float
+    first_sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,16 +102,19 @@ def _shift(text: bytes, days: float) -> bytes:
 
 
 def training_log(path: Path, size_bytes: int, shape: LogShape = SPARSE) -> LogTruth:
-    """Write (or reuse, if already written with the same size) a log of at least
-    ``size_bytes`` bytes at ``path`` made as ``shape`` says; return what it holds."""
+    """Write (or reuse, if already written by the same generator with the same size) a log of
+    at least ``size_bytes`` bytes at ``path`` made as ``shape`` says; return what it holds."""
+    first = _chunk(shape, 0)
+    first_text = "".join(text for _, text in first.log).encode()
+    first_sha256 = hashlib.sha256(first_text).hexdigest()
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists():
         truth = LogTruth(**json.loads(meta.read_text()))
-        written = path.stat().st_size == truth.size_bytes
+        written = path.stat().st_size == truth.size_bytes and truth.first_sha256 == first_sha256
         if written and 0 <= truth.size_bytes - size_bytes < 20 << 20:
             return truth
-    chunks = []
-    for seed in range(DISTINCT_CHUNKS):
+    chunks = [(first_text, first.n_saves, first.n_failures)]
+    for seed in range(1, DISTINCT_CHUNKS):
         job = _chunk(shape, seed)
         text = "".join(text for _, text in job.log).encode()
         chunks.append((text, job.n_saves, job.n_failures))
@@ -123,7 +130,7 @@ def training_log(path: Path, size_bytes: int, shape: LogShape = SPARSE) -> LogTr
             saves += n_saves
             failures += n_failures
             i += 1
-    truth = LogTruth(written, lines, saves, failures, i * shape.chunk_days)
+    truth = LogTruth(written, lines, saves, failures, i * shape.chunk_days, first_sha256)
     meta.write_text(json.dumps(asdict(truth)))
     return truth
 
