@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from ckpt_advisor.rules.advice import interval_steps
 from ckpt_advisor.rules.cost import CheckpointCost, log_save_durations_s
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
@@ -163,3 +164,25 @@ def excess_range(
         waste_best = exponential_waste_fraction(optimum_s, mtbf_s, cost_s, restart_s)
         excess.append(excess_gpu_hours_per_day(waste_now, waste_best, gpus))
     return min(excess), max(excess)
+
+
+def steps_range(
+    range_s: tuple[float, float | None], step_s: float | None
+) -> tuple[int, int | None] | None:
+    """A range of intervals in whole steps (:func:`rules.advice.interval_steps`), open above
+    when it is; None without a step time."""
+    if step_s is None:
+        return None
+    low_s, high_s = range_s
+    high = None if high_s is None else interval_steps(high_s, step_s)
+    return interval_steps(low_s, step_s), high
+
+
+def daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:
+    """Daly's interval over the corners of the M and C confidence intervals (C's point value
+    stands in for its interval when that is unknown)."""
+    if mtbf.ci_s is None or cost is None:
+        return None
+    costs_s = cost.ci_s or (cost.cost_s, cost.cost_s)
+    corners = [daly_interval_s(m, c) for m, c in itertools.product(mtbf.ci_s, costs_s)]
+    return min(corners), max(corners)

@@ -58,8 +58,9 @@ class Interruption:
         id: its number, 1 for the first in the timeline, in time order.
         rows: the :attr:`Timeline.row` of each failure observation it groups (-1 for a failure
             the rules inferred), in time order: which lines were counted as this one.
-        host_dated: True when one of its failures is :attr:`Timeline.host_dated` (a file
-            that printed no time): its start and end are then no times to measure from.
+        host_dated: True when every failure it groups is :attr:`Timeline.host_dated` (files
+            that printed no time): no time of it is one to measure from
+            (:func:`placed_interruptions` gives the spans of the others).
     """
 
     start_s: float
@@ -129,9 +130,36 @@ def cluster_interruptions(
             ),
             id=number,
             rows=tuple(rows[first:last].tolist()),
-            host_dated=bool(host_dated[first:last].any()),
+            host_dated=bool(host_dated[first:last].all()),
         )
         for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
+    ]
+
+
+def placed_interruptions(
+    timeline: Timeline,
+    interruptions: Sequence[Interruption],
+    *,
+    gap_s: float = 60.0,
+    silent_gap_s: float = 1800.0,
+) -> list[Interruption]:
+    """The interruptions as the times logs printed place them: :func:`cluster_interruptions`
+    on the observations of ``timeline`` that are not :attr:`Timeline.host_dated` (a failure
+    read from a file without stamps starts and ends no span), each numbered as the
+    interruption of ``interruptions`` (the whole timeline's) its first failure belongs to.
+    ``interruptions`` itself when nothing is host-dated.
+
+    Raises:
+        ValueError: as :func:`cluster_interruptions`.
+    """
+    if not timeline.host_dated.any():
+        return list(interruptions)
+    placed = cluster_interruptions(timeline.measured, gap_s=gap_s, silent_gap_s=silent_gap_s)
+    starts = np.array([i.start_s for i in interruptions], np.float64)
+    within = np.searchsorted(starts, [i.start_s for i in placed], "right") - 1
+    return [
+        replace(i, id=interruptions[k].id) if k >= 0 else i
+        for i, k in zip(placed, within.tolist(), strict=True)
     ]
 
 

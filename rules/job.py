@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ckpt_advisor.rules.advice import interval_steps, setting_for
-from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s, excess_range, interval_range_s
+from ckpt_advisor.rules.bounds import (
+    checkpoint_upper_bounds_s,
+    daly_ci_s,
+    excess_range,
+    interval_range_s,
+    steps_range,
+)
 from ckpt_advisor.rules.cost import (
-    CheckpointCost,
     checkpoint_durations_s,
     estimate_checkpoint_cost,
     persist_latency_s,
 )
 from ckpt_advisor.rules.goodput_spans import goodput_spans, save_upper_bounds_by_row
-from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
+from ckpt_advisor.rules.interruptions import (
+    Interruption,
+    cluster_interruptions,
+    placed_interruptions,
+)
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
@@ -26,7 +34,6 @@ from ckpt_advisor.rules.interval import (
 )
 from ckpt_advisor.rules.model import ClockFinding, JobEstimate, Observation
 from ckpt_advisor.rules.mtbf import (
-    MtbfEstimate,
     estimate_mtbf,
     fit_weibull,
     mtbf_by_class,
@@ -51,7 +58,13 @@ from ckpt_advisor.rules.progress import (
     saves_since_change,
     step_time_s,
 )
-from ckpt_advisor.rules.runs import exposure_s, lives_s, split_runs, stepped_exposure_s
+from ckpt_advisor.rules.runs import (
+    exposure_s,
+    lives_s,
+    measured_runs,
+    split_runs,
+    stepped_exposure_s,
+)
 from ckpt_advisor.rules.simulate import simulated_goodput
 from ckpt_advisor.rules.sources import clock_notes, host_dated_notes, untimed_sources
 from ckpt_advisor.rules.tier_estimate import estimate_tiers, fast_save_rows, judged_by_pair
@@ -190,8 +203,11 @@ def estimate_job(
     classes = dict(Counter(i.failure_class for i in counted))
     # spans are measured between observations the host did not date: the runs stay as the
     # whole timeline splits them (a failure read live still ends its run)
-    measured, run_measured = timeline.measured, run_id[~timeline.host_dated]
-    placed = [i for i in counted if not i.host_dated]
+    measured, run_measured = timeline.measured, measured_runs(timeline, run_id)
+    placed_all = placed_interruptions(
+        timeline, interruptions, gap_s=policy.burst_gap_s, silent_gap_s=policy.silent_gap_s
+    )
+    placed = [i for i in placed_all if i.start_s >= since_s and not i.planned]
     stepped_s, n_stepped = stepped_exposure_s(timeline, run_id, since_s=since_s)
     exposure = exposure_s(measured, run_measured, since_s=since_s) + stepped_s
     own = estimate_mtbf(exposure, len(counted), confidence=confidence)
@@ -220,7 +236,7 @@ def estimate_job(
         declared_s = None if across_steps is None else across_steps * step_s
     if current_s is None:
         current_s = declared_s
-    restart_s = restart_cost_s(timeline, counted)
+    restart_s = restart_cost_s(timeline, placed)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
     excess_gpu_h = excess_money = excess_gpu_h_range = None
@@ -229,7 +245,7 @@ def estimate_job(
     if cost_s is not None and mtbf.mtbf_s is not None:
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
-        ci_s = band_s = _daly_ci_s(mtbf, cost)
+        ci_s = band_s = daly_ci_s(mtbf, cost)
         if cost is not None and cost.is_lower_bound and range_s is not None:
             band_s = (range_s[0], float("inf") if range_s[1] is None else range_s[1])
         waste_recommended = exponential_waste_fraction(
@@ -329,7 +345,7 @@ def estimate_job(
             + clock_notes(clock_findings)
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(
-                len(counted) - len(placed), stepped_s, n_stepped, untimed, clock_findings
+                sum(i.host_dated for i in counted), stepped_s, n_stepped, untimed, clock_findings
             )
             + model_notes(
                 cost,
@@ -370,37 +386,15 @@ def estimate_job(
             tiers=tiers,
             goodput_spans=goodput_spans(
                 measured,
-                [i for i in interruptions if not i.host_dated],
+                placed_all,
                 run_measured,
                 saves if measured is timeline else save_index(measured, run_measured),
                 step_time_s=step_s,
                 upper_by_row=upper_by_row,
             ),
             recommended_interval_steps_range=(
-                None if daly_s is None or range_s is None else _steps_range(range_s, step_s)
+                None if daly_s is None or range_s is None else steps_range(range_s, step_s)
             ),
         ),
         policy,
     )
-
-
-def _steps_range(
-    range_s: tuple[float, float | None], step_s: float | None
-) -> tuple[int, int | None] | None:
-    """A range of intervals in whole steps (:func:`rules.advice.interval_steps`), open above
-    when it is; None without a step time."""
-    if step_s is None:
-        return None
-    low_s, high_s = range_s
-    high = None if high_s is None else interval_steps(high_s, step_s)
-    return interval_steps(low_s, step_s), high
-
-
-def _daly_ci_s(mtbf: MtbfEstimate, cost: CheckpointCost | None) -> tuple[float, float] | None:
-    """Daly's interval over the corners of the M and C confidence intervals (C's point value
-    stands in for its interval when that is unknown)."""
-    if mtbf.ci_s is None or cost is None:
-        return None
-    costs_s = cost.ci_s or (cost.cost_s, cost.cost_s)
-    corners = [daly_interval_s(m, c) for m, c in itertools.product(mtbf.ci_s, costs_s)]
-    return min(corners), max(corners)

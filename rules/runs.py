@@ -79,6 +79,18 @@ def exposure_s(timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
     return float(np.clip(lengths, 0.0, None, out=lengths).sum())
 
 
+def measured_runs(timeline: Timeline, run_id: IntArray) -> IntArray:
+    """The run labels of :attr:`Timeline.measured` (the observations not host-dated), as
+    :func:`split_runs` gave them on the whole ``timeline``, numbered again from 0 without
+    gaps (a run of host-dated observations only drops out): shape (m,), non-decreasing."""
+    runs = run_id[~timeline.host_dated]
+    if runs.size == run_id.size:
+        return run_id
+    dense = np.zeros(runs.size, np.intp)
+    np.cumsum(runs[1:] != runs[:-1], out=dense[1:])
+    return dense
+
+
 def stepped_exposure_s(
     timeline: Timeline, run_id: IntArray, *, since_s: float = -np.inf
 ) -> tuple[float, int]:

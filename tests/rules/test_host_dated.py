@@ -79,3 +79,28 @@ def test_stepped_exposure_only_where_no_placed_span_measures() -> None:
     alone = Timeline.of([o for o in LIVE if o.host_dated])
     alone_runs = split_runs(alone, [], idle_gap_s=7200.0)
     assert stepped_exposure_s(alone, alone_runs) == (350.0, 1)
+
+
+def test_a_crash_reported_also_by_an_untimed_log_keeps_its_placed_restart() -> None:
+    """A stamped log's failure at 1000 s and a launcher log without stamps that reports the
+    same crash when read 10 s later are one interruption (M counts 1), and R is measured from
+    the stamped failure to the next run's first step (1400 s: R = 400 s); goodput's restart
+    bucket runs to that run's start (the step 100 at 1 s a step began at 1300 s: 300 s)."""
+    stamped = [
+        Observation("run_start", T0, source="hf.log"),
+        Observation("step", T0 + 100, 100, 1.0, source="hf.log"),
+        Observation("step", T0 + 900, 900, 1.0, source="hf.log"),
+        Observation("failure", T0 + 1000, failure_class="nccl_error", source="hf.log"),
+        Observation("run_start", T0 + 1300, source="hf.log"),
+        Observation("step", T0 + 1400, 100, 1.0, source="hf.log"),
+    ]
+    launcher = Observation(
+        "failure", T0 + 1010, failure_class="child_failed", source="run.out", host_dated=True
+    )
+    est = estimate_job("hf", [*stamped, launcher], now_s=T0 + 2000)
+    assert est.n_failures == 1 and len(est.interruptions) == 1
+    assert est.failure_classes == {"nccl_error": 1}
+    assert est.restart_cost_s == pytest.approx(400.0)
+    assert est.goodput_spans is not None
+    restart_s = est.goodput_spans.breakdown(since_s=-np.inf).seconds[3]
+    assert restart_s == pytest.approx(300.0)
