@@ -76,7 +76,9 @@ class JobConfig(Section):
     name: str = Field(min_length=1)
     """The job's name in messages, the store and the CLI."""
     logs: list[str] = Field(default_factory=list)
-    """Absolute globs of training logs (``**`` recurses); files appearing later are found."""
+    """Absolute globs of training logs (``**`` recurses); files appearing later are found. A
+    file that the globs of several jobs match is read once, as the first of them in the config
+    (``check-config`` warns of each)."""
     timings: list[str] = Field(default_factory=list)
     """Absolute globs of checkpoint timing files (JSONL or CSV; exact C)."""
     format: str = "auto"
