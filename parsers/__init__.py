@@ -7,6 +7,9 @@ Use::
         events.extend(parser.feed(line, lineno))
     events.extend(parser.finish())                   # at end of file or when the file idles
 
+``finish()`` ends only what a quiet file ends (a pending traceback's failure), never a save:
+a followed file flushed whenever it goes quiet gives the events of the whole file read at once.
+
 Formats (:func:`available_formats`):
 
 * ``auto`` — timing file or log, decided by the first non-blank line; a log's stack is then

@@ -8,9 +8,12 @@ What is recognised:
 * ``Saving model checkpoint to …/checkpoint-<step>`` → ``checkpoint_start`` (step from the
   directory name; from the training bar when the directory is a ``tmp-checkpoint-…``).
 * The save's sub-step lines ``<Thing> saved in <that directory>/…`` (``Configuration saved in``,
-  ``Model weights saved in``): the LAST one before any other timestamped record, or before the
-  training bar moves past the saved step, or before ``finish()``, ends the save →
-  ``checkpoint_end`` at that line with ``duration_s = end − start``. HF prints no line when the
+  ``Model weights saved in``): the LAST one before any other timestamped record (the next save,
+  a resume), or before the training bar moves past the saved step, or before a failure, ends
+  the save → ``checkpoint_end`` at that line with ``duration_s = end − start``. A quiet file
+  (``finish()``) does not end it: HF writes the ``Configuration saved in`` lines at once, then
+  the weights for seconds to minutes, so a save is open until a line shows it ended, and a
+  file that ends inside one leaves it open (no end line, so no number). HF prints no line when the
   optimizer state is written (docs/FORMATS.md §0.2), so this under-counts the save by that part. A
   save whose start or sub-steps carry no time gets no ``checkpoint_end``.
 * ``***** Running training *****`` → ``run_start``; ``Training completed.`` → ``run_end``.
@@ -263,10 +266,6 @@ class HfTrainer(Stack):
                 )
             )
         return events
-
-    def finish(self) -> list[Event]:
-        """Close an open save (its last "saved in" line is its end)."""
-        return self._close_save()
 
     def interrupted(self) -> list[Event]:
         """A failure ends the save in progress: its last "saved in" line so far is its end."""

@@ -264,8 +264,15 @@ class LogParser(StreamParser):
         return bool(self._keyword_search.find_matches_as_indexes(line))
 
     def _finish(self) -> list[Event]:
-        events = self._stack.finish() if self._stack is not None else []
-        return self._dated(events + self._failures.finish())
+        """What a quiet file ends: an open traceback or banner. Its failure ends what it
+        interrupted, as when a line closes it (:meth:`_feed_piece`); nothing else is closed:
+        an open save waits for a line that ends it."""
+        events: list[Event] = []
+        failures = self._failures.finish()
+        if failures and self._stack is not None:
+            self._note(events, self._stack.interrupted())
+        events.extend(failures)
+        return self._dated(events)
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:
         if adoption.KEYWORD in piece:

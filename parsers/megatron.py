@@ -16,8 +16,11 @@ What is recognised (:class:`Megatron`):
   header may be glued to the timer line in pasted logs) gives its cost: ``checkpoint_end`` at
   the timer line, ``duration_s`` = the max over ranks in seconds, ``time`` = the "successfully
   saved" line's stamp (else start + duration, estimated). Without a timer line before the next
-  iteration line (or ``finish()``), the end is reported at the "successfully saved" line with
-  ``duration_s`` = end − start when both lines are stamped. An async save's timer comes before
+  record of the table (an iteration line, a resume, the next save) or a failure, the end is
+  reported at the "successfully saved" line with ``duration_s`` = end − start when both lines
+  are stamped. A quiet file (``finish()``) reports neither: the timer line may still come
+  (the save's last barrier across ranks can take seconds), so a file whose last save line is
+  its "successfully saved" one leaves that save open. An async save's timer comes before
   its "successfully saved" line (printed at finalize), which then gives nothing.
 * ``iteration N/TOTAL | … elapsed time per iteration (ms): X | …`` → ``step`` (every
   ``--log-interval``; ``duration_s`` = X / 1000).
@@ -205,8 +208,9 @@ class Megatron(Stack):
             return []
         return self._flush() + self.pair(self.event(pattern.kind, record, m))
 
-    def finish(self) -> list[Event]:
-        """Report a save whose timer line never came."""
+    def interrupted(self) -> list[Event]:
+        """A failure: the timer line of a save that printed "successfully saved" will not come
+        (it gathers every rank); report that end now, before the failure."""
         return self._flush()
 
     def _timed(self, record: Record, m: re.Match[str]) -> list[Event]:

@@ -24,7 +24,9 @@ What is recognised:
   one step and may finalize both at the end of training (real paste, BioNeMo Evo2 2025-06).
   Other ranks' ``Global Checkpoint Save`` copies are told apart by their ``Rank``.
 * A synchronous save ends at its ``Global Checkpoint Save`` line (reported once the next
-  NeMo record shows no async scheduling followed) → ``checkpoint_end``, ``time`` = t + d.
+  NeMo record, or a failure, shows no async scheduling followed) → ``checkpoint_end``,
+  ``time`` = t + d. A quiet file (``finish()``) reports nothing: the scheduling line may still
+  come, so a file whose last line is a ``Global Checkpoint Save`` leaves that save open.
 * ``Resuming training from checkpoint: <path>`` → ``resume`` (step from ``step=N`` in the
   path). NeMo 2's ``There were no checkpoints found … Training from scratch.`` is no resume.
 * NeMo 2 progress lines ``… | global_step: N | … | train_step_timing in s: X | …`` → ``step``.
@@ -201,8 +203,9 @@ class NeMo(Stack):
             events.extend(self.pair(self.event(pattern.kind, record, m)))
         return events
 
-    def finish(self) -> list[Event]:
-        """Report a synchronous save whose last line was its ``Global Checkpoint Save``."""
+    def interrupted(self) -> list[Event]:
+        """A failure: a save whose ``Global Checkpoint Save`` came and no scheduling line after
+        it was synchronous; report its end now, before the failure."""
         save = self._save
         if save is not None and not save.is_async and save.blocking_s is not None:
             return self._close_sync()

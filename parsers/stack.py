@@ -10,8 +10,11 @@ and fills in three class attributes:
 
 Table lookups are enough for a stateless stack; a stack with state (the HF Trainer pairs a save
 start with its last "saved in" line) overrides :meth:`Stack.on_record`, :meth:`Stack.on_bar` and
-:meth:`Stack.finish`. Messages are matched whatever the prefix, so the same table reads a
-stack's bare messages (no logging formatter) with ``time=None``.
+:meth:`Stack.interrupted`. A stack has no end-of-file hook: what it holds (an open save) ends on
+a line, never because the file went quiet (``StreamParser.finish``), so the daemon, which
+flushes a quiet file, and a backfill give the same events. Messages are matched whatever the
+prefix, so the same table reads a stack's bare messages (no logging formatter) with
+``time=None``.
 
 (A little over 400 lines, on purpose: the record types and the :class:`Stack` base with its
 hooks are the one contract every stack module implements, and the buffer path's shortcuts
@@ -321,10 +324,6 @@ class Stack:
         """True for a bar state that neither :meth:`on_bar` nor the file's clock ever acts on,
         whatever the stack's state (only if :attr:`reads_bars`); by default none."""
         return False
-
-    def finish(self) -> list[Event]:
-        """Flush state at end of file or idle."""
-        return []
 
     def interrupted(self) -> list[Event]:
         """Flush what a failure line ends (the log parser calls it before the failure's events,

@@ -162,9 +162,12 @@ class StreamParser(ABC):
         return self.feed(line, lineno)
 
     def finish(self) -> list[Event]:
-        """Flush pending state at end of file or when the file goes idle; return its events.
-
-        Feeding may go on afterwards (a file that grows again).
+        """Flush what a quiet file ends (at the end of a file read, or when a followed file
+        goes idle) and return its events: a failure that waited for its next line (a
+        traceback's). Nothing whose end a later line may still show is closed (an open save
+        stays open), so feeding may go on afterwards (a file that grows again) with the
+        same events as if no flush had happened, but for a traceback continued after a
+        pause.
         """
         try:
             return self._finish()

@@ -17,7 +17,12 @@ A parser may hold an event until the next line (a traceback's failure waits for 
 its exception line). Live, a file with no new complete line for ``idle_flush_s`` has its parser
 *flushed* (``StreamParser.finish()``) once, and the flush is recorded with the offset
 (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a file
-is stored, and stored once, across restarts. A backfill flushes at the end of each file.
+is stored, and stored once, across restarts. A backfill flushes at the end of each file, and a
+file that left its globs is flushed at its end when it is let go (:meth:`Reader.flush_final`:
+quiet for ``rotated_idle_s``, or at shutdown). A flush ends nothing but such a failure: a save
+stays open until a line ends it (an HF Trainer save writes its weights for minutes after its
+config lines), so a file read in pieces far apart in time, a restart between them or not,
+gives the events of the whole file read at once (docs/RELIABILITY.md scenario 8).
 """
 
 from __future__ import annotations
@@ -262,8 +267,9 @@ class Reader:
             self._commit(f, pending, stats, truncated)
 
     def flush_final(self, f: OpenFile, stats: ScanStats) -> None:
-        """No line will follow: flush the parser at ``f.pos`` (a pending failure is complete)
-        and commit, unless it is flushed already or the position is not a line's end yet."""
+        """No line will follow: flush the parser at ``f.pos`` (a pending failure is complete;
+        a save still open stays open, as at the end of a backfill: no line showed its end) and
+        commit, unless it is flushed already or the position is not a line's end yet."""
         if f.pos >= f.replay_to and not f.flushed and f.skip_pos is None:
             pending: list[Event] = []
             self._flush(f, pending)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from zoneinfo import ZoneInfo
 
+from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
 from tests.parsers._helpers import parse, summary, utc
 
@@ -84,14 +86,54 @@ def test_a_save_without_saved_in_lines_has_no_end() -> None:
     assert [e.kind for e in events] == [START]
 
 
-def test_finish_closes_an_open_save() -> None:
-    """A save still open at end of file ends at its last "saved in" line."""
+def test_a_quiet_file_leaves_an_open_save_open() -> None:
+    """``finish()`` (the file went quiet, or a read reached its end) ends no save: the weights
+    line written after it still ends the save, as if no flush had happened, and a save a file
+    ends inside has no end, so no number."""
+    config = [
+        _rec("10:00:00,000", "Saving model checkpoint to out/checkpoint-25/"),
+        _rec("10:00:00,001", "Configuration saved in out/checkpoint-25/config.json"),
+    ]
+    later = [
+        _rec("10:00:45,250", "Model weights saved in out/checkpoint-25/model.safetensors"),
+        _rec("10:00:46,000", "Deleting older checkpoint [out/checkpoint-5]"),
+    ]
+    parser = make_parser("hf_trainer", tz=UTC)
+    events = [ev for n, line in enumerate(config, 1) for ev in parser.feed(line, n)]
+    assert parser.finish() == []
+    assert [e.kind for e in events] == [START]
+    events += [ev for n, line in enumerate(later, 3) for ev in parser.feed(line, n)]
+    events += parser.finish()
+    assert summary(events) == [
+        (START, 1, utc("2026-11-29 10:00:00"), 25, None, None),
+        (END, 3, utc("2026-11-29 10:00:45.250"), 25, 45.25, None),
+    ]
+    whole, _ = parse(config + later)
+    assert summary(whole) == summary(events)
+    cut, _ = parse(config)
+    assert [e.kind for e in cut] == [START]
+
+
+def test_a_failure_after_a_quiet_pause_ends_the_open_save() -> None:
+    """A traceback flushed by ``finish()`` ends the save it interrupted at its last "saved in"
+    line, as the line after the traceback would have: the same save end, before the failure."""
     lines = [
         _rec("10:00:00,000", "Saving model checkpoint to out/checkpoint-25/"),
-        _rec("10:00:03,250", "Model weights saved in out/checkpoint-25/model.safetensors"),
+        _rec("10:00:02,000", "Model weights saved in out/checkpoint-25/model.safetensors"),
+        "Traceback (most recent call last):",
+        '  File "train.py", line 1, in <module>',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ]
-    events, _ = parse(lines)
-    assert summary(events)[-1] == (END, 2, utc("2026-11-29 10:00:03.250"), 25, 3.25, None)
+    quiet, _ = parse(lines)
+    assert [(e.kind, e.line) for e in quiet] == [
+        (START, 1),
+        (END, 2),
+        (EventKind.FAILURE, 3),
+    ]
+    assert summary(quiet)[1] == (END, 2, utc("2026-11-29 10:00:02"), 25, 2.0, None)
+    resumed, _ = parse([*lines, _rec("10:05:00,000", "***** Running training *****")])
+    assert [(e.kind, e.line) for e in resumed[:3]] == [(e.kind, e.line) for e in quiet]
+    assert summary(resumed)[:2] == summary(quiet)[:2]
 
 
 def test_a_tmp_checkpoint_dir_takes_its_step_from_the_training_bar() -> None:

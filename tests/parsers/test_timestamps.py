@@ -92,7 +92,8 @@ def test_a_save_across_the_repeated_hour_keeps_its_end_after_its_start() -> None
         *_hf_save("01:58:00,000|01:03:00,000", 200),
         *_hf_save("01:30:00,000|01:31:00,000", 300),
         *_hf_save("02:10:00,000|02:11:00,000", 400),
-    ]
+        "[INFO|trainer.py:2675] 2026-11-01 02:12:00,000 >> ***** Running training *****",
+    ]  # the last record ends the last save (a file ending inside a save leaves it open)
     events, _ = parse(lines, "hf_trainer", tz=NEW_YORK)
     times = [
         e.time for e in events if e.kind in (EventKind.CHECKPOINT_START, EventKind.CHECKPOINT_END)
