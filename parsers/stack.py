@@ -337,9 +337,10 @@ class Stack:
 
     def header_time(self, text: str, lineno: int) -> datetime | None:
         """Time of the record whose header starts ``text``, or ``None``."""
-        if not any(header.keyword in text for header in self.headers):
-            return None  # no header (the metrics dict after most bar redraws): no record time
-        return self.time_of(self._record(text, lineno, continues=False))
+        for header in self.headers:  # a loop, not any() of a generator: once per bar line
+            if header.keyword in text:
+                return self.time_of(self._record(text, lineno, continues=False))
+        return None  # no header (the metrics dict after most bar redraws): no record time
 
     def time_of(self, record: Record) -> datetime | None:
         """Parse the record's time in ``context.tz``; a bad stamp is reported and gives None.
