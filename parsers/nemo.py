@@ -24,7 +24,7 @@ What is recognised:
   one step and may finalize both at the end of training (real paste, BioNeMo Evo2 2025-06).
   Other ranks' ``Global Checkpoint Save`` copies are told apart by their ``Rank``.
 * A synchronous save ends at its ``Global Checkpoint Save`` line (reported once the next
-  NeMo record, or a failure, shows no async scheduling followed) → ``checkpoint_end``,
+  ``[NeMo …]`` record, or a failure, shows no async scheduling followed) → ``checkpoint_end``,
   ``time`` = t + d. A quiet file (``finish()``) reports nothing: the scheduling line may still
   come, so a file whose last line is a ``Global Checkpoint Save`` leaves that save open.
 * ``Resuming training from checkpoint: <path>`` → ``resume`` (step from ``step=N`` in the
@@ -176,6 +176,8 @@ class NeMo(Stack):
         hit = self.match(record.msg)
         events: list[Event] = []
         if hit is None:
+            if record.header is not None and not record.continued:
+                events.extend(self._ended_sync())  # any other NeMo record: no scheduling came
             return events
         pattern, m = hit
         save = self._save
@@ -192,8 +194,7 @@ class NeMo(Stack):
             return events
         if pattern is FINALIZED:
             return self._finalized(record, m)
-        if save is not None and not save.is_async and save.blocking_s is not None:
-            events.extend(self._close_sync())
+        events.extend(self._ended_sync())
         if pattern is STARTED:
             self._save = _Save(self.event(EventKind.CHECKPOINT_START, record, m))
             events.append(self._save.start)
@@ -204,8 +205,13 @@ class NeMo(Stack):
         return events
 
     def interrupted(self) -> list[Event]:
-        """A failure: a save whose ``Global Checkpoint Save`` came and no scheduling line after
-        it was synchronous; report its end now, before the failure."""
+        """A failure: the save in progress, if it printed its ``Global Checkpoint Save``, was
+        synchronous; report its end now, before the failure."""
+        return self._ended_sync()
+
+    def _ended_sync(self) -> list[Event]:
+        """End the save in progress if its ``Global Checkpoint Save`` came: a record other
+        than its scheduling line follows, so it was synchronous."""
         save = self._save
         if save is not None and not save.is_async and save.blocking_s is not None:
             return self._close_sync()

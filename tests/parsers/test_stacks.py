@@ -193,6 +193,21 @@ def test_nemo_sync_and_async_saves_resume_and_progress_lines() -> None:
     assert events[5].persist_s == pytest.approx(0.942)
 
 
+def test_a_nemo_sync_save_ends_at_the_next_nemo_record_of_any_kind() -> None:
+    """A ``Global Checkpoint Save`` followed by a NeMo record that is not its scheduling line
+    (``Async finalization time took …``) was synchronous: it ends there, not only at a line of
+    the table, so a run's last save is not left open for want of one."""
+    nemo = read_lines(FIXTURES / "nemo/nemo.log")
+    esm2 = read_lines(FIXTURES / "real_pasted/nemo_bionemo_esm2_hyperpod.log")
+    events, _ = parse([nemo[1], esm2[0]], "nemo")
+    assert summary(events) == [
+        (START, 1, utc("2024-05-02 10:00:00.512"), 500, None, None),
+        (END, 1, utc("2024-05-02 10:00:11.762"), 500, pytest.approx(11.25), None),
+    ]
+    alone, _ = parse([nemo[1]], "nemo")
+    assert [e.kind for e in alone] == [START]
+
+
 def test_torchtitan_every_save_generation_and_no_background_chatter() -> None:
     """2025 no-space 'enabled)in', 2026 staging and last-step lines; DCP process lines ignored."""
     rows, name = _events("torchtitan/torchtitan.log")
