@@ -13,13 +13,12 @@ from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
 from ckpt_advisor.rules.cost import log_save_durations_s
 from ckpt_advisor.rules.goodput import Bucket, GoodputSpans
 from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.recovery import recoveries
 from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import (
-    PROGRESS_KINDS,
     BoolArray,
     FloatArray,
     IntArray,
-    Kind,
     Timeline,
 )
 
@@ -38,12 +37,8 @@ def goodput_spans(
 
     Each bucket is the set of times :mod:`rules.goodput` describes; an instant in several
     takes the first of restart, idle (not running), checkpoint, idle (a run's start-up), lost,
-    productive. A run's first progress is re-dated to when its steps began,
-    ``t − (s − s₀)·τ`` (``s₀`` its ``resume`` step, else the step of the last save before it,
-    else 0; τ the step time), never before the run's first line nor after the progress line;
-    without τ a run's progress is taken to begin at its first line (a first save may come a
-    whole interval after the start: better a start-up counted as progress than an interval
-    counted as restart).
+    productive. A run's first progress is re-dated to when its steps began, and a restart ends
+    there (:func:`rules.recovery.recoveries`, the reckoning R uses too).
 
     Args:
         timeline: the job's observations, failures re-dated
@@ -83,10 +78,10 @@ def goodput_spans(
     first_of_run = np.flatnonzero(np.concatenate(([True], run_id[1:] != run_id[:-1])))
     last_of_run = np.concatenate((first_of_run[1:] - 1, [times.size - 1]))
     run_first_s, run_last_s = times[first_of_run], times[last_of_run]
+    recovered = recoveries(timeline, run_id, saves, int_end, step_time_s=step_time_s)
+    began_s, restart_end_s, resumed = recovered.began_s, recovered.end_s, recovered.resumed
     np.minimum.at(run_first_s, run_id[saves], saves_at.start_s)  # a timed save's own start
     first_s = float(run_first_s.min())
-    began_s = _progress_began_s(timeline, run_id, saves_at, step_time_s, run_first_s, run_last_s)
-    restart_end_s, resumed = _recoveries(timeline, run_id, int_end, began_s)
     kept_s = saves_at.kept_s(int_start, resumed)
     # every edge, then the label of each elementary stretch by its midpoint
     edges = (
@@ -156,27 +151,6 @@ def _next_line_s(times_s: FloatArray, run_id: IntArray, saves: IntArray) -> Floa
     same = (nxt < times_s.size) & (run_id[at] == run_id[saves])
     out: FloatArray = np.where(same, times_s[at], times_s[saves])
     return out
-
-
-def _recoveries(
-    timeline: Timeline, run_id: IntArray, int_end_s: FloatArray, began_s: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """Per interruption (its last failure at ``int_end_s``): when the progress after it began
-    (the newest observation when the job never recovered), and the ``resume`` step of the run
-    that recovered (NaN unknown)."""
-    times = timeline.time_s
-    failures = timeline.failure_index
-    last_failure = failures[np.searchsorted(times[failures], int_end_s, "right") - 1]
-    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
-    following = np.searchsorted(progress, last_failure, "right")
-    recovered = following < progress.size
-    end_s = np.full(int_end_s.size, times[-1])
-    resumed = np.full(int_end_s.size, np.nan)
-    if recovered.any():
-        at = progress[following[recovered]]
-        end_s[recovered] = np.minimum(times[at], began_s[run_id[at]])
-        resumed[recovered] = _resume_step(timeline, run_id)[run_id[at]]
-    return np.maximum(end_s, int_end_s), resumed
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,47 +263,6 @@ def _last_done(end_s: FloatArray, before_s: FloatArray) -> IntArray:
     count = np.where(np.isnan(before_s), 0, count)
     count = np.minimum(count, np.count_nonzero(~np.isnan(end_s)))
     return np.where(count > 0, latest[np.maximum(count - 1, 0)] if latest.size else -1, -1)
-
-
-def _progress_began_s(
-    timeline: Timeline,
-    run_id: IntArray,
-    saves: _Saves,
-    step_time_s: float | None,
-    run_first_s: FloatArray,
-    run_last_s: FloatArray,
-) -> FloatArray:
-    """Per run, when its progress began (see :func:`goodput_spans`); its last line's time for
-    a run with no progress."""
-    began_s = run_last_s.copy()
-    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
-    of_run = run_id[progress]  # non-decreasing: each run's first is where it changes
-    first = np.flatnonzero(of_run[1:] != of_run[:-1]) + 1
-    first = np.concatenate(([0], first)) if of_run.size else first
-    runs, at = of_run[first], progress[first]
-    shown_s = timeline.time_s[at]
-    if step_time_s is None:
-        began_s[runs] = run_first_s[runs]
-        return began_s
-    start_step = _resume_step(timeline, run_id)[runs]
-    unknown = np.isnan(start_step)
-    before = np.searchsorted(saves.end_s, run_first_s[runs[unknown]], "right") - 1
-    saved_step = np.concatenate(([0.0], saves.step))  # 0: nothing saved before the run
-    start_step[unknown] = saved_step[before + 1]
-    steps = timeline.step[at]
-    dated = shown_s - np.where(np.isfinite(steps), steps - start_step, 0.0) * step_time_s
-    dated = np.where(np.isfinite(dated), dated, shown_s)
-    began_s[runs] = np.clip(dated, run_first_s[runs], shown_s)
-    return began_s
-
-
-def _resume_step(timeline: Timeline, run_id: IntArray) -> FloatArray:
-    """Per run (indexed by run number), the step of its first ``resume`` line, NaN if none."""
-    out = np.full(int(run_id[-1]) + 1 if run_id.size else 0, np.nan)
-    resumes = np.flatnonzero((timeline.kind == Kind.RESUME) & np.isfinite(timeline.step))
-    runs, first = np.unique(run_id[resumes], return_index=True)
-    out[runs] = timeline.step[resumes[first]]
-    return out
 
 
 def _covered(at_s: FloatArray, starts_s: FloatArray, ends_s: FloatArray) -> BoolArray:

@@ -236,7 +236,9 @@ def estimate_job(
         declared_s = None if across_steps is None else across_steps * step_s
     if current_s is None:
         current_s = declared_s
-    restart_s = restart_cost_s(timeline, placed)
+    # R and the goodput split end each restart alike (rules/recovery.py), on the same spans
+    saves_measured = saves if measured is timeline else save_index(measured, run_measured)
+    restart_s = restart_cost_s(measured, placed, run_measured, saves_measured, step_time_s=step_s)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
     excess_gpu_h = excess_money = excess_gpu_h_range = None
@@ -388,7 +390,7 @@ def estimate_job(
                 measured,
                 placed_all,
                 run_measured,
-                saves if measured is timeline else save_index(measured, run_measured),
+                saves_measured,
                 step_time_s=step_s,
                 upper_by_row=upper_by_row,
             ),

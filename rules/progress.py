@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ckpt_advisor.rules.interruptions import Interruption
+from ckpt_advisor.rules.recovery import recoveries
 from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import (
-    PROGRESS_KINDS,
     BoolArray,
     FloatArray,
     IntArray,
@@ -309,34 +309,44 @@ def redated_failures(
     return moved_s, clamped
 
 
-def restart_cost_s(timeline: Timeline, interruptions: Sequence[Interruption]) -> float | None:
+def restart_cost_s(
+    timeline: Timeline,
+    interruptions: Sequence[Interruption],
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    step_time_s: float | None,
+) -> float | None:
     """Restart cost R: median time from an interruption to training progressing again.
 
-    Measured from the interruption's first failure to the first ``step`` or checkpoint
-    observation after its last failure, so it holds detection, queueing, start-up, loading the
-    checkpoint and failed restart attempts. Interruptions the job never recovered from are
-    skipped, and so are those with an end the host dated (:attr:`Interruption.host_dated`, or
-    a first progress after it that is :attr:`Timeline.host_dated`): a file that printed no
-    time cannot say when it failed or progressed again.
+    Measured from the interruption's first failure to when the progress of the run that
+    recovered began (:func:`rules.recovery.recoveries`: its first ``step`` or checkpoint
+    observation dated back by its steps, the end goodput's restart time has too), so it holds
+    detection, queueing, start-up, loading the checkpoint and failed restart attempts.
+    Interruptions the job never recovered from are skipped, and so are those with an end the
+    host dated (:attr:`Interruption.host_dated`, or a first progress after it that is
+    :attr:`Timeline.host_dated`): a file that printed no time cannot say when it failed or
+    progressed again.
 
     Args:
         timeline: the job's observations.
-        interruptions: the interruptions to measure (usually the unplanned ones in the window).
+        interruptions: the interruptions to measure (usually the unplanned ones in the window),
+            ascending.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+        saves: from :func:`save_index`.
+        step_time_s: seconds per step, or None when unknown.
 
     Returns:
         Seconds, or None when no interruption was followed by progress.
     """
-    progress = np.flatnonzero(timeline.is_kind(*PROGRESS_KINDS))
-    progress_s = timeline.time_s[progress]
     starts = np.array([i.start_s for i in interruptions], np.float64)
     ends = np.array([i.end_s for i in interruptions], np.float64)
-    following = np.searchsorted(progress_s, ends, "right")
-    recovered = following < progress_s.size
-    if timeline.host_dated.any() and progress.size:
-        next_host = timeline.host_dated[progress[np.minimum(following, progress.size - 1)]]
+    found = recoveries(timeline, run_id, saves, ends, step_time_s=step_time_s)
+    usable = found.recovered
+    if timeline.host_dated.any():
         placed = np.array([not i.host_dated for i in interruptions], np.bool_)
-        recovered &= placed & ~next_host
-    costs_s = progress_s[following[recovered]] - starts[recovered]
+        usable &= placed & ~timeline.host_dated[np.maximum(found.progress, 0)]
+    costs_s = found.end_s[usable] - starts[usable]
     return float(np.median(costs_s)) if costs_s.size else None
 
 

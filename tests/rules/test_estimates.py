@@ -217,8 +217,11 @@ def test_step_time_from_saves_needs_c() -> None:
 
 
 def test_restart_cost_runs_from_the_failure_to_progress_again() -> None:
-    """R = first failure of the burst to the first step after it; median over interruptions."""
-    timeline = Timeline.of(
+    """R = first failure of the burst to when progress began again; median over interruptions.
+    Without a step time a restart ends at the recovering run's first line (400 s, 2000 s: R
+    300 and 1000 s); at 100 s per step the step-2 line at 700 s began at 700 − 2·100 = 500 s
+    (nothing saved: steps count from 0), so R 400 and 1000 s."""
+    timeline, run_id = prepared(
         [
             obs("step", 0, step=1),
             obs("failure", 100, failure_class="oom"),
@@ -232,8 +235,12 @@ def test_restart_cost_runs_from_the_failure_to_progress_again() -> None:
     )
     interruptions = cluster_interruptions(timeline)
     assert len(interruptions) == 3
-    assert restart_cost_s(timeline, interruptions) == pytest.approx((600 + 1000) / 2)
-    assert restart_cost_s(timeline, []) is None
+    saves = save_index(timeline, run_id)
+    no_tau = restart_cost_s(timeline, interruptions, run_id, saves, step_time_s=None)
+    assert no_tau == pytest.approx((300 + 1000) / 2)
+    tau = restart_cost_s(timeline, interruptions, run_id, saves, step_time_s=100.0)
+    assert tau == pytest.approx((400 + 1000) / 2)
+    assert restart_cost_s(timeline, [], run_id, saves, step_time_s=None) is None
 
 
 def test_step_time_prefers_the_frameworks_own_seconds_per_step() -> None:

@@ -84,8 +84,9 @@ def test_stepped_exposure_only_where_no_placed_span_measures() -> None:
 def test_a_crash_reported_also_by_an_untimed_log_keeps_its_placed_restart() -> None:
     """A stamped log's failure at 1000 s and a launcher log without stamps that reports the
     same crash when read 10 s later are one interruption (M counts 1), and R is measured from
-    the stamped failure to the next run's first step (1400 s: R = 400 s); goodput's restart
-    bucket runs to that run's start (the step 100 at 1 s a step began at 1300 s: 300 s)."""
+    the stamped failure to when the next run's steps began, as goodput's restart bucket (step
+    100 shown at 1400 s, at 1 s a step, began at 1300 s, the run's start: R = 300 s; to the
+    step line itself it would be 400 s)."""
     stamped = [
         Observation("run_start", T0, source="hf.log"),
         Observation("step", T0 + 100, 100, 1.0, source="hf.log"),
@@ -100,7 +101,7 @@ def test_a_crash_reported_also_by_an_untimed_log_keeps_its_placed_restart() -> N
     est = estimate_job("hf", [*stamped, launcher], now_s=T0 + 2000)
     assert est.n_failures == 1 and len(est.interruptions) == 1
     assert est.failure_classes == {"nccl_error": 1}
-    assert est.restart_cost_s == pytest.approx(400.0)
+    assert est.restart_cost_s == pytest.approx(300.0)
     assert est.goodput_spans is not None
     restart_s = est.goodput_spans.breakdown(since_s=-np.inf).seconds[3]
     assert restart_s == pytest.approx(300.0)
