@@ -186,20 +186,25 @@ class FileClock:
             return self._newest
         return reading if self._newest is None else max(reading, self._newest)
 
-    def untimed(self, lineno: int) -> None:
+    def untimed(self, lineno: int, *, yearless: bool = False) -> None:
         """An event of line ``lineno`` has no time: report once, as a ``no_timestamps`` event,
         when the file has shown no stamp before it (Lightning prints none; its events are then
-        dated by whoever reads the file)."""
+        dated by whoever reads the file). ``yearless``: the file printed stamps, but none with
+        a year (glog's ``E1129 23:03:27``) and no full date anywhere to take it from."""
         if self._newest is not None or self._reported_untimed:
             return  # stamped, or said already
         self._reported_untimed = True
+        detail = (
+            "the file printed times without a year and no full date to take it from"
+            if yearless
+            else "the file printed no time before this line"
+        )
         self._findings.append(
             Event(
                 EventKind.NO_TIMESTAMPS,
                 lineno,
                 _CLOCK_PARSER,
-                detail="the file printed no time before this line: its events carry no time "
-                "of their own",
+                detail=f"{detail}: its events carry no time of their own",
             )
         )
 

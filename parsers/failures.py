@@ -12,7 +12,9 @@ Class names are the vocabulary of ``parsers/vocabulary.py``.
 **Time.** A rule's own ``time`` group (Slurm's ``CANCELLED AT``), else the line's prefix:
 c10/glog ``[E1206 18:44:12.715298746 file:line]`` and torch ≥2.4 launcher ``W0801
 13:23:17.366000 pid file:line]`` (month and day only: the year comes from the last full date
-seen in the file, else ``year_hint``, else the time is left out; the c10 fraction is
+seen in the file, or when none came before, the first one after: the log parser holds such
+events, and the ones after them, until one is seen; else ``year_hint``; else the time is left
+out, and the reader dates them, flagged; the c10 fraction is
 CLOCK_MONOTONIC, so only whole seconds are kept), torch 2.2–2.3 launcher ``[2024-05-08
 08:47:31,261]``, ``dmesg -T`` ``[Sun Feb 20 06:16:58 2022]``, journalctl ``Feb 14 05:03:41 host
 kernel:``. ``dmesg``'s ``[ 1843.308145]`` is seconds since boot: no time.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from ahocorasick_rs import AhoCorasick
@@ -162,6 +165,11 @@ class FailureLines:
         """family[:incident] → (last line of that family, step when reported, its time)."""
         self._last_failure: tuple[int, int | None] | None = None
         """(line, step) of the last unplanned failure, reported or merged."""
+        self._yearless: dict[int, tuple[str, str | None]] = {}
+        """line → its stamp without a year (glog ``MMDD``/``HH:MM:SS``, or syslog's time and
+        None), read before any full date: dated once one is seen (:meth:`with_years`)."""
+        self.saw_yearless = False
+        """Whether the file printed a stamp without a year that no full date placed."""
 
     @property
     def active(self) -> bool:
@@ -171,6 +179,40 @@ class FailureLines:
     def note_time(self, time: datetime) -> None:
         """Remember a full date seen in the file (year of later month/day-only stamps)."""
         self._reference = time
+
+    @property
+    def awaits_year(self) -> bool:
+        """Whether events of stamps without a year wait for the file's first full date: the
+        caller holds them, and every event after them (file order), until :meth:`with_years`
+        can date them."""
+        return bool(self._yearless) and self._reference is None
+
+    def with_years(self, events: list[Event], *, final: bool = False) -> list[Event]:
+        """``events`` with their stamps without a year dated by the file's first full date
+        after them (none came before them: :func:`parsers.timestamps.resolve_year` takes the
+        year that puts the stamp within half a year of it). At the end of the file (``final``)
+        with no full date at all they stay without a time (the reader dates them, flagged as
+        the file's ``no_timestamps``) and :attr:`saw_yearless` says why."""
+        if not self._yearless or (self._reference is None and not final):
+            return events
+        reference, tz = self._reference, self._context.tz
+        out = []
+        for event in events:
+            stamp = self._yearless.get(event.line) if event.time is None else None
+            if stamp is not None and reference is not None:
+                first, hms = stamp
+                try:
+                    if hms is None:
+                        time = parse_syslog_time(first, tz, reference, None)
+                    else:
+                        time = parse_mmdd_hms(first, hms, tz, reference, None)
+                    event = replace(event, time=time)
+                except ValueError as exc:
+                    self._context.report(event.line, f"bad timestamp: {exc}")
+            out.append(event)
+        self.saw_yearless = reference is None
+        self._yearless.clear()
+        return out
 
     def feed(self, piece: str, lineno: int, step: int | None) -> tuple[bool, list[Event]]:
         """Take one record piece; return ``(consumed, events)`` as the traceback tracker does.
@@ -268,6 +310,9 @@ class FailureLines:
             prefix = piece[: m.start()]
             glog = _GLOG.search(prefix)
             if glog is not None:
+                if self._reference is None and self._context.year_hint is None:
+                    self._yearless[lineno] = (glog["mmdd"], glog["hms"])
+                    return None
                 return parse_mmdd_hms(
                     glog["mmdd"], glog["hms"], tz, self._reference, self._context.year_hint
                 )
@@ -277,6 +322,9 @@ class FailureLines:
                     return self._full(parse(found["time"], tz))
             syslog = _SYSLOG.search(prefix)
             if syslog is not None:
+                if self._reference is None and self._context.year_hint is None:
+                    self._yearless[lineno] = (syslog["time"], None)
+                    return None
                 return parse_syslog_time(
                     syslog["time"], tz, self._reference, self._context.year_hint
                 )

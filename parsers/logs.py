@@ -129,6 +129,9 @@ class LogParser(StreamParser):
         )
         self._clock = stacks[0].context.clock or FileClock()
         self._inert: dict[str, None] = {}
+        self._held: list[Event] = []
+        """Events held from a stamp without a year on, in file order, until the file's first
+        full date dates it (:meth:`FailureLines.with_years`)."""
 
     def _feed(self, raw: str, lineno: int) -> list[Event]:
         if raw in self._inert and self._quiet():
@@ -236,6 +239,14 @@ class LogParser(StreamParser):
         events of a bar-reading stack dated by :meth:`FileClock.inferred`, a new bar clock at
         a run's start; the clock's findings go first."""
         clock = self._clock
+        if self._held or self._failures.awaits_year:
+            self._held.extend(events)
+            for event in events:  # a failure's full date (a launcher banner's) gives the year
+                if event.time is not None and not event.time_estimated:
+                    self._failures.note_time(event.time)
+            if self._failures.awaits_year:
+                return []  # the clock keeps its findings until the held events go
+            events, self._held = self._failures.with_years(self._held), []
         if not events:  # most lines fed give none
             return clock.take_findings()
         infers = self._stack is not None and self._stack.reads_bars
@@ -243,7 +254,7 @@ class LogParser(StreamParser):
             if event.time is None:
                 when = clock.inferred() if infers else None
                 if when is None:
-                    clock.untimed(event.line)
+                    clock.untimed(event.line, yearless=self._failures.saw_yearless)
                 else:
                     events[i] = event.estimated_at(when)
                 continue
@@ -266,12 +277,15 @@ class LogParser(StreamParser):
     def _finish(self) -> list[Event]:
         """What a quiet file ends: an open traceback or banner. Its failure ends what it
         interrupted, as when a line closes it (:meth:`_feed_piece`); nothing else is closed:
-        an open save waits for a line that ends it."""
+        an open save waits for a line that ends it. Events held for a year
+        (:meth:`FailureLines.with_years`) go out, without a time if no full date came."""
         events: list[Event] = []
         failures = self._failures.finish()
         if failures and self._stack is not None:
             self._note(events, self._stack.interrupted())
         events.extend(failures)
+        events = self._failures.with_years([*self._held, *events], final=True)
+        self._held = []
         return self._dated(events)
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:

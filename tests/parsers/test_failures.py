@@ -45,30 +45,32 @@ def _rows(events: list[Event]) -> list[tuple[object, ...]]:
     ]
 
 
-# (kind, line, time, step, duration_s, failure_class, planned)
+# (kind, line, time, step, duration_s, failure_class, planned); a launcher line's glog stamp
+# (``E1129 23:02:56.509000``) takes its year from the ChildFailedError banner's full date after
+# it (``time : 2026-11-29_23:02:56``); torchrun_restart.log prints no full date: no time
 TORCH = {
     "torchrun_raise.log": [
-        (FAILURE, 30, None, None, None, "exit_code", False),
+        (FAILURE, 30, _t("2026-11-29 23:02:56"), None, None, "exit_code", False),
         (FAILURE, 47, _t("2026-11-29 23:02:56"), None, None, "child_failed", False),
         (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_record.log": [
-        (FAILURE, 36, None, None, None, "exit_code", False),
+        (FAILURE, 36, _t("2026-11-29 23:03:13"), None, None, "exit_code", False),
         (FAILURE, 54, _t("2026-11-29 23:03:11"), None, None, "child_failed", False),
         (FAILURE, 9, None, None, None, "python_exception", False),
     ],
     "torchrun_sigkill.log": [
-        (FAILURE, 22, None, None, None, "killed", False),
+        (FAILURE, 22, _t("2026-11-29 23:03:27"), None, None, "killed", False),
         (FAILURE, 39, _t("2026-11-29 23:03:27"), None, None, "killed", False),
         (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_abort.log": [
-        (FAILURE, 22, None, None, None, "abort", False),
+        (FAILURE, 22, _t("2026-11-29 23:03:44"), None, None, "abort", False),
         (FAILURE, 39, _t("2026-11-29 23:03:44"), None, None, "abort", False),
         (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_segfault.log": [
-        (FAILURE, 22, None, None, None, "segfault", False),
+        (FAILURE, 22, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
         (FAILURE, 39, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
         (FAILURE, 10, None, None, None, "python_exception", False),
     ],
