@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ckpt_advisor.agent.notes import MISSED_BY_STACK
 from ckpt_advisor.rules.goodput import BUCKETS, Bucket, Goodput, GoodputSpans
 
 if TYPE_CHECKING:
@@ -29,11 +30,16 @@ def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
     if g.checkpoint_source == "timing_file":
         saves = f"the blocking part of each of {n_saves} save(s)"
     elif lower:
+        missed = MISSED_BY_STACK.get(g.checkpoint_stack or "", "it may not mark every part")
         saves = (
             f"from each of {n_saves} save(s)' first line to its last: a lower bound (a log may "
-            "not mark a save's end: HF Trainer logs none for the optimizer state); "
-            "at most the time to the first step shown after each save (else to its run's next "
-            "line)"
+            f"not mark a save's end: {missed}); at most the time to the first step shown after "
+            "each save (else to its run's next line)"
+        )
+    elif g.checkpoint_source == "log_lines":
+        saves = (
+            f"each of {n_saves} save(s)' logged blocking time, to its end line "
+            f"({g.checkpoint_stack} logs a save's end)"
         )
     else:
         saves = "no save seen"
@@ -50,7 +56,7 @@ def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
             f"running time between the logs' lines, less saves and lost work{unlogged}",
         ),
         Bucket.CHECKPOINT: (
-            "log_lines" if lower or g.checkpoint_source is None else "timing_file",
+            g.checkpoint_source or "log_lines",
             "lower" if lower else None,
             saves,
         ),

@@ -42,15 +42,25 @@ TIMING_FILE_HOWTO = (
 """How to get an exact C, said wherever C is only a lower bound."""
 
 
+MISSED_BY_STACK = {
+    "hf_trainer": "HF Trainer logs no end of the optimizer-state write",
+    "lightning": "Lightning logs a save's start only",
+}
+"""What a lower-bound C misses, by the stack whose lines it comes from (docs/FORMATS.md §0:
+"Few stacks print a save's end"; ``rules/cost.py`` ``SAVE_END_STACKS`` are measured)."""
+
+
 def _lower_bound(note: Note) -> str:
     v = note.values
     cost = f"C ≥ {d(v['cost_s'])}" if "cost_s" in v else "C"
     upper = (
         f", at most {d(v['upper_s'])} where the progress bar keeps time" if "upper_s" in v else ""
     )
+    stack = next(iter(note.by_name), None)
+    missed = MISSED_BY_STACK.get(stack or "", "the log may not mark the end of every part of it")
     return (
-        f"{cost} is a lower bound (log lines miss part of a save: HF Trainer logs no end of the "
-        f"optimizer-state write{upper}); {TIMING_FILE_HOWTO}"
+        f"{cost} is a lower bound (log lines miss part of a save: {missed}{upper}); "
+        f"{TIMING_FILE_HOWTO}"
     )
 
 

@@ -21,6 +21,14 @@ from ckpt_advisor.rules.rank_test import rank_sum_p_value
 from ckpt_advisor.rules.saves import TimedSaves
 from ckpt_advisor.rules.timeline import FloatArray, IntArray, Kind, Timeline
 
+SAVE_END_STACKS = frozenset(("megatron", "nemo", "torchtitan", "deepspeed"))
+"""Stacks whose logs print a save's end or its blocking time (docs/FORMATS.md §0, "Few stacks
+print a save's end"): Megatron's ``save-checkpoint`` timer block, NeMo's ``Save duration`` (and
+an async save's finalize), torchtitan's ``Finished saving the checkpoint in {t} seconds``,
+DeepSpeed 0.16's ``Checkpoint … is ready now!`` (older DeepSpeed prints no end, so no duration).
+C read from their lines is measured, not a lower bound; the HF Trainer (no end of the
+optimizer-state write), Lightning (a start only) and the others give a lower bound."""
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointCost:
@@ -39,7 +47,11 @@ class CheckpointCost:
             same saves, of the time from each save's start to the first step shown after it
             minus the compute time of the steps in between
             (:func:`rules.bounds.checkpoint_upper_bounds_s`); None when too few saves have
-            one (a bar that does not keep time, no bar at all) or C comes from a timing file.
+            one (a bar that does not keep time, no bar at all) or C comes from a timing file
+            or a stack that logs a save's end.
+        stack: for C from log lines, the stack that wrote them (the parser's name, e.g.
+            ``hf_trainer``, ``megatron``), None when unknown or from a timing file: whether the
+            lines mark a save's end (:data:`SAVE_END_STACKS`), and what a lower bound misses.
     """
 
     cost_s: float
@@ -48,11 +60,14 @@ class CheckpointCost:
     source: str
     previous_cost_s: float | None = None
     upper_s: float | None = None
+    stack: str | None = None
 
     @property
     def is_lower_bound(self) -> bool:
-        """True for C from log lines: logs may not mark the end of every part of a save."""
-        return self.source == "log"
+        """True for C from log lines of a stack that does not log a save's end (any stack not
+        in :data:`SAVE_END_STACKS`, or an unknown one): they may not mark the end of every
+        part of a save."""
+        return self.source == "log" and self.stack not in SAVE_END_STACKS
 
     @property
     def range_s(self) -> tuple[float, float | None]:
@@ -74,6 +89,7 @@ def estimate_checkpoint_cost(
     change_p: float = 0.01,
     change_ratio: float = 1.25,
     logged_upper_s: Sequence[float] | FloatArray | None = None,
+    stack: str | None = None,
 ) -> CheckpointCost | None:
     """Estimate C as the median of the most recent checkpoint durations.
 
@@ -110,6 +126,9 @@ def estimate_checkpoint_cost(
             (:func:`rules.bounds.checkpoint_upper_bounds_s`). C from log lines gets
             ``upper_s``, the median of the bounds of the saves it is taken over, when at least
             half of them have one (and never below C).
+        stack: the stack that wrote the log lines (the parser's name), or None: C from the
+            lines of a stack in :data:`SAVE_END_STACKS` is measured (no ``upper_s``), from any
+            other a lower bound.
 
     Returns:
         The estimate, or None when neither source has a usable duration.
@@ -141,7 +160,8 @@ def estimate_checkpoint_cost(
     cost_s = float(np.median(ordered))
     upper_s = None
     bounded = uppers[np.isfinite(uppers)]
-    if source == "log" and bounded.size and 2 * bounded.size >= recent.size:
+    lower_bound = source == "log" and stack not in SAVE_END_STACKS
+    if lower_bound and bounded.size and 2 * bounded.size >= recent.size:
         upper_s = max(cost_s, float(np.median(bounded)))
     return CheckpointCost(
         cost_s=cost_s,
@@ -150,6 +170,7 @@ def estimate_checkpoint_cost(
         source=source,
         previous_cost_s=previous_s,
         upper_s=upper_s,
+        stack=stack if source == "log" else None,
     )
 
 

@@ -32,6 +32,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from ckpt_advisor.rules.cost import SAVE_END_STACKS
 from ckpt_advisor.rules.timeline import BoolArray, FloatArray, IntArray
 
 
@@ -67,6 +68,9 @@ class Goodput:
             before a new run: :meth:`rules.timeline.Timeline.with_unseen_interruptions`).
         step_dated: True when the first progress after a restart was re-dated by the step
             time (else restart runs to the first line of the run that recovered).
+        checkpoint_stack: for log saves, the stack whose lines they are (the parser's name),
+            None when unknown: a stack that logs a save's end (``rules/cost.py``
+            ``SAVE_END_STACKS``) gives measured saves, any other a lower bound.
     """
 
     since_s: float
@@ -78,6 +82,7 @@ class Goodput:
     n_interruptions: int
     n_inferred: int
     step_dated: bool
+    checkpoint_stack: str | None = None
 
     def __getitem__(self, bucket: Bucket) -> float:
         return float(self.seconds[bucket])
@@ -95,8 +100,11 @@ class Goodput:
 
     @property
     def checkpoint_is_lower_bound(self) -> bool:
-        """True when the saves come from log lines (the log may not mark a save's end)."""
-        return self.checkpoint_source == "log_lines"
+        """True when the saves come from log lines of a stack that may not mark a save's end
+        (not in ``rules/cost.py`` ``SAVE_END_STACKS``)."""
+        return (
+            self.checkpoint_source == "log_lines" and self.checkpoint_stack not in SAVE_END_STACKS
+        )
 
     @property
     def checkpoint_upper_s(self) -> float:
@@ -145,6 +153,7 @@ class GoodputSpans:
         interruption_start_s: shape (k,), when each interruption began;
             ``interruption_inferred``: shape (k,), True for one no failure line reported.
         step_dated: restarts end at progress re-dated by the step time (see :class:`Goodput`).
+        checkpoint_stack: the stack of log saves (see :class:`Goodput`).
     """
 
     start_s: FloatArray
@@ -157,6 +166,7 @@ class GoodputSpans:
     interruption_start_s: FloatArray
     interruption_inferred: BoolArray
     step_dated: bool
+    checkpoint_stack: str | None = None
 
     def __len__(self) -> int:
         return int(self.start_s.size)
@@ -220,6 +230,7 @@ class GoodputSpans:
             n_interruptions=int(np.count_nonzero(began)),
             n_inferred=int(np.count_nonzero(began & self.interruption_inferred)),
             step_dated=self.step_dated,
+            checkpoint_stack=self.checkpoint_stack,
         )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
-from ckpt_advisor.rules.cost import log_save_durations_s
+from ckpt_advisor.rules.cost import SAVE_END_STACKS, log_save_durations_s
 from ckpt_advisor.rules.goodput import Bucket, GoodputSpans
 from ckpt_advisor.rules.interruptions import Interruption
 from ckpt_advisor.rules.recovery import recoveries
@@ -31,6 +31,7 @@ def goodput_spans(
     *,
     step_time_s: float | None,
     upper_by_row: FloatArray | None = None,
+    stack: str | None = None,
 ) -> GoodputSpans:
     """Label every second from the timeline's first observation (or the start of a timed save
     that began before it) to its newest.
@@ -52,12 +53,15 @@ def goodput_spans(
         upper_by_row: the upper bound of each log save's blocking time by its observation's
             :attr:`Timeline.row` (:func:`save_upper_bounds_by_row`; the estimate has them from
             before it re-dated the failures); computed from ``timeline`` when None.
+        stack: the stack that wrote the log saves (the parser's name), or None: the saves of a
+            stack that logs a save's end (``rules/cost.py`` ``SAVE_END_STACKS``) have no
+            unlogged part.
 
     Returns:
         The labelled spans (adjacent spans of one label merged).
     """
     times = timeline.time_s
-    saves_at = _Saves.of(timeline, run_id, saves, upper_by_row)
+    saves_at = _Saves.of(timeline, run_id, saves, upper_by_row, stack not in SAVE_END_STACKS)
     int_start = np.array([i.start_s for i in interruptions], np.float64)
     int_end = np.array([i.end_s for i in interruptions], np.float64)
     ids = np.array([i.id for i in interruptions], np.intp)
@@ -73,6 +77,7 @@ def goodput_spans(
             interruption_start_s=int_start,
             interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
             step_dated=step_time_s is not None,
+            checkpoint_stack=stack,
         )
     # runs: first and last line, and the moment their progress began
     first_of_run = np.flatnonzero(np.concatenate(([True], run_id[1:] != run_id[:-1])))
@@ -122,6 +127,7 @@ def goodput_spans(
         interruption_start_s=int_start,
         interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
         step_dated=step_time_s is not None,
+        checkpoint_stack=stack,
     )
 
 
@@ -160,7 +166,7 @@ class _Saves:
     blocking span, :class:`rules.saves.TimedSaves`), when it completed (``end_s``, its mark),
     its step, and for log saves the end of its plausible unlogged part (``upper_end_s``: from
     the first step after it, else its run's next line, :func:`_next_line_s`; NaN for a timing
-    file's)."""
+    file's, and with ``unlogged`` False: a stack that logs a save's end)."""
 
     start_s: FloatArray
     block_end_s: FloatArray
@@ -176,6 +182,7 @@ class _Saves:
         run_id: IntArray,
         saves: IntArray,
         upper_by_row: FloatArray | None,
+        unlogged: bool = True,
     ) -> _Saves:
         end_s = timeline.time_s[saves]
         timed = timeline.from_timing_file[saves]
@@ -196,7 +203,7 @@ class _Saves:
             start_s[timed] = grouped.start_s[at]
             blocking_s[timed] = grouped.blocking_s[at]
         upper_end_s = np.full(saves.size, np.nan)
-        if is_log_end and not timed.any():
+        if is_log_end and unlogged and not timed.any():
             if upper_by_row is None:
                 upper_by_row = save_upper_bounds_by_row(timeline, run_id)
             rows = timeline.row[saves]

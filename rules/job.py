@@ -186,6 +186,7 @@ def estimate_job(
         *checkpoint_durations_s(timeline, run_id),
         logged_upper_s=upper_s,
         window=window,
+        stack=facts.stack,
         confidence=confidence,
     )
     cost_s = None if cost is None else cost.cost_s
@@ -393,6 +394,7 @@ def estimate_job(
                 saves_measured,
                 step_time_s=step_s,
                 upper_by_row=upper_by_row,
+                stack=facts.stack,
             ),
             recommended_interval_steps_range=(
                 None if daly_s is None or range_s is None else steps_range(range_s, step_s)

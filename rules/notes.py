@@ -37,7 +37,8 @@ def evidence_notes(
         values = {"cost_s": cost.cost_s}
         if cost.upper_s is not None:
             values["upper_s"] = cost.upper_s
-        notes.append(Note(NoteCode.COST_LOWER_BOUND, values))
+        stack = {} if cost.stack is None else {cost.stack: cost.n}  # whose lines, how many saves
+        notes.append(Note(NoteCode.COST_LOWER_BOUND, values, stack))
     if mtbf.n_failures == 0 and mtbf.lower_s is not None:
         values = {"exposure_s": mtbf.exposure_s, "window_s": window_s, "mtbf_lower_s": mtbf.lower_s}
         notes.append(Note(NoteCode.NO_FAILURE, values))
