@@ -190,9 +190,10 @@ class FailureLines:
     def with_years(self, events: list[Event], *, final: bool = False) -> list[Event]:
         """``events`` with their stamps without a year dated by the file's first full date
         after them (none came before them: :func:`parsers.timestamps.resolve_year` takes the
-        year that puts the stamp within half a year of it). At the end of the file (``final``)
-        with no full date at all they stay without a time (the reader dates them, flagged as
-        the file's ``no_timestamps``) and :attr:`saw_yearless` says why."""
+        year that puts the stamp within half a year of it). At the end of the file, or when
+        the caller stops holding (``final``), with no full date yet they stay without a time
+        (the reader dates them, flagged as the file's ``no_timestamps``) and
+        :attr:`saw_yearless` says why (later stamps without a year are then not held)."""
         if not self._yearless or (self._reference is None and not final):
             return events
         reference, tz = self._reference, self._context.tz
@@ -311,7 +312,8 @@ class FailureLines:
             glog = _GLOG.search(prefix)
             if glog is not None:
                 if self._reference is None and self._context.year_hint is None:
-                    self._yearless[lineno] = (glog["mmdd"], glog["hms"])
+                    if not self.saw_yearless:  # else no full date came: no more holding
+                        self._yearless[lineno] = (glog["mmdd"], glog["hms"])
                     return None
                 return parse_mmdd_hms(
                     glog["mmdd"], glog["hms"], tz, self._reference, self._context.year_hint
@@ -323,7 +325,8 @@ class FailureLines:
             syslog = _SYSLOG.search(prefix)
             if syslog is not None:
                 if self._reference is None and self._context.year_hint is None:
-                    self._yearless[lineno] = (syslog["time"], None)
+                    if not self.saw_yearless:
+                        self._yearless[lineno] = (syslog["time"], None)
                     return None
                 return parse_syslog_time(
                     syslog["time"], tz, self._reference, self._context.year_hint

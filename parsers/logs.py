@@ -47,6 +47,12 @@ from ckpt_advisor.parsers.text import RATE_MARKERS, records, strip_ansi
 
 AUTO = "auto"
 
+YEARLESS_HOLD_LINES = 200
+"""Lines a log parser holds events for after a stamp without a year, waiting for a full date
+to take the year from (torchrun's ChildFailedError banner follows its launcher line within
+~40 lines): a live log whose stamps have no year must not withhold its events for good; past
+this they go out without a time (the reader dates them, flagged as ``no_timestamps``)."""
+
 
 @functools.lru_cache(maxsize=64)
 def _keywords_of(stack_keywords: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
@@ -131,7 +137,9 @@ class LogParser(StreamParser):
         self._inert: dict[str, None] = {}
         self._held: list[Event] = []
         """Events held from a stamp without a year on, in file order, until the file's first
-        full date dates it (:meth:`FailureLines.with_years`)."""
+        full date dates it (:meth:`FailureLines.with_years`), at most
+        :data:`YEARLESS_HOLD_LINES` lines."""
+        self._held_lines = 0
 
     def _feed(self, raw: str, lineno: int) -> list[Event]:
         if raw in self._inert and self._quiet():
@@ -241,12 +249,14 @@ class LogParser(StreamParser):
         clock = self._clock
         if self._held or self._failures.awaits_year:
             self._held.extend(events)
+            self._held_lines += 1
             for event in events:  # a failure's full date (a launcher banner's) gives the year
                 if event.time is not None and not event.time_estimated:
                     self._failures.note_time(event.time)
-            if self._failures.awaits_year:
+            if self._failures.awaits_year and self._held_lines <= YEARLESS_HOLD_LINES:
                 return []  # the clock keeps its findings until the held events go
-            events, self._held = self._failures.with_years(self._held), []
+            events = self._failures.with_years(self._held, final=True)
+            self._held, self._held_lines = [], 0
         if not events:  # most lines fed give none
             return clock.take_findings()
         infers = self._stack is not None and self._stack.reads_bars
@@ -285,7 +295,7 @@ class LogParser(StreamParser):
             self._note(events, self._stack.interrupted())
         events.extend(failures)
         events = self._failures.with_years([*self._held, *events], final=True)
-        self._held = []
+        self._held, self._held_lines = [], 0
         return self._dated(events)
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:

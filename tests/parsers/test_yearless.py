@@ -13,7 +13,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.logs import YEARLESS_HOLD_LINES
 from tests.parsers._helpers import parse, read_lines
 
 TORCH = Path(__file__).parent / "fixtures" / "torch"
@@ -59,3 +61,16 @@ def test_a_copied_log_is_one_interruption_whatever_its_mtime(tmp_path: Path) -> 
     rows = [json.loads(line) for line in shown.stdout.splitlines()]
     assert sorted(r["line"] for r in rows) == [10, 22, 39]
     assert {r["time"][:19] for r in rows} == {"2026-11-29T23:03:27"}
+
+
+def test_a_live_log_without_a_full_date_does_not_withhold_its_events() -> None:
+    """torchrun_restart.log read live, followed by YEARLESS_HOLD_LINES more of its own launcher
+    lines and still no full date: the failures of lines 69-70 come out while the file is read
+    (without a time, for the reader to date), not only when it is finished."""
+    lines = read_lines(TORCH / "torchrun_restart.log")
+    parser = make_parser("auto")
+    fed = [*lines, *[lines[0]] * (YEARLESS_HOLD_LINES + 1)]
+    events = [e for n, line in enumerate(fed, 1) for e in parser.feed(line, n)]
+    failures = [e for e in events if e.kind is EventKind.FAILURE]
+    assert [e.line for e in failures] == [69, 70]  # the traceback's closes at the end
+    assert all(e.time is None for e in failures)
