@@ -130,6 +130,9 @@ def training_log(path: Path, size_bytes: int, shape: LogShape = SPARSE) -> LogTr
             saves += n_saves
             failures += n_failures
             i += 1
+        if not data.endswith(b"\n"):  # the last bar redraw: closed, as tqdm.close() does
+            fh.write(b"\n")
+            written, lines = written + 1, lines + 1
     truth = LogTruth(written, lines, saves, failures, i * shape.chunk_days, first_sha256)
     meta.write_text(json.dumps(asdict(truth)))
     return truth
