@@ -208,6 +208,15 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.CLOCK_STEP: _clock_step,
     NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
     NoteCode.NO_TIMESTAMPS: _no_timestamps,
+    NoteCode.ZONE_OFFSET: _values(
+        lambda v: (
+            f"the log's saves are stamped {d(abs(v['offset_s']))} "
+            f"{'after' if v['offset_s'] > 0 else 'before'} the timing file's at the same steps "
+            f"({_count(v['n_saves'])} saves): the log's times, printed without a zone, were read "
+            "in the wrong one, and what is measured between the two is off by that; set --tz "
+            "(ingest) or [parse] timezone (the daemon) to the nodes' zone"
+        )
+    ),
     NoteCode.HOST_DATED_FAILURES: _host_dated_failures,
     NoteCode.FAILURES_CLAMPED: _values(
         lambda v: (

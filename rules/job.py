@@ -66,7 +66,12 @@ from ckpt_advisor.rules.runs import (
     stepped_exposure_s,
 )
 from ckpt_advisor.rules.simulate import simulated_goodput
-from ckpt_advisor.rules.sources import clock_notes, host_dated_notes, untimed_sources
+from ckpt_advisor.rules.sources import (
+    clock_notes,
+    host_dated_notes,
+    untimed_sources,
+    zone_offset_notes,
+)
 from ckpt_advisor.rules.tier_estimate import estimate_tiers, fast_save_rows, judged_by_pair
 from ckpt_advisor.rules.timeline import IntArray, Timeline
 
@@ -346,6 +351,7 @@ def estimate_job(
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
             + timing_notes(n_moved, current_s, step_s, n_untimed, across_steps)
             + clock_notes(clock_findings)
+            + zone_offset_notes(timeline)
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(
                 sum(i.host_dated for i in counted), stepped_s, n_stepped, untimed, clock_findings

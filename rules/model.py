@@ -105,6 +105,8 @@ class NoteCode(StrEnum):
     - ``bar_clock_ignored``: ``by_name``: the file and the line from which its progress bar was
       not trusted to keep time.
     - ``no_timestamps``: ``by_name``: each file without stamps and its first event's line.
+    - ``zone_offset``: ``offset_s`` (the log's save stamps minus the timing file's at the same
+      steps, a whole time-zone offset), ``n_saves`` (the steps paired).
     - ``host_dated_failures``: ``n_failures`` (interruptions in files without stamps, counted
       in M), ``exposure_s`` (running time measured as steps × the printed step time, over
       ``n_runs`` runs without placed times); ``by_name``: each file without stamps and its
@@ -134,6 +136,7 @@ class NoteCode(StrEnum):
     CLOCK_STEP = "clock_step"
     BAR_CLOCK_IGNORED = "bar_clock_ignored"
     NO_TIMESTAMPS = "no_timestamps"
+    ZONE_OFFSET = "zone_offset"
     HOST_DATED_FAILURES = "host_dated_failures"
     FAILURES_CLAMPED = "failures_clamped"
     UNSEEN_INTERRUPTIONS = "unseen_interruptions"

@@ -12,13 +12,61 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode
+from ckpt_advisor.rules.timeline import Kind, Timeline
 
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
 NO_TIMESTAMPS = "no_timestamps"
 FINDING_KINDS = (CLOCK_STEP, BAR_CLOCK_IGNORED, NO_TIMESTAMPS)
 """The event kinds :class:`rules.model.ClockFinding` is read from."""
+
+
+ZONE_STEP_S = 900.0
+"""Time-zone offsets are whole multiples of 15 minutes (IANA tzdata since 1972)."""
+ZONE_SLACK_S = 120.0
+"""How far a log's save line and its timing record may lie apart beyond the offset: the
+record's start is taken when the callback is called, the line when the framework logs it."""
+
+
+def zone_offset_notes(timeline: Timeline) -> tuple[Note, ...]:
+    """A note when the log's saves are stamped a whole time-zone offset away from the timing
+    file's saves at the same steps: the log's stamps, printed without an offset (Python
+    logging's ``asctime`` is the node's local time), were read in the wrong zone (``--tz``,
+    ``[parse] timezone``), and every span between the two sources is off by it.
+
+    The first save start of each step in the log (``checkpoint_start``) is paired with the
+    first timing record's start (its time less its ``duration_s``) of that step. A note
+    (:class:`rules.model.NoteCode` ``zone_offset``: ``offset_s``, log minus timing file, a
+    multiple of :data:`ZONE_STEP_S`; ``n_saves``) is given when at least two steps pair, all
+    their differences lie within :data:`ZONE_SLACK_S` of one multiple of 15 minutes, and it is
+    not zero. Host-dated observations (no printed time) are left out.
+    """
+    placed = np.isfinite(timeline.step) & ~timeline.host_dated
+    logged = placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
+    timed = placed & (timeline.kind == Kind.CHECKPOINT_END) & timeline.from_timing_file
+    if not logged.any() or not timed.any():
+        return ()
+    duration_s = np.nan_to_num(timeline.duration_s, nan=0.0)
+    log_steps, log_s = _first_per_step(timeline.step[logged], timeline.time_s[logged])
+    rec_steps, rec_s = _first_per_step(timeline.step[timed], (timeline.time_s - duration_s)[timed])
+    _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
+    if in_log.size < 2:
+        return ()
+    differences_s = log_s[in_log] - rec_s[in_rec]
+    offset_s = ZONE_STEP_S * round(float(np.median(differences_s)) / ZONE_STEP_S)
+    if offset_s == 0.0 or np.abs(differences_s - offset_s).max() > ZONE_SLACK_S:
+        return ()
+    return (Note(NoteCode.ZONE_OFFSET, {"offset_s": offset_s, "n_saves": int(in_log.size)}),)
+
+
+def _first_per_step(steps: np.ndarray, times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``steps``, ascending, and the earliest of ``times_s`` at each."""
+    order = np.lexsort((times_s, steps))
+    unique, first = np.unique(steps[order], return_index=True)
+    return unique, times_s[order][first]
 
 
 def untimed_sources(findings: Sequence[ClockFinding]) -> list[str]:

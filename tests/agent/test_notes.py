@@ -33,6 +33,7 @@ VALUES = {
     "n_more": 1,
     "seconds": 9000.0,
     "interval_steps": 600,
+    "offset_s": 18_000.0,
     "step_s": 2.0,
 }
 

@@ -20,11 +20,14 @@ from ckpt_advisor.agent.units import format_duration
 from tests.parsers._hf_logs import HfLog, at
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+HF = Path(__file__).parents[1] / "parsers" / "fixtures" / "hf_trainer"
 
 
-def _estimate(tmp_path: Path, *logs: Path) -> dict[str, Any]:
+def _estimate(tmp_path: Path, *logs: Path, tz: str = "UTC") -> dict[str, Any]:
+    tmp_path.mkdir(exist_ok=True)
     db = str(tmp_path / "s.db")
-    result = CliRunner().invoke(main, ["ingest", *map(str, logs), "--job", "j", "--db", db])
+    ingest = ["ingest", *map(str, logs), "--job", "j", "--db", db, "--tz", tz]
+    result = CliRunner().invoke(main, ingest)
     assert result.exit_code == 0, result.stderr
     result = CliRunner().invoke(main, ["estimates", "--db", db, "--json"])
     [estimate] = json.loads(result.stdout)
@@ -124,3 +127,19 @@ def test_parse_shows_each_failure_line_s_interruption(tmp_path: Path) -> None:
     ]
     table = CliRunner().invoke(main, ["parse", str(path)]).stdout
     assert table.count("#1 +1") == 2
+
+
+def test_a_log_read_in_the_wrong_zone_beside_its_timing_file_is_named(tmp_path: Path) -> None:
+    """The HF capture and its timing file (both written in UTC), the log read as New York
+    time: its saves are stamped 5h later than the timing records of the same steps (10, 20,
+    30, 40), and a note says so with the fix; read in UTC, no such note."""
+    log, timings = HF / "hf_trainer_446.log", HF / "ckpt_timings.jsonl"
+    wrong = _estimate(tmp_path, log, timings, tz="America/New_York")["notes"]
+    assert (
+        "the log's saves are stamped 5h 00m after the timing file's at the same steps (4 saves): "
+        "the log's times, printed without a zone, were read in the wrong one, and what is "
+        "measured between the two is off by that; set --tz (ingest) or [parse] timezone (the "
+        "daemon) to the nodes' zone"
+    ) in wrong
+    right = _estimate(tmp_path / "utc", log, timings)["notes"]
+    assert not any("timing file's at the same steps" in note for note in right)
