@@ -351,7 +351,7 @@ def estimate_job(
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
             + timing_notes(n_moved, current_s, step_s, n_untimed, across_steps)
             + clock_notes(clock_findings)
-            + zone_offset_notes(timeline)
+            + zone_offset_notes(timeline, run_id)
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(
                 sum(i.host_dated for i in counted), stepped_s, n_stepped, untimed, clock_findings

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode
-from ckpt_advisor.rules.timeline import Kind, Timeline
+from ckpt_advisor.rules.saves import TimedSaves
+from ckpt_advisor.rules.timeline import IntArray, Kind, Timeline
 
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
@@ -31,14 +32,15 @@ ZONE_SLACK_S = 120.0
 record's start is taken when the callback is called, the line when the framework logs it."""
 
 
-def zone_offset_notes(timeline: Timeline) -> tuple[Note, ...]:
+def zone_offset_notes(timeline: Timeline, run_id: IntArray) -> tuple[Note, ...]:
     """A note when the log's saves are stamped a whole time-zone offset away from the timing
     file's saves at the same steps: the log's stamps, printed without an offset (Python
     logging's ``asctime`` is the node's local time), were read in the wrong zone (``--tz``,
     ``[parse] timezone``), and every span between the two sources is off by it.
 
     The first save start of each step in the log (``checkpoint_start``) is paired with the
-    first timing record's start (its time less its ``duration_s``) of that step. A note
+    first timing-file save's start of that step (:class:`rules.saves.TimedSaves`; ``run_id``
+    from :func:`rules.runs.split_runs`). A note
     (:class:`rules.model.NoteCode` ``zone_offset``: ``offset_s``, log minus timing file, a
     multiple of :data:`ZONE_STEP_S`; ``n_saves``) is given when at least two steps pair, all
     their differences lie within :data:`ZONE_SLACK_S` of one multiple of 15 minutes, and it is
@@ -46,12 +48,12 @@ def zone_offset_notes(timeline: Timeline) -> tuple[Note, ...]:
     """
     placed = np.isfinite(timeline.step) & ~timeline.host_dated
     logged = placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
-    timed = placed & (timeline.kind == Kind.CHECKPOINT_END) & timeline.from_timing_file
-    if not logged.any() or not timed.any():
+    if not logged.any() or not timeline.from_timing_file.any():
         return ()
-    duration_s = np.nan_to_num(timeline.duration_s, nan=0.0)
+    saves = TimedSaves.of(timeline, run_id)
+    kept = placed[saves.index]
     log_steps, log_s = _first_per_step(timeline.step[logged], timeline.time_s[logged])
-    rec_steps, rec_s = _first_per_step(timeline.step[timed], (timeline.time_s - duration_s)[timed])
+    rec_steps, rec_s = _first_per_step(timeline.step[saves.index][kept], saves.start_s[kept])
     _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
     if in_log.size < 2:
         return ()
