@@ -380,8 +380,9 @@ def _simulation(
 
 def plot_json(path: Path, drawn: Curve) -> dict[str, Any]:
     """The ``plot --json`` object: the job, the PNG written and the curve drawn
-    (:meth:`agent.plot.Curve.to_json`: ``unit``, ``x`` in seconds, ``waste`` as fractions,
-    ``waste_upper`` over the plausible C, ``insufficient_data``)."""
+    (:meth:`agent.plot.Curve.to_json`: ``x_s`` in seconds, ``axis_unit`` the axis' label,
+    ``waste`` as fractions, ``waste_upper`` over the plausible C, ``insufficient_data``; ``x``
+    and ``unit`` their kept first names)."""
     return {**drawn.to_json(), "output": str(path)}
 
 

@@ -50,7 +50,8 @@ class Curve:
 
     Attributes:
         job: the job.
-        unit: the unit of the x axis (``s``, ``min`` or ``h``).
+        axis_unit: the unit the x axis is labelled in (``s``, ``min`` or ``h``); the
+            intervals themselves stay in seconds.
         interval_s: the intervals of the curve (x), seconds, ascending; empty without C or M.
         waste: waste at each, at C (the lower bound when C is one).
         waste_upper: waste at the upper end of the plausible C when C is a lower bound with
@@ -59,17 +60,23 @@ class Curve:
     """
 
     job: str
-    unit: str
+    axis_unit: str
     interval_s: list[float]
     waste: list[float]
     waste_upper: list[float] | None
     insufficient: str | None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"job", "unit", "x": [...] (seconds), "waste": [...], "waste_upper", …}``."""
+        """``{"job", "x_s": [...] (seconds), "axis_unit", "waste": [...], "waste_upper", …}``.
+
+        ``x`` and ``unit`` are the contract's first names for ``x_s`` and ``axis_unit``, kept
+        (docs/DESIGN.md, "Contracts"): ``x`` is in seconds whatever ``unit`` says.
+        """
         return {
             "job": self.job,
-            "unit": self.unit,
+            "x_s": self.interval_s,
+            "axis_unit": self.axis_unit,
+            "unit": self.axis_unit,
             "x": self.interval_s,
             "waste": self.waste,
             "waste_upper": self.waste_upper,
@@ -138,7 +145,7 @@ def figure(row: dict[str, Any]) -> tuple[Any, Curve]:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     drawn = curve(row)
-    scale = dict((name, s) for name, s, _ in UNITS)[drawn.unit]
+    scale = dict((name, s) for name, s, _ in UNITS)[drawn.axis_unit]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     lower = bool(row.get("checkpoint_cost_is_lower_bound"))
     if drawn.interval_s:
@@ -166,7 +173,7 @@ def figure(row: dict[str, Any]) -> tuple[Any, Curve]:
             color="tab:orange",
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "tab:orange"},
         )
-    ax.set_xlabel(f"checkpoint interval, compute time between saves ({drawn.unit})")
+    ax.set_xlabel(f"checkpoint interval, compute time between saves ({drawn.axis_unit})")
     ax.set_ylabel("time lost (%)")
     title = _title(row, lower) + (" — insufficient data" if drawn.insufficient else "")
     ax.set_title(title, fontsize="medium")

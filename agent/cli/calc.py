@@ -346,7 +346,10 @@ def simulate(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print what was drawn as JSON: the curve (x: intervals in seconds, waste: fractions).",
+    help=(
+        "Print what was drawn as JSON: the curve (x_s: intervals in seconds, axis_unit: the"
+        " unit of the picture's axis, waste: fractions)."
+    ),
 )
 def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's

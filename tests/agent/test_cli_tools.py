@@ -116,15 +116,17 @@ def test_backtest_replays_the_jobs_own_interruptions(week_db: tuple[Path, int]) 
 
 
 def test_plot_writes_a_png_of_the_waste_curve(week_db: tuple[Path, int], tmp_path: Path) -> None:
-    """plot writes a PNG file for a job with an estimate and prints the curve it drew (x in
-    seconds, waste, the unit picked: hours for a 2-hour interval), and fails clearly for an
+    """plot writes a PNG file for a job with an estimate and prints the curve it drew (x_s in
+    seconds, waste, the axis' unit picked: hours for a 2-hour interval, under a name no reader
+    takes for x's; the contract's first names x and unit kept), and fails clearly for an
     unknown job."""
     db, _ = week_db
     png = tmp_path / "curve.png"
     out = json.loads(_run("plot", "--job", "week", "--db", str(db), "-o", str(png), "--json"))
-    assert (out["job"], out["output"], out["unit"]) == ("week", str(png), "h")
+    assert (out["job"], out["output"], out["axis_unit"]) == ("week", str(png), "h")
+    assert (out["x"], out["unit"]) == (out["x_s"], "h")
     [est] = json.loads(_run("estimates", "--db", str(db), "--json"))
-    x, waste = out["x"], out["waste"]
+    x, waste = out["x_s"], out["waste"]
     assert len(x) == len(waste) == 200 and x == sorted(x)
     marks = [est["recommended_interval_s"], est["current_interval_s"]]
     marks += est["recommended_interval_ci_s"]  # the curve spans every marked interval
