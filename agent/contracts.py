@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.reasons import render_reason
-from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Reason
+from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Note, NoteCode, Reason
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
@@ -162,7 +162,9 @@ def goodput_json(
     was measured (``measured_by``: :func:`agent.goodput.measured_by`), the counts, GPU-hours per
     bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
     recommended interval (as in ``estimates``), the files with no timestamps (``untimed_files``:
-    :func:`untimed_files`) and the same split per UTC day (``by_day``)."""
+    :func:`untimed_files`), the estimate's notes that make the split itself wrong (``notes``
+    and ``note_data``, as in ``estimates``, of :func:`split_notes`) and the same split per UTC
+    day (``by_day``)."""
     from ckpt_advisor.agent.goodput import measured_by
     from ckpt_advisor.rules.goodput import BUCKETS
 
@@ -189,6 +191,8 @@ def goodput_json(
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
         "untimed_files": untimed_files(est),
+        "notes": [render_note(note) for note in split_notes(est)],
+        "note_data": [note.to_json() for note in split_notes(est)],
         "by_day": list(by_day),
     }
 
@@ -207,6 +211,13 @@ def untimed_files(est: JobEstimate) -> dict[str, int]:
     from ckpt_advisor.rules.model import NoteCode
 
     return next((dict(n.by_name) for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), {})
+
+
+def split_notes(est: JobEstimate) -> tuple[Note, ...]:
+    """The estimate's notes that say the goodput split is wrong, not only bounded: a log read in
+    the wrong time zone beside its timing file (``zone_offset``: every span between the two
+    sources is off by the offset, :func:`rules.sources.zone_offset_notes`)."""
+    return tuple(n for n in est.notes if n.code is NoteCode.ZONE_OFFSET)
 
 
 def interval_json(

@@ -340,6 +340,25 @@ def test_logs_without_timestamps_are_named_not_split(tmp_path: Path) -> None:
     assert timed["untimed_files"] == {}
 
 
+def test_a_log_read_in_the_wrong_zone_is_named_beside_its_split(tmp_path: Path) -> None:
+    """The HF capture and its timing file (both written in UTC), the log read as New York
+    time: goodput's split is off by the 5 h between the two sources, and it says so as
+    estimates does (the zone_offset note, in the text and in --json notes and note_data); read
+    in UTC, no such note."""
+    hf = Path(__file__).parents[1] / "parsers" / "fixtures" / "hf_trainer"
+    files = [str(hf / "hf_trainer_446.log"), str(hf / "ckpt_timings.jsonl")]
+    for tz in ("America/New_York", "UTC"):
+        _run("ingest", *files, "--job", "j", "--db", str(tmp_path / f"{tz[:3]}.db"), "--tz", tz)
+    wrong = ["goodput", "--job", "j", "--db", str(tmp_path / "Ame.db")]
+    out = json.loads(_run(*wrong, "--json"))
+    assert out["note_data"] == [{"code": "zone_offset", "offset_s": 18000.0, "n_saves": 4}]
+    [sentence] = out["notes"]
+    assert sentence.startswith("the log's saves are stamped 5h 00m after the timing file's")
+    assert f"Caution, the split is off: {sentence}\n" in _run(*wrong)
+    right = json.loads(_run("goodput", "--job", "j", "--db", str(tmp_path / "UTC.db"), "--json"))
+    assert (right["notes"], right["note_data"]) == ([], [])
+
+
 def _hf_only(tmp: Path) -> str:
     db = str(tmp / "hf.db")
     for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
