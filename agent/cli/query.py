@@ -313,7 +313,8 @@ class _EventKinds(click.Choice[str]):
 @click.command(
     epilog=examples(
         "ckpt-advisor events --job llama-70b --kind failure --config config.toml",
-        "ckpt-advisor events --job llama-70b --kind checkpoint_end --limit 20 --json",
+        "ckpt-advisor events --job llama-70b --kind checkpoint_end --limit 20 --json"
+        "   # the newest 20 saves",
     )
 )
 @click.option("--job", help="Only this job.")
@@ -323,7 +324,12 @@ class _EventKinds(click.Choice[str]):
 )  # fmt: skip
 @db_option
 @config_option
-@click.option("--limit", type=click.IntRange(min=1, max=2**62), help="At most this many.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=2**62),
+    metavar="N",
+    help="Only the newest N (the last N of the listing, as tail -n), still oldest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 def events(
     job: str | None,
@@ -333,12 +339,13 @@ def events(
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """Stored events, oldest first; each failure with the interruption it was counted in (its
-    id, and the lines merged into it), as the job's estimate counts them."""
+    """Stored events, oldest first (events without a time last); each failure with the
+    interruption it was counted in (its id, and the lines merged into it), as the job's
+    estimate counts them. With --limit N, the newest N of them."""
     from ckpt_advisor.agent.contracts import stored_event_json
 
     store = read_store(db, config_path)
-    found = store.events(job=job, kinds=kinds or None, limit=limit)
+    found = store.events(job=job, kinds=kinds or None, newest=limit)
     if not found and job is not None:  # the job index is scanned only then
         require_job(job, store.jobs())
     rows = [stored_event_json(e) for e in found]

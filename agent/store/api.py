@@ -48,9 +48,10 @@ class StoreReader(Protocol):
         job: str | None = None,
         kinds: Iterable[str] | None = None,
         since_s: float | None = None,
-        limit: int | None = None,
+        newest: int | None = None,
     ) -> list[StoredEvent]:
-        """Stored events in time order (events without time last), filtered as asked."""
+        """Stored events in time order (events without time last), filtered as asked; with
+        ``newest``, only the last that many of that order (the newest), still in it."""
         ...
 
     def event_columns(self, job: str, kinds: Sequence[str]) -> EventColumns:

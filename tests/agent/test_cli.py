@@ -284,6 +284,32 @@ def test_events_limit_beyond_sqlite_integers_is_a_usage_error(tmp_path: Path) ->
     assert "Traceback" not in huge.stderr
 
 
+def test_events_limit_gives_the_newest_events_oldest_first(tmp_path: Path) -> None:
+    """events --limit N gives the newest N stored events (the last N of the whole listing, as
+    journalctl -n and tail do), still printed oldest first, in the text and --json alike; with
+    --kind, the newest N of that kind."""
+    db = str(tmp_path / "s.db")
+    for name in ("hf_trainer_crash.log", "hf_trainer_resume.log"):
+        assert _run("ingest", str(FIXTURES / name), "--job", "hf", "--db", db)[0] == 0
+    code, out, _ = _run("events", "--db", db, "--json")
+    every = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(every) > 3
+    assert [e["time"] for e in every] == sorted(e["time"] for e in every)
+    newest = [
+        json.loads(line)
+        for line in _run("events", "--db", db, "--limit", "3", "--json")[1].splitlines()
+    ]
+    assert newest == every[-3:]
+    assert newest[-1]["source"].endswith("hf_trainer_resume.log")
+    saves = [e for e in every if e["kind"] == "checkpoint_start"]
+    out = _run("events", "--db", db, "--kind", "checkpoint_start", "--limit", "2", "--json")[1]
+    assert [json.loads(line) for line in out.splitlines()] == saves[-2:]
+    table = _run("events", "--db", db, "--limit", "3")[1]
+    assert table.startswith("3 event(s)")
+    shown = [table.index(f"{Path(e['source']).name}:{e['line']} ") for e in newest]
+    assert shown == sorted(shown)
+
+
 def _on_a_terminal(cmd: list[str]) -> bytes:
     """What ``cmd`` writes to its stderr, a pseudo-terminal (it must exit 0)."""
     leader, follower = pty.openpty()

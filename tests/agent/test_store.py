@@ -186,7 +186,8 @@ def test_events_merge_per_job_reads_in_one_order(
 ) -> None:
     """``events`` gives every filter's events in one order across jobs (by time, then as
     stored; events without time last, as stored), whether it merges per-job index reads or
-    sorts them all (over more than ``MERGED_JOBS`` jobs); ``jobs`` lists each job once."""
+    sorts them all (over more than ``MERGED_JOBS`` jobs), and ``newest`` keeps the last of
+    that order (``tail -n``), still in it; ``jobs`` lists each job once."""
     from ckpt_advisor.agent.store import queries
 
     store = _open(store_target, store_password)
@@ -226,6 +227,7 @@ def test_events_merge_per_job_reads_in_one_order(
                         and (since_dt is None or stored[k][1].time is not None)
                     ]
                     since_s = None if since_dt is None else since_dt.timestamp()
-                    for limit in (None, 1, 7, 500):
-                        got = store.events(job=job, kinds=kind, since_s=since_s, limit=limit)
-                        assert [(g.job, g.event) for g in got] == want[:limit], (merged, job)
+                    for newest in (None, 1, 7, 500):
+                        got = store.events(job=job, kinds=kind, since_s=since_s, newest=newest)
+                        tail = want if newest is None else want[-newest:]
+                        assert [(g.job, g.event) for g in got] == tail, (merged, job)

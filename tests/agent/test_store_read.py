@@ -43,7 +43,7 @@ def test_reader_answers_as_the_store_does(
     reader = open_reader(store_target, password=store_password)
     for kw in ({}, {"job": "j", "kinds": ["failure"]}, {"since_s": T0.timestamp() + 1}):
         assert reader.events(**kw) == store.events(**kw)  # type: ignore[arg-type]
-    assert [e.event.kind for e in reader.events(limit=2)] == ["step", "checkpoint_end"]
+    assert [e.event.kind for e in reader.events(newest=2)] == ["checkpoint_end", "failure"]
     assert [e.event.line for e in reader.events()] == [1, 3, 2]  # untimed last
     assert [r["n"] for r in reader.estimate_history(latest_only=True)] == [2, 3]
     assert [r["n"] for r in reader.estimate_history(job="j", since_s=1.5)] == [2]
