@@ -41,9 +41,18 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
 
     ``status`` and the intervals are the estimate's: the callbacks move the interval only on
     ``drift``. ``current_interval_s``, ``step_time_s`` and the range over the plausible C
-    (``recommended_interval_range_s``) say what the advice rests on.
+    (``recommended_interval_range_s``) say what the advice rests on; so do C and whether it is
+    a lower bound (``checkpoint_cost_s``, ``checkpoint_cost_is_lower_bound``,
+    ``checkpoint_cost_range_s``: ``[low, high]``, ``high`` null when C has no upper bound), and
+    how old the data is: ``newest_event`` (ISO 8601) and ``newest_event_age_s``, the seconds
+    from it to ``computed_at``. A job seen through its timing file alone has an event only at
+    each save, so its age runs up to one save spacing (``current_interval_s`` plus C) while it
+    is healthy: it is a fact to compare with that spacing, not a staleness verdict (the
+    callbacks judge the advice's own age, by ``computed_at``).
     """
     range_s = est.recommended_interval_range_s
+    cost_range_s = est.checkpoint_cost_range_s
+    newest_s = est.newest_event_s
     return {
         "version": ADVICE_VERSION,
         "job": est.job,
@@ -55,7 +64,12 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
         "current_interval_s": est.current_interval_s,
         "current_interval_steps": est.current_interval_steps,
         "step_time_s": est.step_time_s,
+        "checkpoint_cost_s": est.checkpoint_cost_s,
+        "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
+        "checkpoint_cost_range_s": None if cost_range_s is None else list(cost_range_s),
         "computed_at": iso(est.computed_at_s),
+        "newest_event": iso(newest_s),
+        "newest_event_age_s": None if newest_s is None else max(0.0, est.computed_at_s - newest_s),
         "tiers": tier_advice(est),
     }
 

@@ -9,7 +9,7 @@ import stat
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,15 @@ from ckpt_advisor.agent.training import AdoptionPolicy, AdvisedInterval
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.adoption import parse_advice
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Action, AlertState, Decision, Reason, ReasonCode, Status
+from ckpt_advisor.rules.model import (
+    Action,
+    AlertState,
+    Decision,
+    Observation,
+    Reason,
+    ReasonCode,
+    Status,
+)
 from tests.agent.helpers import advice_of
 from tests.rules.simulate import T0, two_tier_trace
 from tests.samples import drifting_estimate
@@ -259,3 +267,46 @@ def test_a_two_tier_jobs_detail_gives_each_tiers_c_and_m_and_the_pair() -> None:
     unpaired = dataclasses.replace(est, tiers=dataclasses.replace(t, fast_interval_s=None))
     facts = {f.label: f.text for group in detail_facts(unpaired, drift) for f in group}
     assert facts["Tier pair"] == "none advised yet; now every 50m 00s, one in 2"
+
+
+def test_the_advice_says_whether_c_is_a_bound_and_how_old_its_data_is(tmp_path: Path) -> None:
+    """The advice file carries C, whether it is a lower bound (with its plausible range) and
+    the newest event's time and age: a job timed by its timing file alone (a save of 240 s
+    every 2 h 04 m), estimated an hour after its last save, has a measured C and data 3,600 s
+    old, within one save spacing, and the training side does not take its advice for stale;
+    C read from log lines is given as the lower bound it is."""
+    spacing_s = 7440.0
+    saves = [
+        Observation("checkpoint_end", NOW_S + k * spacing_s, 1200 * k, 240.0,
+                    from_timing_file=True, source="ckpt_timings.jsonl")
+        for k in range(1, 13)
+    ]  # fmt: skip
+    est = estimate_job("timed", saves, now_s=saves[-1].time_s + 3600.0)
+    board = AdviceBoard(tmp_path)
+    board.publish([est])
+    record = json.loads((tmp_path / "timed.json").read_text())
+    assert record["checkpoint_cost_s"] == pytest.approx(240.0)
+    assert record["checkpoint_cost_is_lower_bound"] is False
+    assert record["checkpoint_cost_range_s"] == [pytest.approx(240.0), pytest.approx(240.0)]
+    assert record["newest_event"] == datetime.fromtimestamp(saves[-1].time_s, UTC).isoformat()
+    assert record["newest_event_age_s"] == pytest.approx(3600.0)
+    assert record["newest_event_age_s"] < record["current_interval_s"] + 240.0
+    policy = AdoptionPolicy(min_interval_s=600.0, max_interval_s=20_000.0)
+    decision = policy(
+        parse_advice(record),
+        current_interval_s=record["current_interval_s"],
+        now_s=est.computed_at_s + 60.0,
+        last_change_s=None,
+    )
+    assert not decision.stale
+    logged = advice_json(
+        drifting_estimate(
+            checkpoint_cost_source="log",
+            checkpoint_cost_is_lower_bound=True,
+            checkpoint_cost_range_s=(300.0, None),
+            newest_event_s=NOW_S - 90.0,
+        )
+    )
+    assert logged["checkpoint_cost_is_lower_bound"] is True
+    assert logged["checkpoint_cost_range_s"] == [300.0, None]
+    assert logged["newest_event_age_s"] == 90.0
