@@ -68,6 +68,18 @@ def db_path(db: str | None, config: str | None) -> Path:
     return default_db_path()
 
 
+def store_creation(db_path: Path) -> str | None:
+    """What opening a SQLite store at ``db_path`` for writing creates, in words, or None when
+    it exists: ``created`` or ``created with its directory DIR`` (the daemon, ``ingest`` and
+    ``migrate`` create a missing store file and its missing directories alike; ``check-config``
+    says so beforehand, and the commands that create say so after)."""
+    if db_path.exists():
+        return None
+    if db_path.parent.exists():
+        return "created"
+    return f"created with its directory {db_path.parent}"
+
+
 def store_target(db: str | None, config: str | None) -> tuple[str | Path, str | None]:
     """The store to open and its password: ``--db`` (SQLite), else the config's ``[store]``
     (``url``, else ``path``), else the default SQLite file."""

@@ -25,6 +25,7 @@ from ckpt_advisor.agent.cli.common import (
     open_store,
     print_json_lines,
     progress_bar,
+    store_creation,
     tz_option,
     warn,
 )
@@ -185,7 +186,9 @@ def ingest(
     A file is read as a checkpoint timing file by its content (JSONL or CSV records, Megatron's
     progress.txt), whatever its name. With --config the estimate uses the config's policy and
     the job's size, as the daemon would. Ingesting a file twice stores nothing twice: its offset
-    is remembered like the daemon's.
+    is remembered like the daemon's. A store that does not exist yet is created, with its
+    missing directories, as the daemon creates its [store] path, and a line on stderr says so
+    before anything is read (a mistyped --db shows at once).
 
     A last line that no newline ends yet is not read (it may still be being written): a warning
     gives its bytes, and a later ingest reads it once it ends. The summary goes to stdout;
@@ -210,10 +213,13 @@ def ingest(
     estimator = estimator_of(config)
     total = sum(Path(f).stat().st_size for f in readable)
     db_file = db_path(db, config_path)
+    created = store_creation(db_file)
     lock_fd = lock_for(db_file, "ingest")  # before the store: it may upgrade it
     try:
         try:
             store = open_store(str(db_file), None)
+            if created is not None:  # before the backfill: a mistyped --db is seen at once
+                warn(f"new store {db_file}: {created}")
             advance = [lambda _n: None]  # the bar's, once it runs
             tailer = Tailer(  # its worker processes are forked here, before the bar's thread
                 store,

@@ -3,6 +3,7 @@ and the ``demo`` that runs it on a replayed week (its ``status``: ``status.py``)
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from ckpt_advisor.agent.cli.common import (
     lock_for,
     read_store,
     slack_token,
+    store_creation,
     warn,
 )
 from ckpt_advisor.agent.logfmt import FORMATS, setup_logging
@@ -64,11 +66,14 @@ def run(config_path: str, log_level: str, log_format: str) -> None:
     from ckpt_advisor.agent.app import build_daemon
     from ckpt_advisor.agent.store import StoreError
 
+    created = None if config.store.url is not None else store_creation(config.store.path)
     lock_for(config.store.path, "run")
     try:
         daemon = build_daemon(config, config_path=config_path)
     except StoreError as exc:
         fail_store(exc)
+    if created is not None:
+        logging.getLogger(__name__).info("new store %s: %s", config.store.path, created)
     daemon.install_signal_handlers()
     sys.exit(daemon.run())
 
@@ -274,11 +279,8 @@ def _store_problem(db_path: Path) -> str | None:
 
 def _new_store(db_path: Path) -> str:
     """How ``check-config`` shows a store path: with what the daemon's first start creates."""
-    if db_path.exists():
-        return str(db_path)
-    if db_path.parent.exists():
-        return f"{db_path} (created at the daemon's first start)"
-    return f"{db_path} (created with its directory {db_path.parent} at the daemon's first start)"
+    created = store_creation(db_path)
+    return str(db_path) if created is None else f"{db_path} ({created} at the daemon's first start)"
 
 
 @click.command(

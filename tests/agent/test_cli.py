@@ -310,6 +310,23 @@ def test_events_limit_gives_the_newest_events_oldest_first(tmp_path: Path) -> No
     assert shown == sorted(shown)
 
 
+def test_ingest_says_it_created_a_store_and_its_directories(tmp_path: Path) -> None:
+    """ingest --db in directories that do not exist creates them and the store, as the
+    daemon's first start does for its [store] path, and says so on stderr before it reads (a
+    mistyped path is seen at once), the summary alone on stdout; a store that exists is not
+    announced again, and a new file in an existing directory is announced as created."""
+    db = tmp_path / "a" / "b" / "x.db"
+    log = str(FIXTURES / "hf_trainer_crash.log")
+    code, out, err = _run("ingest", log, "--job", "hf", "--db", str(db))
+    assert code == 0 and db.is_file() and out.startswith("hf: 66 line(s) read")
+    assert err == f"ckpt-advisor: new store {db}: created with its directory {db.parent}\n"
+    code, _, err = _run("ingest", log, "--job", "hf", "--db", str(db))
+    assert code == 0 and err == ""
+    other = db.parent / "y.db"
+    err = _run("ingest", log, "--job", "hf", "--db", str(other))[2]
+    assert err == f"ckpt-advisor: new store {other}: created\n"
+
+
 def _on_a_terminal(cmd: list[str]) -> bytes:
     """What ``cmd`` writes to its stderr, a pseudo-terminal (it must exit 0)."""
     leader, follower = pty.openpty()
@@ -332,7 +349,7 @@ def _on_a_terminal(cmd: list[str]) -> bytes:
 def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     """With stderr on a pseudo-terminal ``ingest`` of 4 MB draws rich's ``ingesting`` bar, and
     of 10 kB none (over before a bar is seen: no rich import at start-up); with stderr on a
-    pipe it writes only its summary line."""
+    pipe it writes only its summary line (and on stderr only that it made a new store)."""
     log = FIXTURES / "hf_trainer_crash.log"
     big = tmp_path / "big.log"  # long enough to be read for a few of the bar's refreshes
     big.write_bytes(log.read_bytes() * 400)
@@ -347,7 +364,7 @@ def test_ingest_draws_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
         "hf: 66 line(s) read, 10 event(s) stored from 1 file(s); 2 checkpoint(s), "
         "1 failure(s), status insufficient_data"
     ]
-    assert piped.stderr == b""
+    assert piped.stderr.decode() == f"ckpt-advisor: new store {tmp_path / 'b.db'}: created\n"
 
 
 def test_ingest_into_a_store_that_refuses_writes_fails_without_a_traceback(

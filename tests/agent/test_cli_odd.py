@@ -291,6 +291,7 @@ def test_ingest_names_a_last_line_with_no_newline(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.stderr
     unread = cut - (text.rindex(b"\n", 0, cut) + 1)
     assert first.stderr == (
+        f"ckpt-advisor: new store {tmp_path / 's.db'}: created\n"
         f"ckpt-advisor: {log}: its last {unread:,} byte(s) end in no newline, so they were not "
         "read: a line still being written, or cut off when its writer died; they are read once "
         "a newline follows them (ingest again, or let the daemon follow the file)\n"

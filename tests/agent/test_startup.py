@@ -72,8 +72,9 @@ def test_help_and_the_store_readers_start_without_numpy_or_the_parsers(tmp_path:
 def test_the_daemon_on_a_sqlite_store_imports_neither_sqlalchemy_nor_alembic(
     tmp_path: Path,
 ) -> None:
-    """``run`` with a new SQLite store (created, a real log read and stored, an estimate made and
-    decided, stopped) never imports SQLAlchemy or Alembic: the embedded store is sqlite3's."""
+    """``run`` with a new SQLite store (created with its directory, which it logs, a real log
+    read and stored, an estimate made and decided, stopped) never imports SQLAlchemy or
+    Alembic: the embedded store is sqlite3's."""
     runs = tmp_path / "runs"
     runs.mkdir()
     shutil.copy(LOG, runs / "train.log")
@@ -93,5 +94,7 @@ def test_the_daemon_on_a_sqlite_store_imports_neither_sqlalchemy_nor_alembic(
         for line in daemon.stderr.splitlines()
         if line.startswith("import time:")
     ]
+    db = tmp_path / "state" / "s.db"
+    assert f"new store {db}: created with its directory {db.parent}" in daemon.stderr
     assert "ckpt_advisor.agent.store.sqlite.writer" in imported  # the log shows every import
     assert [m for m in imported if m.split(".")[0] in ("sqlalchemy", "alembic")] == []
