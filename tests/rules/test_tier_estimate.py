@@ -139,3 +139,28 @@ def test_a_two_tier_job_is_judged_by_its_pair() -> None:
     assert far.drift_ratio is not None and far.drift_ratio > 1.5
     assert far.waste_fraction_current == far.tiers.waste_fraction_current
     assert far.recommended_interval_steps == far.tiers.persistent_interval_steps
+
+
+def test_a_host_dated_log_beside_the_tiers_measures_no_tier_cost_or_spacing() -> None:
+    """A two-tier job's timing records beside a log that printed no time (backfilled: its saves
+    and steps all dated at the file's mtime, mid-job): each tier's C and save count, and the
+    current pair, are the timing records' alone, as without that log (the single-tier rule of
+    Timeline.host_dated: C from timing-file saves, spacing not from or to a host-dated save)."""
+    job = _job(days=20.0)
+    read_s = T0 + 3 * DAY_S + 0.5 * HOUR_S
+    untimed = [
+        Observation(kind, read_s + 0.1 * i, 1000 + 100 * i, duration, source="untimed.log",
+                    host_dated=True)
+        for i, (kind, duration) in enumerate(
+            [("checkpoint_start", None), ("checkpoint_end", 0.5), ("step", 2.0),
+             ("checkpoint_start", None), ("checkpoint_end", None)]
+        )
+    ]  # fmt: skip
+    now_s = T0 + 21 * DAY_S
+    alone, mixed = (estimate_job("two", o, now_s=now_s).tiers for o in (job, job + untimed))
+    assert alone is not None and mixed is not None
+    for name in ("fast_cost_s", "fast_cost_ci_s", "n_fast_saves", "persistent_cost_s",
+                 "persistent_cost_ci_s", "n_persistent_saves", "current_fast_interval_s",
+                 "current_saves_per_persistent"):  # fmt: skip
+        assert getattr(mixed, name) == getattr(alone, name), name
+    assert mixed.fast_cost_s == pytest.approx(5.0, rel=0.05)
