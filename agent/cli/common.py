@@ -228,11 +228,13 @@ def table(
     rows: list[list[str]],
     *,
     why: list[tuple[str, str]] | None = None,
+    notes: list[tuple[str, str]] | None = None,
 ) -> None:
     """Print a table with rich; each column as wide as its widest cell (a number cut to ``…``
-    misleads: a terminal too narrow wraps the lines instead). ``why``: ``(row name, text)``
-    pairs printed under the table, one per line, where free text folds to any width. Piped,
-    no line is folded (the reader's tools cut), unless ``COLUMNS`` is set."""
+    misleads: a terminal too narrow wraps the lines instead). ``why`` and ``notes``: ``(row
+    name, text)`` pairs printed under the table after a ``why:`` and a ``notes:`` heading, one
+    per line, where free text folds to any width. Piped, no line is folded (the reader's tools
+    cut), unless ``COLUMNS`` is set."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -246,10 +248,11 @@ def table(
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = 10_000
     console.print(out, crop=False)
-    if why:
-        console.print("why:", highlight=False)
-        for name, text in why:
-            console.print(f"  {name}: {text}", highlight=False, markup=False)
+    for heading, pairs in (("why", why), ("notes", notes)):
+        if pairs:
+            console.print(f"{heading}:", highlight=False)
+            for name, text in pairs:
+                console.print(f"  {name}: {text}", highlight=False, markup=False)
 
 
 def event_table(

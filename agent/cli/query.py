@@ -117,8 +117,10 @@ def estimates(
 ) -> None:
     """The latest estimate of each job (or their history with --since, oldest first, each row
     with the time it was computed). A silenced job shows when its silence ends (JSON:
-    ``silenced_until``, ISO 8601, or null). With --fleet, the fleet's per-node failure rate
-    and the jobs it is pooled over."""
+    ``silenced_until``, ISO 8601, or null). Under the table, why each job's message was or was
+    not posted, and the notes each estimate rests on (a bound, an inferred time, a log read in
+    the wrong zone: --json ``notes``). With --fleet, the fleet's per-node failure rate and the
+    jobs it is pooled over."""
     store = read_store(db, config_path)
     if fleet:
         if job or since is not None:
@@ -156,6 +158,7 @@ def estimates(
     shown = [
         i for i, c in enumerate(columns) if c not in _SPARSE or any(r[i] != "-" for r in cells)
     ]
+    names = [" ".join(c[: 1 + history][::-1]) for c in cells]  # "job" or "job computed"
     table(
         (
             f"estimates (computed up to {newest} UTC"
@@ -170,10 +173,8 @@ def estimates(
         ),
         [columns[i] for i in shown],
         [[r[i] for i in shown] for r in cells],
-        why=[
-            (" ".join(c[: 1 + history][::-1]), r.get("decision_text") or "-")
-            for c, r in zip(cells, rows, strict=True)
-        ],
+        why=[(name, r.get("decision_text") or "-") for name, r in zip(names, rows, strict=True)],
+        notes=[(name, note) for name, r in zip(names, rows, strict=True) for note in r["notes"]],
     )
 
 

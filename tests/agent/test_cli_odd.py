@@ -211,7 +211,8 @@ def test_estimates_history_has_a_time_column(store_db: Path) -> None:
     """`estimates --since 2d` prints one row per stored estimate, oldest first, each with the
     time it was computed; a window holding none says so (not "no estimates stored yet")."""
     out = CliRunner().invoke(main, ["estimates", "--since", "2d", "--db", str(store_db)]).stdout
-    shown, why = out.split("\nwhy:\n")
+    shown, rest = out.split("\nwhy:\n")
+    why = rest.split("\nnotes:\n")[0]
     [header] = [line for line in shown.splitlines() if "computed" in line and "job" in line]
     rows = [line.split() for line in shown.splitlines() if "llama-70b" in line]
     now = datetime.now(UTC)
@@ -265,17 +266,19 @@ def test_status_of_a_dead_daemon_does_not_say_up_since(tmp_path: Path) -> None:
 
 def test_estimates_table_keeps_numbers_whole_on_a_narrow_screen(store_db: Path) -> None:
     """On a 60-column screen no cell of `estimates` is cut to "…": the columns keep their
-    widest cell, the free-text reasons go under the table as "job: why" lines (folded there),
-    and the tiers and silence columns, empty for every job, are left out."""
+    widest cell, the free-text reasons and notes go under the table as "job: text" lines
+    (folded there), and the tiers and silence columns, empty for every job, are left out."""
     wide = json.loads(
         CliRunner().invoke(main, ["estimates", "--db", str(store_db), "--json"]).stdout
     )
     out = CliRunner(env={"COLUMNS": "60"}).invoke(main, ["estimates", "--db", str(store_db)]).stdout
     assert "…" not in out
-    shown, why = out.split("\nwhy:\n")
+    shown, rest = out.split("\nwhy:\n")
+    why, notes = rest.split("\nnotes:\n")
     header = next(line for line in shown.splitlines() if "status" in line)
     assert "tiers" not in header and "silenced" not in header and "why" not in header
     assert " ".join(why.split()) == " ".join(f"{r['job']}: {r['decision_text']}" for r in wide)
+    assert " ".join(notes.split()) == " ".join(f"{r['job']}: {n}" for r in wide for n in r["notes"])
 
 
 def test_ingest_names_a_last_line_with_no_newline(tmp_path: Path) -> None:

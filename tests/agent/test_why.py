@@ -41,6 +41,29 @@ def hf_db(tmp_path: Path) -> str:
     return db
 
 
+def test_estimates_prints_each_note_under_the_table(tmp_path: Path) -> None:
+    """The estimate's notes, which say what its numbers rest on, are printed under the text
+    table as in --json (a log read in the wrong zone beside its timing file: the zone_offset
+    sentence, word for word); an estimate without notes prints no notes heading."""
+    hf = Path(__file__).parents[1] / "parsers" / "fixtures" / "hf_trainer"
+    files = [str(hf / "hf_trainer_446.log"), str(hf / "ckpt_timings.jsonl")]
+    for tz in ("America/New_York", "UTC"):
+        db = str(tmp_path / f"{tz[:3]}.db")
+        assert _run("ingest", *files, "--job", "j", "--db", db, "--tz", tz)[0] == 0
+    _, out = _run("estimates", "--db", str(tmp_path / "Ame.db"), "--json")
+    [est] = json.loads(out)
+    [zone] = [n for n in est["notes"] if n.startswith("the log's saves are stamped 5h 00m")]
+    _, table = _run("estimates", "--db", str(tmp_path / "Ame.db"))
+    notes = " ".join(table.split("\nnotes:\n")[1].split())  # a long note folds
+    assert notes == " ".join(f"j: {note}" for note in est["notes"])
+    assert f"j: {' '.join(zone.split())}" in notes
+    _, out = _run("estimates", "--db", str(tmp_path / "UTC.db"), "--json")
+    [right] = json.loads(out)
+    _, table = _run("estimates", "--db", str(tmp_path / "UTC.db"))
+    assert ("\nnotes:\n" in table) is bool(right["notes"])
+    assert not any(n.startswith("the log's saves are stamped") for n in right["notes"])
+
+
 def test_a_lower_bound_of_c_and_the_reason_show_in_estimates_and_status(hf_db: str) -> None:
     """C from log lines (37 ms) reads "≥ 0.037s" with an open range, the best interval "≥" Daly's
     at that C and the setting "or more", and the reason names what is missing (1 of 2
