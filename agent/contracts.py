@@ -143,6 +143,7 @@ def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[st
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
         "recommended_interval_steps_range": _pair(est.recommended_interval_steps_range),
+        "confidence": est.confidence,
         "decision": decision_json(reason, None if decision is None else decision.action),
         "decision_text": render_reason(reason),
     }

@@ -57,6 +57,13 @@ def format_duration(seconds: float | None) -> str:
     return f"{s // 86400}d {(s % 86400) // 3600}h"
 
 
+def ci_label(confidence: float | None) -> str:
+    """``90% CI``: a confidence interval's label at its level (an estimate's ``confidence``, the
+    configured ``[estimation] confidence``); ``CI`` when the level is not known (an estimate
+    stored before it was recorded)."""
+    return "CI" if confidence is None else f"{confidence:.0%} CI"
+
+
 def format_ago(epoch_s: float | None, now_s: float) -> str:
     """How long before ``now_s`` the Unix time ``epoch_s`` was, for people: ``5m 00s ago``;
     ``never`` for None (a time after ``now``, from a clock that stepped, reads ``0s ago``)."""

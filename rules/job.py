@@ -393,6 +393,7 @@ def estimate_job(
             goodput_current=goodput_now,
             goodput_recommended=goodput_best,
             tiers=tiers,
+            confidence=confidence,
             goodput_spans=goodput_spans(
                 measured,
                 placed_all,

@@ -293,8 +293,10 @@ class JobEstimate:
     :func:`rules.goodput.goodput_spans`, what ``goodput`` and the gauges sum; not part of the
     JSON); for a job whose saves go to a fast tier and to persistent storage, C and M per
     tier and the recommended pair (``tiers``: :func:`rules.tier_estimate.estimate_tiers`; its
-    single-tier numbers are then those of the persistent saves alone), else None. ``notes``
-    are typed caveats (:class:`Note`), rendered to sentences by the agent.
+    single-tier numbers are then those of the persistent saves alone), else None; the level
+    of every confidence interval in it (``confidence``: the policy's, in (0, 1); None in an
+    estimate made before it was recorded), which the agent prints beside each interval.
+    ``notes`` are typed caveats (:class:`Note`), rendered to sentences by the agent.
     """
 
     job: str
@@ -350,6 +352,7 @@ class JobEstimate:
     goodput_spans: GoodputSpans | None = None
     tiers: TierEstimate | None = None
     recommended_interval_steps_range: tuple[int, int | None] | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

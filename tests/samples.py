@@ -39,5 +39,6 @@ def drifting_estimate(**changes: Any) -> JobEstimate:
         newest_event_s=1_700_000_000.0,
         failure_classes={"nccl_timeout": 3, "xid_79": 1},
         notes=(Note(NoteCode.COST_CHANGED, {"previous_s": 240.0, "cost_s": 300.0, "n_saves": 3}),),
+        confidence=0.9,
     )
     return dataclasses.replace(base, **changes)

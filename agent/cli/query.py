@@ -28,7 +28,7 @@ from ckpt_advisor.agent.cli.common import (
     table,
     until_cell,
 )
-from ckpt_advisor.agent.units import format_duration
+from ckpt_advisor.agent.units import ci_label, format_duration
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.store import StoreReader
@@ -145,14 +145,16 @@ def estimates(
         fail(f"no estimate computed in the last {format_duration(since)}{of_job}")
     newest = max(str(r["computed_at"]) for r in rows)[:19].replace("T", " ")
     history = since is not None
+    levels = {r.get("confidence") for r in rows}  # one level, unless the config changed
+    level = levels.pop() if len(levels) == 1 else None
     cells = [
         ([short_time(r["computed_at"])] if history else [])
-        + _estimate_row(r)
+        + _estimate_row(r, shown_level=level)
         + [until_cell(silences.get(r["job"]), now_s)]
         for r in rows
     ]
     columns = (["computed"] if history else []) + [
-        *("job", "status", "C", "MTBF", "90% CI", "fails", "saves", "now", "best", "tiers"),
+        *("job", "status", "C", "MTBF", ci_label(level), "fails", "saves", "now", "best", "tiers"),
         *("setting", "goodput", "silenced until"),
     ]
     shown = [
@@ -263,14 +265,17 @@ def fleet_json(store: StoreReader, configured: dict[str, int], confidence: float
     }
 
 
-def _estimate_row(r: dict[str, Any]) -> list[str]:
-    ci = r.get("mtbf_ci_s")
+def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
+    """A row of the estimates table; M's interval prefixed with its level when that is not
+    the column's ``shown_level`` (rows computed at several levels, or at an unrecorded one)."""
+    ci, level = r.get("mtbf_ci_s"), r.get("confidence")
+    own = f"{level:.0%} " if level is not None and level != shown_level else ""
     return [
         r["job"],
         r["status"],
         cost_cell(r),
         format_duration(r["mtbf_s"]),
-        f"{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
+        f"{own}{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),
         format_duration(r["current_interval_s"]),

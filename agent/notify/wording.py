@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ckpt_advisor.agent.notes import render_note
+from ckpt_advisor.agent.units import ci_label
 from ckpt_advisor.agent.units import format_duration as d
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate, NoteCode
 
@@ -233,7 +234,7 @@ def lower_bound_line(e: JobEstimate) -> str | None:
 
 
 def cost_evidence(e: JobEstimate) -> str:
-    """``C 4m 00s (CI 3m 58s–4m 02s) from the timing file, 21 saves``; the CI left out when both
+    """``C 4m 00s (90% CI 3m 58s–4m 02s) from the timing file, 21 saves``; the CI left out when both
     its ends read as C."""
     if e.checkpoint_cost_s is None:
         return f"C unknown ({_count(e.n_checkpoints)} saves seen)"
@@ -246,7 +247,7 @@ def cost_evidence(e: JobEstimate) -> str:
     ci, shown = e.checkpoint_cost_ci_s, d(e.checkpoint_cost_s)
     band = ""
     if ci is not None and not d(ci[0]) == d(ci[1]) == shown:  # a CI that reads as C says nothing
-        band = f" (CI {d(ci[0])}–{d(ci[1])})"
+        band = f" ({ci_label(e.confidence)} {d(ci[0])}–{d(ci[1])})"
     return f"C {shown}{band} from the timing file, {saves}"
 
 
@@ -256,7 +257,7 @@ def mtbf_evidence(e: JobEstimate) -> str:
     if e.mtbf_s is None:
         return f"M unknown ({seen})"
     ci = e.mtbf_ci_s
-    band = f" (90% CI {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
+    band = f" ({ci_label(e.confidence)} {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
     fleet = "; with its fleet's rate" if e.mtbf_source == "fleet" else ""
     return f"M {d(e.mtbf_s)}{band} from {seen}{fleet}"
 

@@ -73,6 +73,23 @@ def test_ingest_with_a_config_estimates_with_its_gpus_and_thresholds(
     assert _ingest(week, "--config", str(costly))["status"] == "ok"
 
 
+def test_the_configured_confidence_labels_the_estimates(week: Path, tmp_path: Path) -> None:
+    """``[estimation] confidence = 0.8``: the stored estimate records its level, M's interval
+    is inside the default 0.9's, and the estimates table heads it "80% CI", never "90%"."""
+    plain = _ingest(week, "--db", str(tmp_path / "plain.db"))
+    config = _config(tmp_path / "c.toml", tmp_path / "c.db", "confidence = 0.8")
+    eighty = _ingest(week, "--config", str(config))
+    assert (plain["confidence"], eighty["confidence"]) == (0.9, 0.8)
+    low, high = eighty["mtbf_ci_s"]  # type: ignore[misc]
+    plain_low, plain_high = plain["mtbf_ci_s"]  # type: ignore[misc]
+    assert plain_low < low < high < plain_high
+    table, _ = _run("estimates", "--config", str(config))
+    [header] = [line for line in table.splitlines() if " MTBF " in line]
+    assert "80% CI" in header and "90%" not in table
+    table, _ = _run("estimates", "--db", str(tmp_path / "plain.db"))
+    assert "90% CI" in table
+
+
 def test_ingest_with_a_config_reads_with_the_jobs_patterns(tmp_path: Path) -> None:
     """A log only the job's ``[[jobs.patterns]]`` can read gives its five saves through ingest
     --config (none without it)."""

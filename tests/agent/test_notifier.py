@@ -139,7 +139,7 @@ def test_message_leads_with_the_action_then_evidence_then_context() -> None:
         "85.1%, 307 GPU-h/day at stake"
     )
     assert evidence["text"]["text"] == (
-        "*C* 5m 00s (CI 4m 40s–5m 20s) from the timing file, 12 saves\n"
+        "*C* 5m 00s (90% CI 4m 40s–5m 20s) from the timing file, 12 saves\n"
         "*M* 6h 00m (90% CI 3h 20m–13h 53m) from 4 failures in 1d 0h of run time"
     )
     [context_text] = [e["text"] for e in context["elements"]]
@@ -251,13 +251,24 @@ def test_format_message_unknown_numbers() -> None:
 
 def test_a_confidence_interval_that_reads_as_c_is_left_out() -> None:
     """C of 4 min from a timing file whose CI is 239.8–240.2 s reads "C 4m 00s", not
-    "(CI 4m 00s–4m 00s)"; a CI that reads differently is kept."""
+    "(90% CI 4m 00s–4m 00s)"; a CI that reads differently is kept."""
     tight = drifting_estimate(checkpoint_cost_s=240.0, checkpoint_cost_ci_s=(239.8, 240.2))
     evidence = format_message(tight, NOTIFY)["blocks"][2]["text"]["text"]
     assert evidence.startswith("*C* 4m 00s from the timing file, 12 saves\n")
     wide = dataclasses.replace(tight, checkpoint_cost_ci_s=(238.0, 242.0))
     evidence = format_message(wide, NOTIFY)["blocks"][2]["text"]["text"]
-    assert evidence.startswith("*C* 4m 00s (CI 3m 58s–4m 02s) from the timing file")
+    assert evidence.startswith("*C* 4m 00s (90% CI 3m 58s–4m 02s) from the timing file")
+
+
+def test_each_interval_is_labelled_with_the_estimates_level() -> None:
+    """M's and C's intervals carry the estimate's own level (``[estimation] confidence``):
+    "80% CI" at 0.8, "90% CI" at 0.9, and a bare "CI" for an estimate that recorded none."""
+    for confidence, label in ((0.8, "80% CI"), (0.9, "90% CI"), (None, "CI")):
+        e = drifting_estimate(confidence=confidence, checkpoint_cost_ci_s=(238.0, 242.0))
+        evidence = format_message(e, NOTIFY)["blocks"][2]["text"]["text"]
+        c_line, m_line = evidence.splitlines()[:2]
+        assert f"({label} 3m 58s–4m 02s)" in c_line, c_line
+        assert m_line.startswith(f"*M* 6h 00m ({label} 3h 20m–13h 53m)"), m_line
 
 
 def test_resolve_is_a_short_reply() -> None:
