@@ -72,6 +72,20 @@ ROWS = [
 ]  # fmt: skip
 """What the store wrote for :data:`EVENTS` before its write path was made fast (issue 15),
 ``numbers`` as hex: the packed blob (``schema.event_numbers``) with its group key."""
+STORAGE = [
+    "itititriirninntibtn",
+    "itititriinninttibtn",
+    "itititriirnirttibtt",
+    "itititriintinttibtn",
+    "itititrinntinntibtn",
+    "itititrinnninntibtn",
+    "itititninnninttibtn",
+    "itititrinrninttibtn",
+    "itititriinninntibtn",
+]
+"""SQLite's storage class of each column of :data:`ROWS` (``typeof``: integer, real, text,
+blob, null), as the store wrote them before its write path was made fast: 40 and 40.0 are
+equal in Python, not on disk."""
 
 
 def _stored_rows(target: str | Path, password: str | None) -> list[tuple[Any, ...]]:
@@ -90,8 +104,9 @@ def _stored_rows(target: str | Path, password: str | None) -> list[tuple[Any, ..
 def test_commit_writes_the_pinned_row_of_each_event(
     store_target: str | Path, store_password: str | None
 ) -> None:
-    """Every column of every row a commit writes equals the pinned row, on both backends
-    (``from_timing_file`` given as a function of the event), in the commit's order: 60 copies
+    """Every column of every row a commit writes equals the pinned row, on both backends, and
+    has its pinned storage class on SQLite (``from_timing_file`` given as a function of the
+    event), in the commit's order: 60 copies
     of the events, more than SQLite's multi-row INSERTs take (two of 256 rows, then 28)."""
     store = open_store(store_target, agent="a1", password=store_password)
     state = store.commit_read(
@@ -107,6 +122,16 @@ def test_commit_writes_the_pinned_row_of_each_event(
     got = _stored_rows(store_target, store_password)
     assert got[: len(ROWS)] == ROWS
     assert got == [(i + 1, *ROWS[i % len(ROWS)][1:]) for i in range(60 * len(ROWS))]
+    if isinstance(store_target, Path):
+        assert _storage(store_target) == STORAGE * 60
+
+
+def _storage(db: Path) -> list[str]:
+    """Each row's storage classes, a letter a column (:data:`STORAGE`)."""
+    classes = ", ".join(f"typeof({c.strip()})" for c in COLUMNS.split(","))
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(f"SELECT {classes} FROM events ORDER BY id").fetchall()
+    return ["".join(t[0] for t in row) for row in rows]
 
 
 def test_events_read_back_equal_the_events_committed(

@@ -4,9 +4,11 @@ A dense backfill stores about a thousand events per MB of log (issue 15), so thi
 store's share of it in Python: attribute reads are hoisted into locals, and what is the same for
 many events (the kind's text and the group key of ``events.numbers``, which hashes source,
 parser, timing flag, kind and tier) is computed once per distinct combination in the batch.
-Each row is what :data:`EVENT_COLUMNS` names, in that order, in the types both drivers bind
-as they are (str, int, float, bytes, None: no enum, no bool), so SQLite's ``executemany`` and
-PostgreSQL's ``COPY`` take the same tuples.
+A row holds the columns that differ from event to event (:data:`ROW_COLUMNS`); the four that
+a commit shares (:data:`FIXED_COLUMNS`: job, file, source, agent) are given once per batch.
+Values are in the types both drivers bind as they are (str, int, float, bytes, and the
+backend's NULL: no enum, no bool), so SQLite's ``executemany`` and PostgreSQL's ``COPY`` take
+the same tuples.
 """
 
 from __future__ import annotations
@@ -41,16 +43,26 @@ EVENT_COLUMNS = (
     "tier",
     "numbers",
 )
-"""The columns of a row of :func:`event_rows`, in order (every column of ``events`` but its
-id, which the database gives)."""
+"""Every column of ``events`` but its id (which the database gives), in the order a batch is
+written: :data:`FIXED_COLUMNS`, then a row's :data:`ROW_COLUMNS`."""
+FIXED_COLUMNS = EVENT_COLUMNS[:4]
+"""The columns that all of one commit's rows share: job, file_id, source, agent."""
+ROW_COLUMNS = EVENT_COLUMNS[4:]
+"""The columns of a row of :func:`event_rows`, in order."""
 
 
 @functools.cache
 def insert_sql(n_rows: int) -> str:
-    """The INSERT of ``n_rows`` rows (:data:`EVENT_COLUMNS` each, one after another) in
-    sqlite3's placeholders (made once per size: sqlite3 finds its prepared statement by it)."""
-    one = f"({', '.join('?' * len(EVENT_COLUMNS))})"
-    return f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES {', '.join([one] * n_rows)}"
+    """The INSERT of ``n_rows`` rows in sqlite3's numbered placeholders: ``?1`` to ``?4`` are
+    :data:`FIXED_COLUMNS`, bound once for all the rows, then each row's :data:`ROW_COLUMNS`
+    one row after another (made once per size: sqlite3 finds its prepared statement by it)."""
+    fixed, per = len(FIXED_COLUMNS), len(ROW_COLUMNS)
+    shared = [f"?{i + 1}" for i in range(fixed)]
+    rows = (
+        ", ".join(shared + [f"?{fixed + r * per + i + 1}" for i in range(per)])
+        for r in range(n_rows)
+    )
+    return f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({'), ('.join(rows)})"
 
 
 COPY_SQL = f"COPY events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
@@ -60,19 +72,23 @@ Row = tuple[Any, ...]
 
 
 def event_rows(
-    job: str,
     source: str,
-    file_id: int,
-    agent: str,
     events: Sequence[Event],
     timed: bool | Callable[[Event], bool],
+    *,
+    null: Any = None,
+    blob: Callable[[bytes], Any] | None = None,
 ) -> list[Row]:
-    """The rows (:data:`EVENT_COLUMNS`) of ``events`` read from ``source`` (file ``file_id``)
-    of ``job`` by ``agent``; ``timed``: whether they came from a timing file, the same for all
-    or a function of the event.
+    """The rows (:data:`ROW_COLUMNS`) of ``events`` read from ``source``; ``timed``: whether
+    they came from a timing file, the same for all or a function of the event.
 
-    ``time_s`` is the event's time as Unix epoch seconds (None without a time); the flags are
-    0/1; ``numbers`` is :func:`~agent.store.schema.event_numbers` of the row (NaN for None).
+    ``time_s`` is the event's time as Unix epoch seconds; the flags are 0/1; ``numbers`` is
+    :func:`~agent.store.schema.event_numbers` of the row (NaN for unknown). An unknown value
+    (None in the event) is ``null``, and ``numbers`` is ``blob`` of its bytes (None: the bytes
+    as they are). For SQLite these are NaN and ``bytearray``: it binds NaN as NULL
+    (``sqlite3VdbeMemSetDouble`` in sqlite3.c) and a bytearray as the same BLOB, where CPython's
+    sqlite3 takes None and bytes through its adapter protocol (``Modules/_sqlite/
+    microprotocols.c``: ~1.3k instructions a value, ~6k of an event's row of ~40k).
     """
     pack = NUMBERS.pack
     nan = math.nan
@@ -92,33 +108,28 @@ def event_rows(
                 group_key(source, parser, timing, text, tier),
             )
         when, step, duration_s, persist_s = ev.time, ev.step, ev.duration_s, ev.persist_s
-        time_s = None if when is None else when.timestamp()
+        failure_class, detail = ev.failure_class, ev.detail
+        time_s = nan if when is None else when.timestamp()
+        step_n = nan if step is None else step
+        duration_n = nan if duration_s is None else duration_s
+        persist_n = nan if persist_s is None else persist_s
+        packed = pack(time_s, step_n, duration_n, persist_n, found[1])
         append(
             (
-                job,
-                file_id,
-                source,
-                agent,
                 ev.line,
                 found[0],
-                time_s,
+                null if when is None else time_s,
                 1 if ev.time_estimated else 0,
-                step,
-                duration_s,
-                ev.failure_class,
+                null if step is None else step,
+                null if duration_s is None else duration_s,
+                null if failure_class is None else failure_class,
                 1 if ev.planned else 0,
-                persist_s,
-                ev.detail,
+                null if persist_s is None else persist_s,
+                null if detail is None else detail,
                 parser,
                 timing,
-                tier,
-                pack(
-                    nan if time_s is None else time_s,
-                    nan if step is None else step,
-                    nan if duration_s is None else duration_s,
-                    nan if persist_s is None else persist_s,
-                    found[1],
-                ),
+                null if tier is None else tier,
+                packed if blob is None else blob(packed),
             )
         )
     return rows

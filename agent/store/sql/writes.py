@@ -143,10 +143,11 @@ class SqlStore(FleetTables, OutboxTables):
                     self._exec(conn, share, (shared, *mine))
                     self._exec(conn, "DELETE FROM events WHERE file_id = ?", (file_id,))
             if events and shared is None:
+                fixed = (file.job, file_id, file.path, self.agent)
                 rows = event_rows(
-                    file.job, file.path, file_id, self.agent, events, from_timing_file
+                    file.path, events, from_timing_file, null=self._null, blob=self._blob
                 )
-                self._insert_rows(conn, rows)
+                self._insert_rows(conn, fixed, rows)
         self._heads[file_id] = file.head_hash
         self._registered = True
         return replace(
@@ -159,10 +160,16 @@ class SqlStore(FleetTables, OutboxTables):
             shared_with=shared,
         )
 
-    def _insert_rows(self, conn: Any, rows: list[Row]) -> None:
-        """Insert ``rows`` (:data:`~agent.store.sql.rows.EVENT_COLUMNS`) into ``events`` in the
-        transaction of ``conn``, in bulk: the backend's own way (multi-row INSERTs by one
-        ``executemany`` on SQLite, ``COPY`` on PostgreSQL)."""
+    _null: Any = None
+    _blob: Callable[[bytes], Any] | None = None
+    """What an event's row holds for an unknown value, and for its ``numbers`` bytes
+    (:func:`~agent.store.sql.rows.event_rows`): what the backend's driver binds fastest."""
+
+    def _insert_rows(self, conn: Any, fixed: Row, rows: list[Row]) -> None:
+        """Insert ``rows`` (:data:`~agent.store.sql.rows.ROW_COLUMNS`), each with ``fixed``
+        (:data:`~agent.store.sql.rows.FIXED_COLUMNS`), into ``events`` in the transaction of
+        ``conn``, in bulk: the backend's own way (multi-row INSERTs by one ``executemany`` on
+        SQLite, ``COPY`` on PostgreSQL)."""
         raise NotImplementedError
 
     def _shared_with(self, conn: Any, file: FileState) -> str | None:

@@ -10,6 +10,7 @@ database's clock is this host's.
 
 from __future__ import annotations
 
+import math
 import socket
 import sqlite3
 import time
@@ -22,7 +23,7 @@ from typing import Any, Literal
 from ckpt_advisor.agent.mounts import MOUNT_TABLE, filesystem_type, is_shared
 from ckpt_advisor.agent.store.records import StoreError
 from ckpt_advisor.agent.store.schema import SCHEMA_VERSION, check_schema
-from ckpt_advisor.agent.store.sql.rows import EVENT_COLUMNS, Row, insert_sql
+from ckpt_advisor.agent.store.sql.rows import ROW_COLUMNS, Row, insert_sql
 from ckpt_advisor.agent.store.sql.writes import SqlStore
 from ckpt_advisor.agent.store.sqlite.access import explain
 from ckpt_advisor.agent.store.sqlite.ddl import create_store
@@ -58,6 +59,8 @@ class SqliteStore(SqliteSql, SqlStore):
     """
 
     one_agent = True  # its lock file (agent/store/lock.py) lets one reader of logs in
+    _null = math.nan  # sqlite3 binds NaN as NULL and a bytearray as a BLOB at once, where
+    _blob = bytearray  # None and bytes take its adapter protocol (sql/rows.py)
 
     def __init__(
         self,
@@ -234,16 +237,19 @@ class SqliteStore(SqliteSql, SqlStore):
         # sqlite3's lastrowid rather than RETURNING: SQLite 3.24 (RHEL 8's) has no RETURNING
         return int(self._exec(conn, sql, params).lastrowid)
 
-    def _insert_rows(self, conn: sqlite3.Connection, rows: list[Row]) -> None:
+    def _insert_rows(self, conn: sqlite3.Connection, fixed: Row, rows: list[Row]) -> None:
         """``rows`` in INSERTs of :data:`ROWS_PER_INSERT` rows each (fewer within SQLite's
-        limit on placeholders), by one ``executemany``; the rest by one of the one-row INSERT."""
-        limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(EVENT_COLUMNS)
-        per = max(1, min(ROWS_PER_INSERT, limit))
+        limit on placeholders), by one ``executemany``; the rest by one of the one-row INSERT.
+        Each INSERT binds ``fixed`` once for all its rows (``insert_sql``'s numbered
+        placeholders)."""
+        limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - len(fixed)
+        per = max(1, min(ROWS_PER_INSERT, limit // len(ROW_COLUMNS)))
         whole = len(rows) - len(rows) % per
         if whole:
             flat = chain.from_iterable
             conn.executemany(
-                insert_sql(per), [tuple(flat(rows[i : i + per])) for i in range(0, whole, per)]
+                insert_sql(per),
+                [fixed + tuple(flat(rows[i : i + per])) for i in range(0, whole, per)],
             )
         if whole < len(rows):
-            conn.executemany(insert_sql(1), rows[whole:])
+            conn.executemany(insert_sql(1), [fixed + row for row in rows[whole:]])
