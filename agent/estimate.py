@@ -41,6 +41,11 @@ ESTIMATE_KINDS = (
 """The event kinds an estimate reads."""
 
 
+def stack_of(columns: EventColumns) -> str | None:
+    """The stack that wrote the job's logs: the parser of most of its log events (None: none)."""
+    return next(iter(columns.parser_counts), None)
+
+
 def timeline_from(columns: EventColumns) -> Timeline:
     """The rules' timeline of stored event columns: the same as ``Timeline.of`` over one
     :class:`rules.model.Observation` per timed event, without an object per event."""
@@ -158,8 +163,7 @@ class Estimator:
         if job in nodes and len(nodes) > 1:
             pooled = {name: JobFacts(units=n) for name, n in nodes.items()}
             fleet = fleet_rate(store.estimate_history(latest_only=True), pooled, job)
-        stack = next(iter(columns.parser_counts), None)
-        return dataclasses.replace(facts, fleet=fleet, stack=stack)
+        return dataclasses.replace(facts, fleet=fleet, stack=stack_of(columns))
 
     def estimate(
         self, store: StoreReader, job: str, now_s: float, columns: EventColumns | None = None

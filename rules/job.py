@@ -8,30 +8,17 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ckpt_advisor.rules.advice import interval_steps, setting_for
-from ckpt_advisor.rules.bounds import (
-    checkpoint_upper_bounds_s,
-    daly_ci_s,
-    excess_range,
-    interval_range_s,
-    steps_range,
-)
-from ckpt_advisor.rules.cost import (
-    checkpoint_durations_s,
-    estimate_checkpoint_cost,
-    persist_latency_s,
-)
-from ckpt_advisor.rules.goodput_spans import goodput_spans, save_upper_bounds_by_row
-from ckpt_advisor.rules.interruptions import (
-    Interruption,
-    cluster_interruptions,
-    placed_interruptions,
-)
+from ckpt_advisor.rules.bounds import daly_ci_s, excess_range, interval_range_s, steps_range
+from ckpt_advisor.rules.cost import persist_latency_s
+from ckpt_advisor.rules.goodput_spans import goodput_spans
+from ckpt_advisor.rules.interruptions import placed_interruptions
 from ckpt_advisor.rules.interval import (
     daly_interval_s,
     excess_gpu_hours_per_day,
     exponential_waste_fraction,
     young_interval_s,
 )
+from ckpt_advisor.rules.job_runs import clustered_runs, job_runs
 from ckpt_advisor.rules.model import ClockFinding, JobEstimate, Observation
 from ckpt_advisor.rules.mtbf import (
     estimate_mtbf,
@@ -52,19 +39,11 @@ from ckpt_advisor.rules.progress import (
     current_interval_s,
     current_interval_steps,
     interval_steps_across_runs,
-    redated_failures,
     restart_cost_s,
     save_index,
     saves_since_change,
-    step_time_s,
 )
-from ckpt_advisor.rules.runs import (
-    exposure_s,
-    lives_s,
-    measured_runs,
-    split_runs,
-    stepped_exposure_s,
-)
+from ckpt_advisor.rules.runs import exposure_s, lives_s, measured_runs, stepped_exposure_s
 from ckpt_advisor.rules.simulate import simulated_goodput
 from ckpt_advisor.rules.sources import (
     clock_notes,
@@ -72,11 +51,8 @@ from ckpt_advisor.rules.sources import (
     untimed_sources,
     zone_offset_notes,
 )
-from ckpt_advisor.rules.tier_estimate import estimate_tiers, fast_save_rows, judged_by_pair
-from ckpt_advisor.rules.timeline import IntArray, Timeline
-
-MATERIAL_SHIFT_S = 60.0
-"""A failure re-dated by more than this is worth a note (less is the bar clock's rounding)."""
+from ckpt_advisor.rules.tier_estimate import estimate_tiers, judged_by_pair
+from ckpt_advisor.rules.timeline import Timeline
 
 
 def estimate_job(
@@ -169,41 +145,13 @@ def estimate_job(
     window = policy.cost_window_saves
     confidence = policy.confidence
 
-    def runs(timeline: Timeline) -> tuple[list[Interruption], IntArray, IntArray]:
-        interruptions = cluster_interruptions(
-            timeline, gap_s=policy.burst_gap_s, silent_gap_s=policy.silent_gap_s
-        )
-        run_id = split_runs(timeline, interruptions, idle_gap_s=policy.idle_gap_s)
-        return interruptions, run_id, save_index(timeline, run_id)
-
-    full = observations if isinstance(observations, Timeline) else Timeline.of(observations)
-    fast_tier, fast_rows = fast_save_rows(full)
-    base = full if fast_tier is None else full.as_fast_saves(fast_rows)  # saves: persistent
-    timeline, n_unseen = base.with_unseen_interruptions()
-    newest_s = timeline.newest_s
-    end_s = timeline.measured.newest_s  # a log's newest time: a host's date is only a bound
-    end_s = newest_s if end_s is None else end_s
-    since_s = -float("inf") if end_s is None else end_s - policy.mtbf_window_s
-    interruptions, run_id, saves = runs(timeline)
-    upper_s = checkpoint_upper_bounds_s(timeline, run_id)
-    upper_by_row = save_upper_bounds_by_row(timeline, run_id, upper_s)  # for goodput_spans
-    cost = estimate_checkpoint_cost(
-        *checkpoint_durations_s(timeline, run_id),
-        logged_upper_s=upper_s,
-        window=window,
-        stack=facts.stack,
-        confidence=confidence,
-    )
+    split = job_runs(observations, policy=policy, stack=facts.stack)
+    full, fast_tier, n_unseen = split.full, split.fast_tier, split.n_unseen
+    timeline, newest_s, since_s = split.timeline, split.newest_s, split.since_s
+    cost, step_s = split.cost, split.step_s
+    interruptions, run_id, saves = split.interruptions, split.run_id, split.saves
+    n_moved, n_clamped = split.n_moved, split.n_clamped
     cost_s = None if cost is None else cost.cost_s
-    step_s = step_time_s(timeline, run_id, saves, cost_s=cost_s, since_s=since_s)
-    n_moved = n_clamped = 0
-    if step_s is not None and interruptions:
-        moved_s, n_clamped = redated_failures(timeline, interruptions, step_time_s=step_s)
-        shifted_s = moved_s - timeline.time_s[timeline.failure_index]
-        n_moved = int(np.count_nonzero(shifted_s > MATERIAL_SHIFT_S))
-        if shifted_s.any():  # else the timeline, and so its runs, stay as they are
-            timeline = timeline.with_failure_times(moved_s)
-            interruptions, run_id, saves = runs(timeline)
     recent = [i for i in interruptions if i.start_s >= since_s]
     counted = [i for i in recent if not i.planned]
     classes = dict(Counter(i.failure_class for i in counted))
@@ -306,7 +254,7 @@ def estimate_job(
     tiers = None
     if fast_tier is not None:
         both, _ = full.with_unseen_interruptions()
-        _, both_runs, both_saves = runs(both)
+        _, both_runs, both_saves = clustered_runs(both, policy)
         tiers = estimate_tiers(
             both,
             both_runs,
@@ -400,7 +348,7 @@ def estimate_job(
                 run_measured,
                 saves_measured,
                 step_time_s=step_s,
-                upper_by_row=upper_by_row,
+                upper_by_row=split.upper_by_row,
                 stack=facts.stack,
             ),
             recommended_interval_steps_range=(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -126,7 +126,7 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
         return
     from ckpt_advisor.agent.interruptions import interruption_cell, number_interruptions
 
-    number_interruptions(rows, datetime.now(UTC).timestamp())
+    number_interruptions(rows)
     if as_json:
         print_json_lines(rows)
         return

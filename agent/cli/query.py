@@ -360,7 +360,7 @@ def events(
         from ckpt_advisor.agent.interruptions import number_stored_interruptions
 
         estimator = estimator_of(load_config(config_path) if config_path else None)
-        number_stored_interruptions(store, rows, estimator, datetime.now(UTC).timestamp())
+        number_stored_interruptions(store, rows, estimator)
     if as_json:
         print_json_lines(rows)
         return
