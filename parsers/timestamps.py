@@ -135,6 +135,13 @@ def parse_ymd_hms(text: str, tz: tzinfo) -> datetime:
     The fraction may use ``,`` (logging's default ``%(asctime)s``) or ``.`` and have 1 to 6
     digits. Example: ``2026-11-29 22:11:38,483`` (transformers explicit format, docs/FORMATS.md §1).
 
+    In UTC (the default zone) a matched stamp is read by ``datetime.fromisoformat`` (C: ~0.2
+    µs, where the fields and ``replace(tzinfo=)`` took ~1.9), with the same result: Python 3.11+
+    reads this shape (``T`` or a space, a fraction of 1 to 6 digits after ``,`` or ``.``) as
+    the fields, and a zero offset gives ``datetime.UTC`` itself. Hour 24 (which later Pythons
+    read as the next day's midnight, where the fields refuse it) and what it refuses (a
+    non-ASCII digit, no real date) are left to the fields, which raise as before.
+
     Returns:
         aware UTC datetime.
 
@@ -144,6 +151,11 @@ def parse_ymd_hms(text: str, tz: tzinfo) -> datetime:
     m = _YMD_HMS_MS.fullmatch(text)
     if m is None:
         raise ValueError(f"not a YYYY-MM-DD HH:MM:SS,mmm time: {text[:40]!r}")
+    if tz is UTC and m[4] < "24":
+        try:
+            return datetime.fromisoformat(text + "+00:00")
+        except ValueError:
+            pass  # the fields below give the error (or read digits fromisoformat refuses)
     micro = int((m[7] or "0").ljust(6, "0"))
     whole = _whole_second(text[:19])
     if isinstance(tz, LocalZone):

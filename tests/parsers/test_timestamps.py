@@ -27,6 +27,37 @@ def test_logging_asctime_is_read_in_the_given_zone() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "fields"),
+    [
+        ("2026-11-29 22:11:38,483", (2026, 11, 29, 22, 11, 38, 483000)),
+        ("2026-11-29T22:11:38.5", (2026, 11, 29, 22, 11, 38, 500000)),
+        ("2026-11-29 22:11:38.12345", (2026, 11, 29, 22, 11, 38, 123450)),
+        ("2026-11-29 22:11:38,123456", (2026, 11, 29, 22, 11, 38, 123456)),
+        ("2026-11-29 23:59:59", (2026, 11, 29, 23, 59, 59, 0)),
+        ("٢٠٢٦-11-29 22:11:38,483", (2026, 11, 29, 22, 11, 38, 483000)),  # Arabic-Indic year
+    ],
+)
+def test_asctime_in_utc_reads_every_shape_as_its_fields(text: str, fields: tuple[int, ...]) -> None:
+    """In UTC each shape (``T`` or space, 1 to 6 fraction digits after ``,`` or ``.``, digits
+    ``fromisoformat`` refuses) gives its fields' instant, in ``datetime.UTC`` itself."""
+    parsed = parse_ymd_hms(text, UTC)
+    assert parsed == datetime(*fields, tzinfo=UTC)
+    assert parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "text", ["2026-11-29 24:00:00,000", "2026-02-29 10:00:00", "0000-01-01 00:00:00"]
+)
+def test_asctime_in_utc_refuses_what_the_fields_refuse(text: str) -> None:
+    """Hour 24 (some Pythons' ``fromisoformat`` reads it as the next midnight), a day the
+    month lacks and year 0 raise ValueError in UTC as in any other zone."""
+    with pytest.raises(ValueError):
+        parse_ymd_hms(text, UTC)
+    with pytest.raises(ValueError):
+        parse_ymd_hms(text, PARIS)
+
+
 def test_us_date_format_is_read_in_the_given_zone() -> None:
     """``10/20/2023 15:41:03`` in Paris (UTC+2 in summer) is 13:41:03 UTC."""
     assert parse_mdy_hms("10/20/2023 15:41:03", PARIS) == datetime(
