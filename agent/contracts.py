@@ -390,12 +390,12 @@ def _simulation(
     return out
 
 
-def plot_json(path: Path, drawn: Curve) -> dict[str, Any]:
-    """The ``plot --json`` object: the job, the PNG written and the curve drawn
-    (:meth:`agent.plot.Curve.to_json`: ``x_s`` in seconds, ``axis_unit`` the axis' label,
-    ``waste`` as fractions, ``waste_upper`` over the plausible C, ``insufficient_data``; ``x``
-    and ``unit`` their kept first names)."""
-    return {**drawn.to_json(), "output": str(path)}
+def plot_json(path: Path | None, drawn: Curve) -> dict[str, Any]:
+    """The ``plot --json`` object: the job, the PNG written (``output``, null when none was
+    drawn) and the curve (:meth:`agent.plot.Curve.to_json`: ``x_s`` in seconds, ``axis_unit``
+    the axis' label, ``waste`` as fractions, ``waste_upper`` over the plausible C,
+    ``insufficient_data``; ``x`` and ``unit`` their kept first names)."""
+    return {**drawn.to_json(), "output": None if path is None else str(path)}
 
 
 def status_json(

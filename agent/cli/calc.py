@@ -339,7 +339,12 @@ def simulate(
     )
 )
 @click.option("--job", required=True, help="The job to draw.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="PNG file to draw (needed unless --json: then the curve alone is printed).",
+)
 @db_option
 @config_option
 @click.option(
@@ -347,22 +352,31 @@ def simulate(
     "as_json",
     is_flag=True,
     help=(
-        "Print what was drawn as JSON: the curve (x_s: intervals in seconds, axis_unit: the"
-        " unit of the picture's axis, waste: fractions)."
+        "Print the curve as JSON (x_s: intervals in seconds, axis_unit: the unit of the"
+        " picture's axis, waste: fractions; output: the PNG drawn, null without -o)."
     ),
 )
-def plot(job: str, output: str, db: str | None, config_path: str | None, as_json: bool) -> None:
+def plot(
+    job: str, output: str | None, db: str | None, config_path: str | None, as_json: bool
+) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's
     confidence band (from its latest stored estimate); a job with insufficient data is marked
-    so on the plot."""
+    so on the plot. With --json and no -o, print the curve without drawing it."""
     from ckpt_advisor.agent.contracts import plot_json
-    from ckpt_advisor.agent.plot import plot_waste_curve
+    from ckpt_advisor.agent.plot import curve, plot_waste_curve
 
+    if output is None and not as_json:
+        raise click.UsageError(
+            "-o/--output names the PNG file to draw (or --json prints the curve)"
+        )
     store = read_store(db, config_path)
     rows = store.estimate_history(job=job, latest_only=True)
     if not rows:
         require_job(job, store.jobs())
         fail(f"no estimate stored for job {job!r}")
+    if output is None:
+        click.echo(json.dumps(plot_json(None, curve(rows[-1]))))
+        return
     try:
         path, drawn = plot_waste_curve(rows[-1], output)
     except OSError as exc:

@@ -141,6 +141,23 @@ def test_plot_writes_a_png_of_the_waste_curve(week_db: tuple[Path, int], tmp_pat
     assert "no job 'nope' here; known: week" in result.output
 
 
+def test_plot_json_without_output_prints_the_curve_alone(
+    week_db: tuple[Path, int], tmp_path: Path
+) -> None:
+    """plot --json with no -o prints the same curve as with one, "output" null, and draws
+    nothing; plot with neither -o nor --json is a usage error naming -o."""
+    db, _ = week_db
+    png = tmp_path / "curve.png"
+    drawn = json.loads(_run("plot", "--job", "week", "--db", str(db), "-o", str(png), "--json"))
+    alone = json.loads(_run("plot", "--job", "week", "--db", str(db), "--json"))
+    assert alone["output"] is None
+    assert {**alone, "output": str(png)} == drawn
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.png"]
+    result = CliRunner().invoke(main, ["plot", "--job", "week", "--db", str(db)])
+    assert result.exit_code == 2
+    assert "-o/--output names the PNG file to draw" in result.output
+
+
 def test_estimates_json_carries_the_new_facts(week_db: tuple[Path, int]) -> None:
     """estimates --json keeps the contract keys and adds per-class M, the Weibull fields, the
     persist latency and the excess waste (null when unknown)."""
