@@ -292,7 +292,7 @@ class Reader:
         f.flushed = True
 
     def _rewind(self, f: OpenFile, size: int) -> None:
-        """``f`` was truncated or rewritten: read it again from 0 with a fresh parser."""
+        """``f`` was truncated or rewritten: read it again from 0, fresh parser and file clock."""
         log.warning(
             "%s was truncated or rewritten (%d bytes, offset %d); reading from the start",
             f.path,
@@ -300,6 +300,7 @@ class Reader:
             f.state.offset,
         )
         self._reset(f, identity.rewound(f.fd, f.state, size), self._parser(f))
+        f.clock = _file_clock(f.fd)
         f.live_from = 0
 
     def _reload(self, f: OpenFile) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +177,84 @@ def test_live_read_times_measure_no_span(tmp_path: Path) -> None:
     assert est.n_checkpoints == 3
     assert (est.current_interval_s, est.checkpoint_cost_s) == (None, None)
     assert est.current_interval_steps == 40  # the steps the lines print are measured
+
+
+@pytest.mark.parametrize("how", ["truncated", "rotated"])
+def test_rewritten_file_keeps_its_old_content_host_dated(
+    store_target: Path | str, store_password: str | None, tmp_path: Path, how: str
+) -> None:
+    """The trial's train.log: Lightning's crash and resume logs (no timestamps) appended live
+    twice, each read at once (read times microseconds apart), then the file truncated and
+    rewritten with HF Trainer's stamped crash log (or renamed to train.log.1 and a new
+    train.log written with it: the same name, another file). The Lightning events stay
+    host-dated (the old content's, though the new content's first stamped event, line 13,
+    comes before their lines): no spacing is measured between their read times, so the
+    current interval is 40 steps × Lightning's 1/41.42 s before the rewrite, and the HF
+    saves' spacing less C after it, never the microseconds between two reads."""
+    store = open_store(store_target, password=store_password)
+    path = tmp_path / "train.log"
+    path.write_text("")
+    now = [NOW]
+    tailer = Tailer(
+        store, [WatchSpec("lt", (str(path),))], clock=lambda: now[0], tz=UTC, backfill=False
+    )
+    tailer.scan()
+    for name in ("lightning_crash.log", "lightning_resume.log") * 2:
+        with path.open("a") as f:
+            f.write((REAL / name).read_text())
+        now[0] += timedelta(microseconds=3)
+        tailer.scan()
+    before = Estimator().estimate(store, "lt", now[0].timestamp())
+    assert before.step_time_s == pytest.approx(LIGHTNING_STEP_S, rel=1e-3)
+    assert before.current_interval_s == pytest.approx(40 * before.step_time_s)
+    n_lightning = store.event_columns("lt", ESTIMATE_KINDS).host_dated.size
+    if how == "rotated":
+        path.rename(tmp_path / "train.log.1")
+    path.write_text((REAL / "hf_trainer_crash.log").read_text())  # truncated: the same inode
+    for _ in range(2):  # the read, then the idle flush that ends the HF traceback
+        now[0] += timedelta(minutes=1)
+        tailer.scan()
+    tailer.close()
+
+    columns = store.event_columns("lt", ESTIMATE_KINDS)
+    # in time order: the HF log's 10 (stamped 2026-11-29), then the Lightning reads
+    assert columns.host_dated.tolist() == [False] * 10 + [True] * n_lightning
+    est = Estimator().estimate(store, "lt", now[0].timestamp())
+    assert est.checkpoint_cost_s == pytest.approx((0.072 + 0.037) / 2)  # the logged saves
+    spacing_s = SAVE_50[1] - SAVE_25[1]
+    assert est.current_interval_s == pytest.approx(spacing_s - (0.072 + 0.037) / 2, abs=1e-3)
+
+
+def test_stamped_file_rewritten_without_stamps_is_host_dated(tmp_path: Path) -> None:
+    """The other way round: train.log held HF Trainer's stamped crash log, then is truncated
+    and rewritten live with Lightning's (no timestamps, read in one go): the Lightning events
+    are dated at the read time (not at the old content's last stamp) and host-dated although
+    the old content's stamps are at lines (13 on) before theirs, so no C and no spacing come
+    from their read times; the HF ones keep their own."""
+    store = open_store(tmp_path / "s.db")
+    path = tmp_path / "train.log"
+    path.write_text((REAL / "hf_trainer_crash.log").read_text())
+    now = [NOW]
+    tailer = Tailer(
+        store, [WatchSpec("lt", (str(path),))], clock=lambda: now[0], tz=UTC, backfill=True
+    )
+    tailer.scan()
+    tailer.close()
+    n_hf = store.event_columns("lt", ESTIMATE_KINDS).host_dated.size
+    tailer = Tailer(
+        store, [WatchSpec("lt", (str(path),))], clock=lambda: now[0], tz=UTC, backfill=False
+    )
+    tailer.scan()
+    path.write_text((REAL / "lightning_crash.log").read_text())
+    now[0] += timedelta(minutes=1)
+    tailer.scan()
+    tailer.close()
+    columns = store.event_columns("lt", ESTIMATE_KINDS)
+    host_dated = columns.host_dated
+    assert host_dated.size > n_hf
+    assert (columns.time_s[n_hf:] == now[0].timestamp()).all()  # read at 00:01
+    assert host_dated.tolist() == [False] * n_hf + [True] * (host_dated.size - n_hf)
+    est = Estimator().estimate(store, "lt", now[0].timestamp())
+    assert est.checkpoint_cost_s == pytest.approx((0.072 + 0.037) / 2)  # the HF saves'
+    spacing_s = SAVE_50[1] - SAVE_25[1]
+    assert est.current_interval_s == pytest.approx(spacing_s - (0.072 + 0.037) / 2, abs=1e-3)
