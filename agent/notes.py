@@ -202,6 +202,13 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
             )
         )
     ),
+    NoteCode.SPACING_BELOW_COST: _values(
+        lambda v: (
+            f"the saves are {d(v['spacing_s'])} apart, no more than C ({d(v['cost_s'])}): "
+            "saves that each take C cannot be that close (their times are not the log's own?), "
+            "so no current interval is measured from them"
+        )
+    ),
     NoteCode.STEP_TIME_UNKNOWN: _values(
         lambda v: "no step timing: the interval cannot be given in steps"
     ),

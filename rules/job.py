@@ -183,7 +183,19 @@ def estimate_job(
     if mtbf.mtbf_s is None:
         mtbf_source = None
     saves_now, declared_s = saves_since_change(timeline, run_id, saves)
-    current_s = current_interval_s(timeline, run_id, saves_now, window=window, cost_s=cost_s)
+    spacing_now_s = current_interval_s(timeline, run_id, saves_now, window=window)
+    # saves that each stall training for C follow each other C apart at the least: a spacing
+    # no longer than C (or than its lower bound) is no time the job spent; refused, not measured
+    too_close = (
+        (spacing_now_s, cost_s)
+        if spacing_now_s is not None and cost_s is not None and spacing_now_s <= cost_s
+        else None
+    )
+    current_s = (
+        None
+        if too_close is not None
+        else current_interval_s(timeline, run_id, saves_now, window=window, cost_s=cost_s)
+    )
     across_steps = None  # no run timed two saves: the save steps times the step time
     if current_s is None and declared_s is None and step_s is not None:
         across_steps = interval_steps_across_runs(timeline, saves_now, window=window)
@@ -216,7 +228,7 @@ def estimate_job(
                 excess_gpu_h = excess_gpu_hours_per_day(waste_current, waste_recommended, gpus)
                 if policy.price_per_gpu_hour is not None:
                     excess_money = excess_gpu_h * policy.price_per_gpu_hour
-                spacing_s = current_interval_s(timeline, run_id, saves_now, window=window)
+                spacing_s = None if too_close is not None else spacing_now_s
                 if spacing_s is None and declared_s is not None:
                     spacing_s = declared_s + cost_s
                 if cost is not None and spacing_s is not None:
@@ -297,7 +309,14 @@ def estimate_job(
             newest_event_s=newest_s,
             failure_classes=classes,
             notes=evidence_notes(cost, own, recent, policy, n_untimed)
-            + timing_notes(n_moved, current_s, step_s, n_untimed, across_steps)
+            + timing_notes(
+                n_moved,
+                current_s,
+                step_s,
+                n_untimed,
+                across_steps,
+                too_close,
+            )
             + clock_notes(clock_findings)
             + zone_offset_notes(timeline, run_id)
             + inferred_notes(n_clamped, n_unseen)

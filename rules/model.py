@@ -96,6 +96,9 @@ class NoteCode(StrEnum):
     - ``preemptions``: ``n_preemptions``, ``mtbf_s``, ``interval_s`` (if they counted).
     - ``failures_redated``: ``n_failures``.
     - ``current_interval_unknown``: ``n_untimed_files``. ``step_time_unknown``: none.
+    - ``spacing_below_cost``: ``spacing_s`` (the median spacing of the saves in force),
+      ``cost_s`` (C, or its lower bound): saves that stall training for C cannot be closer
+      than C, so that spacing is not the job's and no current interval is measured from it.
     - ``current_interval_from_steps``: ``interval_steps`` (the save spacing in steps, read
       across runs), ``step_s``, ``n_untimed_files``: no two saves of a run were timed (none
       lived to a second save, or their files print no timestamps), so the interval is the
@@ -132,6 +135,7 @@ class NoteCode(StrEnum):
     FAILURES_REDATED = "failures_redated"
     CURRENT_INTERVAL_UNKNOWN = "current_interval_unknown"
     CURRENT_INTERVAL_FROM_STEPS = "current_interval_from_steps"
+    SPACING_BELOW_COST = "spacing_below_cost"
     STEP_TIME_UNKNOWN = "step_time_unknown"
     CLOCK_STEP = "clock_step"
     BAR_CLOCK_IGNORED = "bar_clock_ignored"

@@ -66,14 +66,19 @@ def timing_notes(
     step_s: float | None,
     n_untimed: int = 0,
     across_steps: int | None = None,
+    too_close: tuple[float, float] | None = None,
 ) -> tuple[Note, ...]:
-    """Failures re-dated from their steps, a current interval read as ``across_steps`` save
-    steps times the step time (no run lived to two saves), and an unknown current interval
-    (put down to the ``n_untimed`` log files without timestamps when there are any) or step
-    time."""
+    """Failures re-dated from their steps, a save spacing refused as shorter than C
+    (``too_close``: the measured spacing and C, seconds), a current interval read as
+    ``across_steps`` save steps times the step time (no run lived to two saves), and an
+    unknown current interval (put down to the ``n_untimed`` log files without timestamps when
+    there are any) or step time."""
     notes: list[Note] = []
     if n_moved:
         notes.append(Note(NoteCode.FAILURES_REDATED, {"n_failures": n_moved}))
+    if too_close is not None:
+        spacing_s, cost_s = too_close
+        notes.append(Note(NoteCode.SPACING_BELOW_COST, {"spacing_s": spacing_s, "cost_s": cost_s}))
     if across_steps is not None and step_s is not None:
         values = {"interval_steps": across_steps, "step_s": step_s, "n_untimed_files": n_untimed}
         notes.append(Note(NoteCode.CURRENT_INTERVAL_FROM_STEPS, values))

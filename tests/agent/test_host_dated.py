@@ -223,6 +223,7 @@ def test_rewritten_file_keeps_its_old_content_host_dated(
     assert est.checkpoint_cost_s == pytest.approx((0.072 + 0.037) / 2)  # the logged saves
     spacing_s = SAVE_50[1] - SAVE_25[1]
     assert est.current_interval_s == pytest.approx(spacing_s - (0.072 + 0.037) / 2, abs=1e-3)
+    assert not any(n.code is NoteCode.SPACING_BELOW_COST for n in est.notes)
 
 
 def test_stamped_file_rewritten_without_stamps_is_host_dated(tmp_path: Path) -> None:

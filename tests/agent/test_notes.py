@@ -35,6 +35,7 @@ VALUES = {
     "interval_steps": 600,
     "offset_s": 18_000.0,
     "step_s": 2.0,
+    "spacing_s": 6.2e-06,
 }
 
 
@@ -53,6 +54,12 @@ def test_durations_and_counts_are_rendered_from_the_values() -> None:
     assert render_note(steps) == (
         "the current interval is 1,200 steps between saves × 6s a step: no run lived to two "
         "saves to time it (failures come faster than the saves)"
+    )
+    close = Note(NoteCode.SPACING_BELOW_COST, {"spacing_s": 6.2e-06, "cost_s": 1.11})
+    assert render_note(close) == (
+        "the saves are 6.2e-06s apart, no more than C (1.11s): saves that each take C cannot be "
+        "that close (their times are not the log's own?), so no current interval is measured "
+        "from them"
     )
     untimed = Note(steps.code, {**steps.values, "n_untimed_files": 2})
     assert render_note(untimed).endswith(": no save is timed (2 log file(s) print no timestamps)")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.model import NoteCode, Observation
 from ckpt_advisor.rules.runs import split_runs, stepped_exposure_s
 from ckpt_advisor.rules.timeline import Timeline
 
@@ -105,3 +105,18 @@ def test_a_crash_reported_also_by_an_untimed_log_keeps_its_placed_restart() -> N
     assert est.goodput_spans is not None
     restart_s = est.goodput_spans.breakdown(since_s=-np.inf).seconds[3]
     assert restart_s == pytest.approx(300.0)
+
+
+def test_save_spacing_shorter_than_the_cost_is_refused() -> None:
+    """Saves that each stall training for C = 50 s (timing records) cannot be 30 s apart (read
+    times a tailer gave lines it read in one go, or a clock gone wrong): that spacing is
+    refused with a note naming both, and the current interval is the save steps (every 40)
+    times the 0.5 s step the log printed, 20 s, not the 30 s spacing."""
+    saves = [_save(1000 + 30 * k, 40 * (k + 1)) for k in range(4)]
+    steps = [Observation("step", T0 + 900 + k, 10 * k, 0.5, source="t.log") for k in range(3)]
+    est = estimate_job("pl", saves + steps, now_s=T0 + 4000)
+    assert est.checkpoint_cost_s == pytest.approx(50.0) and est.step_time_s == 0.5
+    assert est.current_interval_s == pytest.approx(40 * 0.5)
+    note = next(n for n in est.notes if n.code is NoteCode.SPACING_BELOW_COST)
+    assert note.values == {"spacing_s": 30.0, "cost_s": 50.0}
+    assert any(n.code is NoteCode.CURRENT_INTERVAL_FROM_STEPS for n in est.notes)
