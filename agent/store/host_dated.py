@@ -3,8 +3,12 @@ printed no time, for the estimator's columns (``rules.timeline.Timeline.host_dat
 
 A file that has printed no time is dated by the host (the read time live, the file's mtime in a
 backfill: ``agent/tail/dating.py``) until it prints one; the parsers say so once per file with
-a ``no_timestamps`` event at its first event's line (``parsers/clock.py``). What is stored is
-enough to tell those events again, so no column is added for them. Standard library only; the
+a ``no_timestamps`` event at its first event's line (``parsers/clock.py``). When the file's
+first printed time comes within a few hundred lines (a Megatron-LM resume line before the
+run's first stamp), the parser dates those events at it instead, an upper bound, and says so
+with a ``dated_at_first_time`` event at the same place: their time is no more the log's own,
+and they are read the same way. What is stored is enough to tell those events again, so no
+column is added for them. Standard library only; the
 SQL is the one both backends speak (``?`` placeholders, turned into the driver's by the
 caller).
 """
@@ -19,9 +23,9 @@ Query = Callable[[str, Sequence[Any]], list[Any]]
 
 
 def host_dated_flags(query: Query, job: str, kinds: Sequence[str]) -> dict[str, list[bool]]:
-    """Per log source of ``job`` with a ``no_timestamps`` finding, whether each of its events
-    of ``kinds`` that have a time (in time order, ties by id: the order of the estimator's
-    columns) was dated by the host.
+    """Per log source of ``job`` with a ``no_timestamps`` or ``dated_at_first_time`` finding,
+    whether each of its events of ``kinds`` that have a time (in time order, ties by id: the
+    order of the estimator's columns) was dated by the host (or at the file's first time).
 
     An event was when it is marked ``time_estimated``, lies at or after the finding's line and
     before the file's first event with a printed time. Exact but for a stamp printed on a line
@@ -31,8 +35,8 @@ def host_dated_flags(query: Query, job: str, kinds: Sequence[str]) -> dict[str, 
     """
     marks = ",".join("?" * len(kinds))
     findings = query(
-        "SELECT source, MIN(line) FROM events WHERE job = ? AND kind = 'no_timestamps' "
-        "GROUP BY source",
+        "SELECT source, MIN(line) FROM events WHERE job = ? "
+        "AND kind IN ('no_timestamps', 'dated_at_first_time') GROUP BY source",
         (job,),
     )
     out: dict[str, list[bool]] = {}
