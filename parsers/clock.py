@@ -186,25 +186,49 @@ class FileClock:
             return self._newest
         return reading if self._newest is None else max(reading, self._newest)
 
-    def untimed(self, lineno: int, *, yearless: bool = False) -> None:
+    @property
+    def stampless(self) -> bool:
+        """Whether the file has shown no time yet (no stamp, no printed time on an event) and
+        :meth:`untimed` has not reported it."""
+        return self._newest is None and not self._reported_untimed
+
+    def untimed(
+        self, lineno: int, *, yearless: bool = False, dated_at: datetime | None = None
+    ) -> None:
         """An event of line ``lineno`` has no time: report once, as a ``no_timestamps`` event,
         when the file has shown no stamp before it (Lightning prints none; its events are then
         dated by whoever reads the file). ``yearless``: the file printed stamps, but none with
-        a year (glog's ``E1129 23:03:27``) and no full date anywhere to take it from."""
+        a year (glog's ``E1129 23:03:27``) and no full date anywhere to take it from.
+        ``dated_at``: the file's first printed time, which came later (a Megatron-LM resume
+        line before the first stamp): the events from ``lineno`` up to it were dated at it, an
+        upper bound; the report is then a ``dated_at_first_time`` event, dated there too
+        (``time_estimated``)."""
         if self._newest is not None or self._reported_untimed:
             return  # stamped, or said already
         self._reported_untimed = True
-        detail = (
-            "the file printed times without a year and no full date to take it from"
-            if yearless
-            else "the file printed no time before this line"
-        )
+        if dated_at is not None:
+            detail = (
+                "the file printed no time before this line: its events up to its first time "
+                f"({dated_at.isoformat(sep=' ')}) are dated at it, the latest they can have "
+                "happened, and no span is measured from them"
+            )
+        elif yearless:
+            detail = (
+                "the file printed times without a year and no full date to take it from: its "
+                "events carry no time of their own"
+            )
+        else:
+            detail = (
+                "the file printed no time before this line: its events carry no time of their own"
+            )
         self._findings.append(
             Event(
-                EventKind.NO_TIMESTAMPS,
+                EventKind.NO_TIMESTAMPS if dated_at is None else EventKind.DATED_AT_FIRST_TIME,
                 lineno,
                 _CLOCK_PARSER,
-                detail=f"{detail}: its events carry no time of their own",
+                time=dated_at,
+                time_estimated=dated_at is not None,
+                detail=detail,
             )
         )
 

@@ -42,13 +42,23 @@ class EventKind(StrEnum):
     NO_TIMESTAMPS = "no_timestamps"
     """The file printed no time before this line, which holds an event: its events carry no
     time of their own (the reader dates them)."""
+    DATED_AT_FIRST_TIME = "dated_at_first_time"
+    """The file printed no time before this line, which holds an event, but did later (a
+    Megatron-LM ``loading checkpoint`` line before the run's first stamp): its events from
+    here up to the first printed time are dated at it (``time_estimated``; they happened at or
+    before it), and, as a file's without stamps, no span is measured from them."""
     INTERVAL_CHANGE = "interval_change"
     """The job moved its checkpoint interval (an adopted advice, ``parsers/adoption.py``):
     ``step`` where the new interval starts, ``duration_s`` the new interval in seconds."""
 
 
 CLOCK_KINDS = frozenset(
-    (EventKind.CLOCK_STEP, EventKind.BAR_CLOCK_IGNORED, EventKind.NO_TIMESTAMPS)
+    (
+        EventKind.CLOCK_STEP,
+        EventKind.BAR_CLOCK_IGNORED,
+        EventKind.NO_TIMESTAMPS,
+        EventKind.DATED_AT_FIRST_TIME,
+    )
 )
 """Kinds that say something about a file's clock, not about training (``parsers/clock.py``)."""
 

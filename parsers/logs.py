@@ -54,6 +54,14 @@ to take the year from (torchrun's ChildFailedError banner follows its launcher l
 this they go out without a time (the reader dates them, flagged as ``no_timestamps``)."""
 
 
+PRE_STAMP_HOLD_LINES = 200
+"""Lines a log parser holds the events of a file that has printed no time yet for, waiting for
+its first printed time to date them (a Megatron-LM run prints ``loading checkpoint ... at
+iteration N`` two lines before its first stamp; Lightning, which prints none, before a torchrun
+block that does): past this, or when the file idles or ends (:meth:`LogParser.finish`), they
+go out without a time (the reader dates them, flagged as ``no_timestamps``)."""
+
+
 @functools.lru_cache(maxsize=64)
 def _keywords_of(stack_keywords: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
     """The prefilter literals of some stacks and of the failure rules, one tuple per set."""
@@ -140,6 +148,11 @@ class LogParser(StreamParser):
         full date dates it (:meth:`FailureLines.with_years`), at most
         :data:`YEARLESS_HOLD_LINES` lines."""
         self._held_lines = 0
+        self._unstamped: list[Event] = []
+        """Events (and clock findings) of a file that has shown no time yet, in file order,
+        held until its first printed time, at most :data:`PRE_STAMP_HOLD_LINES` lines
+        (:meth:`_hold_unstamped`)."""
+        self._unstamped_lines = 0
 
     def _feed(self, raw: str, lineno: int) -> list[Event]:
         if raw in self._inert and self._quiet():
@@ -246,7 +259,6 @@ class LogParser(StreamParser):
         """Put events on the file's clock: printed times corrected for steps back, untimed
         events of a bar-reading stack dated by :meth:`FileClock.inferred`, a new bar clock at
         a run's start; the clock's findings go first."""
-        clock = self._clock
         if self._held or self._failures.awaits_year:
             self._held.extend(events)
             self._held_lines += 1
@@ -257,6 +269,55 @@ class LogParser(StreamParser):
                 return []  # the clock keeps its findings until the held events go
             events = self._failures.with_years(self._held, final=True)
             self._held, self._held_lines = [], 0
+        if (events or self._unstamped_lines) and self._holds_unstamped(events):
+            return self._hold_unstamped(events)
+        return self._on_clock(events)
+
+    def _holds_unstamped(self, events: list[Event]) -> bool:
+        """Whether ``events`` are held for the file's first printed time: some are held
+        already, or the file has shown no time and one of them has none (stamps without a year
+        that no full date came to date, :attr:`FailureLines.saw_yearless`, were held already:
+        not twice)."""
+        return bool(self._unstamped_lines) or (
+            bool(events)
+            and self._clock.stampless
+            and not self._failures.saw_yearless
+            and any(event.time is None for event in events)
+        )
+
+    def _hold_unstamped(self, events: list[Event], *, final: bool = False) -> list[Event]:
+        """Hold the events of a file that has shown no time yet, up to the first event with a
+        printed time (at most :data:`PRE_STAMP_HOLD_LINES` lines), then date the held untimed
+        ones at it (``time_estimated``: an upper bound) after a ``no_timestamps`` report at the
+        first held line, which the store reads as "dated by the host" (``agent/store/
+        host_dated.py``), so no span is measured from them; with no printed time in the hold,
+        they go on as they came (:meth:`_on_clock`: no time, reported). ``final``: no line
+        follows (:meth:`_finish`), nothing is held."""
+        self._unstamped.extend(self._clock.take_findings())
+        self._unstamped.extend(events)
+        self._unstamped_lines += 1
+        at = next(
+            (
+                i
+                for i, event in enumerate(self._unstamped)
+                if event.time is not None and not event.time_estimated
+            ),
+            None,
+        )
+        if at is None and not final and self._unstamped_lines <= PRE_STAMP_HOLD_LINES:
+            return []
+        held, self._unstamped, self._unstamped_lines = self._unstamped, [], 0
+        if at is None:
+            return self._on_clock(held)
+        stamp = held[at].time
+        assert stamp is not None
+        self._clock.untimed(held[0].line, dated_at=stamp)
+        before = [e if e.time is not None else e.estimated_at(stamp) for e in held[:at]]
+        return [*self._clock.take_findings(), *before, *self._on_clock(held[at:])]
+
+    def _on_clock(self, events: list[Event]) -> list[Event]:
+        """:meth:`_dated` once no event is held: the file's clock dates ``events``."""
+        clock = self._clock
         if not events:  # most lines fed give none
             return clock.take_findings()
         infers = self._stack is not None and self._stack.reads_bars
@@ -296,6 +357,8 @@ class LogParser(StreamParser):
         events.extend(failures)
         events = self._failures.with_years([*self._held, *events], final=True)
         self._held, self._held_lines = [], 0
+        if self._holds_unstamped(events):
+            return self._hold_unstamped(events, final=True)
         return self._dated(events)
 
     def _feed_piece(self, events: list[Event], piece: str, lineno: int) -> None:

@@ -261,8 +261,7 @@ def estimate_job(
     if steps_now is None and current_s is not None and step_s is not None:
         steps_now = interval_steps(current_s, step_s)
     recommended_steps = None if daly_s is None or step_s is None else interval_steps(daly_s, step_s)
-    untimed = untimed_sources(clock_findings)
-    n_untimed = len(untimed)
+    n_untimed = len(untimed_sources(clock_findings))
     tiers = None
     if fast_tier is not None:
         both, _ = full.with_unseen_interruptions()
@@ -321,7 +320,7 @@ def estimate_job(
             + zone_offset_notes(timeline, run_id)
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(
-                sum(i.host_dated for i in counted), stepped_s, n_stepped, untimed, clock_findings
+                sum(i.host_dated for i in counted), stepped_s, n_stepped, clock_findings
             )
             + model_notes(
                 cost,

@@ -21,8 +21,12 @@ from ckpt_advisor.rules.timeline import IntArray, Kind, Timeline
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
 NO_TIMESTAMPS = "no_timestamps"
-FINDING_KINDS = (CLOCK_STEP, BAR_CLOCK_IGNORED, NO_TIMESTAMPS)
+DATED_AT_FIRST_TIME = "dated_at_first_time"
+FINDING_KINDS = (CLOCK_STEP, BAR_CLOCK_IGNORED, NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
 """The event kinds :class:`rules.model.ClockFinding` is read from."""
+HOST_DATED_KINDS = (NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
+"""The findings after which a file's events up to its first printed time are not its own
+times (:attr:`rules.timeline.Timeline.host_dated`): dated by the host, or at that first time."""
 
 
 ZONE_STEP_S = 900.0
@@ -107,19 +111,18 @@ def host_dated_notes(
     n_failures: int,
     stepped_s: float,
     n_runs: int,
-    untimed: Sequence[str],
     findings: Sequence[ClockFinding],
 ) -> tuple[Note, ...]:
     """A note (:class:`rules.model.NoteCode` ``host_dated_failures``) when M counts
     interruptions of files without stamps (``n_failures`` of them, in the M window) or running
     time measured from their steps (``stepped_s`` over ``n_runs`` runs,
-    :func:`rules.runs.stepped_exposure_s`), naming the ``untimed`` files and their first
-    event's line; none otherwise."""
+    :func:`rules.runs.stepped_exposure_s`), naming the files (a finding of
+    :data:`HOST_DATED_KINDS`) and their first such event's line; none otherwise."""
     if not (n_failures or n_runs):
         return ()
-    lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}
     values = {"n_failures": n_failures, "exposure_s": stepped_s, "n_runs": n_runs}
-    by_name = {source: lines[source] for source in untimed}
+    found = [f for kind in HOST_DATED_KINDS for f in _first_per_source(findings, kind)]
+    by_name = {f.source: f.line for f in found}
     return (Note(NoteCode.HOST_DATED_FAILURES, values, by_name=by_name),)
 
 

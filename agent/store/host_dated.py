@@ -4,9 +4,13 @@ printed no time, for the estimator's columns (``rules.timeline.Timeline.host_dat
 A file that has printed no time is dated by the host (the read time live, the file's mtime in a
 backfill: ``agent/tail/dating.py``) until it prints one; the parsers say so once per file with
 a ``no_timestamps`` event ahead of its first event (``parsers/clock.py``, ``parsers/logs.py``:
-the clock's findings go first). What is stored is enough to tell those events again, so no
-column is added for them. Standard library only; the SQL is the one both backends speak (``?``
-placeholders, turned into the driver's by the caller).
+the clock's findings go first). When the file's first printed time comes within a few hundred
+lines (a Megatron-LM resume line before the run's first stamp), the parser dates those events
+at it instead, an upper bound, and says so with a ``dated_at_first_time`` event in the same
+place: their time is not the log's own either, and they are read the same way. What is stored
+is enough to tell those events again, so no column is added for them. Standard library only;
+the SQL is the one both backends speak (``?`` placeholders, turned into the driver's by the
+caller).
 
 An event belongs to the file it was read from by its ``file_id`` (the ``files`` row), never by
 its name: a name reused by a rotation (``train.log`` again) is another row. A file truncated
@@ -27,13 +31,14 @@ Query = Callable[[str, Sequence[Any]], list[Any]]
 
 Stretch = tuple[Any, int, int | None]
 """(file_id, first event id, id of the first stamped event after it or None) of one
-``no_timestamps`` finding: the events stored from that file between them the host dated."""
+``no_timestamps`` or ``dated_at_first_time`` finding: the events stored from that file between
+them that the host dated (or the first time)."""
 
 
 def host_dated_flags(query: Query, job: str, kinds: Sequence[str]) -> dict[str, list[bool]]:
-    """Per log source of ``job`` with a ``no_timestamps`` finding, whether each of its events
-    of ``kinds`` that have a time (in time order, ties by id: the order of the estimator's
-    columns) was dated by the host.
+    """Per log source of ``job`` with a ``no_timestamps`` or ``dated_at_first_time`` finding,
+    whether each of its events of ``kinds`` that have a time (in time order, ties by id: the
+    order of the estimator's columns) was dated by the host (or at the file's first time).
 
     An event was when it is marked ``time_estimated`` and was stored from the finding's file
     (``file_id``) at or after the finding and before that file's first event with a printed
@@ -44,8 +49,8 @@ def host_dated_flags(query: Query, job: str, kinds: Sequence[str]) -> dict[str, 
     none for a job without one.
     """
     findings = query(
-        "SELECT source, file_id, id FROM events WHERE job = ? AND kind = 'no_timestamps' "
-        "ORDER BY id",
+        "SELECT source, file_id, id FROM events WHERE job = ? "
+        "AND kind IN ('no_timestamps', 'dated_at_first_time') ORDER BY id",
         (job,),
     )
     stretches: dict[str, list[Stretch]] = {}

@@ -94,13 +94,13 @@ QUOTED = {
         (FAILURE, 18, None, None, None, "cuda_ecc", False),
     ],
     "kernel.log": [
-        (FAILURE, 1, None, None, None, "gpu_xid_79", False),
+        (FAILURE, 1, _t("2022-02-20 06:16:58"), None, None, "gpu_xid_79", False),  # at line 3's
         (FAILURE, 3, _t("2022-02-20 06:16:58"), None, None, "gpu_xid_94", False),
         (FAILURE, 7, _t("2022-02-21 05:03:41"), None, None, "gpu_fallen_off_bus", False),
         (FAILURE, 8, _t("2022-02-21 07:00:00"), None, None, "host_oom", False),
     ],
     "launcher_old.log": [
-        (FAILURE, 2, None, None, None, "abort", False),
+        (FAILURE, 2, _t("2024-05-08 08:47:31.400"), None, None, "abort", False),  # line 4's
         (FAILURE, 4, _t("2024-05-08 08:47:31.400"), None, None, "killed", False),
         (FAILURE, 5, _t("2024-05-08 08:49:00"), None, None, "child_failed", False),
         (RESTART, 5, _t("2024-05-08 08:49:00"), None, None, None, False),

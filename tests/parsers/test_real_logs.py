@@ -8,7 +8,7 @@ import pytest
 
 from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
-from tests.parsers._helpers import REAL_LOGS, parse, read_lines, summary, utc, without_clock
+from tests.parsers._helpers import REAL_LOGS, parse, read_lines, summary, utc
 
 
 def _t(clock: str) -> datetime:
@@ -150,11 +150,19 @@ def test_failure_detail_is_the_exception_line() -> None:
 
 
 def test_a_traceback_at_end_of_file_waits_for_finish() -> None:
-    """The exception line that ends the file is reported by ``finish()``, not before."""
+    """The exception line that ends the file is reported by ``finish()``, not before (and the
+    events before it, held for a first printed time that never comes, go out untimed with it,
+    after the file's ``no_timestamps`` report)."""
     parser = make_parser("auto")
     lines = read_lines(REAL_LOGS / "lightning_crash.log")
-    fed = without_clock(
-        e for lineno, line in enumerate(lines, 1) for e in parser.feed(line, lineno)
-    )
-    assert [e.kind for e in fed] == [START, START, START, STEP]
-    assert [(e.kind, e.line) for e in parser.finish()] == [(FAIL, 23)]
+    fed = [e for lineno, line in enumerate(lines, 1) for e in parser.feed(line, lineno)]
+    assert fed == []
+    finished = parser.finish()
+    assert [(e.kind, e.line, e.time) for e in finished] == [
+        (EventKind.NO_TIMESTAMPS, 19, None),
+        (START, 19, None),
+        (START, 20, None),
+        (START, 21, None),
+        (STEP, 22, None),
+        (FAIL, 23, None),
+    ]

@@ -49,9 +49,10 @@ def test_megatron_dense_blog_reads_a_timer_glued_to_its_header() -> None:
     the second save, whose "successfully saved" line is the paste's last save line, stays
     open: its timer line could still follow (a file that went quiet ends no save)."""
     assert _rows("megatron_rocmblog_megablocks_dense.log") == [
-        (STEP, 1, None, 2000, pytest.approx(0.6571), None),
-        (START, 6, None, 2000, None, None),
-        (END, 8, None, 2000, pytest.approx(1.65885), None),
+        # before the paste's first stamp: dated at it (time_estimated, an upper bound)
+        (STEP, 1, utc("2025-02-05 21:43:14"), 2000, pytest.approx(0.6571), None),
+        (START, 6, utc("2025-02-05 21:43:14"), 2000, None, None),
+        (END, 8, utc("2025-02-05 21:43:14"), 2000, pytest.approx(1.65885), None),
         (RUN_END, 10, utc("2025-02-05 21:43:14"), None, None, None),
         (START, 11, None, 2000, None, None),
     ]
@@ -74,8 +75,8 @@ def test_megatron_ray_prefixed_save_that_never_ends_stays_open() -> None:
 def test_nemo_evo2_two_async_saves_per_step_finalize_in_order() -> None:
     """Top-k and -last saves at step 99 each keep their own blocking cost at their finalize."""
     assert _rows("nemo_evo2_notebook_last_step.log", tz=PDT) == [
-        (STEP, 1, None, 98, pytest.approx(0.24), None),
-        (STEP, 2, None, 99, pytest.approx(0.261), None),
+        (STEP, 1, utc("2025-06-18 23:53:17.320"), 98, pytest.approx(0.24), None),  # line 4's
+        (STEP, 2, utc("2025-06-18 23:53:17.320"), 99, pytest.approx(0.261), None),
         (START, 4, utc("2025-06-18 23:53:17.320"), 99, None, None),
         (START, 6, utc("2025-06-18 23:53:19.546"), 99, None, None),
         (END, 15, utc("2025-06-18 23:53:41"), 99, pytest.approx(1.718), None),

@@ -133,12 +133,12 @@ def _events_of(lines: list[str], fmt: str = "auto") -> tuple[list[tuple[object, 
 def test_megatron_2024_takes_the_save_cost_from_the_timer_block() -> None:
     """Untimed save lines; the save-checkpoint timer's max (ms) is the duration. The resume is
     the loader's ' loading checkpoint from … at iteration 100' (its 'successfully loaded' line
-    is the same resume)."""
+    is the same resume), before the file's first stamp: dated at it (an upper bound)."""
     rows, name = _events("megatron/megatron_2024.log")
     assert name == "megatron"
     t = utc
     assert rows == [
-        (RESUME, 2, None, 100, None, None),
+        (RESUME, 2, t("2024-05-10 10:00:00"), 100, None, None),
         (RUN_START, 4, t("2024-05-10 10:00:00"), None, None, None),
         (STEP, 5, t("2024-05-10 10:01:00"), 150, pytest.approx(1.2), None),
         (STEP, 6, t("2024-05-10 10:02:00"), 200, pytest.approx(1.1905), None),

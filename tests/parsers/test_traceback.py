@@ -6,6 +6,7 @@ import pytest
 
 from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
+from ckpt_advisor.parsers.logs import PRE_STAMP_HOLD_LINES
 from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, FailureClass, classify_failure
 from tests.parsers._helpers import parse, without_clock
 
@@ -133,10 +134,12 @@ def test_a_new_traceback_closes_one_cut_short() -> None:
 
 
 def test_a_traceback_silent_for_many_lines_is_closed() -> None:
-    """After 500 lines without its own output an open traceback is taken as cut short."""
+    """After 500 lines without its own output an open traceback is taken as cut short (in a
+    file without stamps, its failure is then held PRE_STAMP_HOLD_LINES more lines for one)."""
     parser = make_parser("auto")
     parser.feed("[rank3]: Traceback (most recent call last):", 1)
-    fed = without_clock(e for lineno in range(2, 503) for e in parser.feed("step done", lineno))
+    last = 503 + PRE_STAMP_HOLD_LINES
+    fed = without_clock(e for lineno in range(2, last) for e in parser.feed("step done", lineno))
     assert [(e.line, e.failure_class) for e in fed] == [(1, "python_exception")]
     assert parser.finish() == []
 

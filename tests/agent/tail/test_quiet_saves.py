@@ -226,16 +226,18 @@ def _stack_fixtures() -> list[Path]:
 
 
 def _outside_tracebacks(data: bytes) -> list[int]:
-    """The lines after which a flush ends no failure: a traceback (or a launcher's banner)
-    still open there is what a quiet file ends, by design, even if more of it came later."""
+    """The lines after which a flush ends no failure and releases no event held for the file's
+    first printed time: a traceback (or a launcher's banner) still open there is what a quiet
+    file ends, by design, even if more of it came later, and events before the first stamp
+    go out untimed, reported ``no_timestamps`` (a stamp later gives ``dated_at_first_time``)."""
     lines = _lines(data)
     whole = _parse(lines)
+    flushed = (EventKind.FAILURE, EventKind.NO_TIMESTAMPS)
     return [
         n
         for n in range(1, len(lines))
         if not any(
-            ev.kind is EventKind.FAILURE and ev.line <= n and ev not in whole
-            for ev in _parse(lines[:n])
+            ev.kind in flushed and ev.line <= n and ev not in whole for ev in _parse(lines[:n])
         )
     ]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ckpt_advisor.agent.store import Store, open_store
@@ -120,15 +120,21 @@ def test_backfill_dates_untimed_failure_from_the_log_not_the_read_time(tmp_path:
 
 
 def test_live_untimed_line_gets_the_read_time(tmp_path: Path) -> None:
-    """A line with no timestamp appended while tailing gets the time it was read."""
+    """A line with no timestamp appended while tailing gets the time it was read: that of the
+    idle flush, in a file that has printed no time yet (its events are held for a first
+    printed time until the file is quiet, parsers/logs.py)."""
     store = open_store(tmp_path / "s.db")
     log = tmp_path / "train.log"
     lightning = (FIXTURES / "lightning_crash.log").read_bytes()
     log.write_bytes(b"")
-    tailer = _tailer(store, str(log))
+    now = [NOW]
+    tailer = Tailer(store, [WatchSpec("j", (str(log),))], clock=lambda: now[0], tz=UTC)
     tailer.scan()
     log.write_bytes(lightning)
     tailer.scan()
+    assert [e for e in store.events(job="j") if e.event.kind == "checkpoint_start"] == []
+    now[0] = NOW + timedelta(seconds=3)  # quiet past the idle flush (2 s)
+    tailer.scan()
     saves = [e for e in store.events(job="j") if e.event.kind == "checkpoint_start"]
     assert [e.event.step for e in saves] == [40, 80, 120]
-    assert all(e.event.time == NOW and e.event.time_estimated for e in saves)
+    assert all(e.event.time == now[0] and e.event.time_estimated for e in saves)
