@@ -68,3 +68,28 @@ def test_a_crash_at_the_same_step_after_a_resume_is_a_second_interruption(
     assert estimate["failure_classes"] == {"cuda_illegal_memory_access": 2}
     assert estimate["exposure_s"] == pytest.approx(11.792, abs=0.001)
     assert estimate["mtbf_s"] == pytest.approx(11.792 / 2, abs=0.001)
+
+
+def test_lightning_crashing_twice_without_stamps_is_two_interruptions(tmp_path: Path) -> None:
+    """The Lightning crash (NCCL at step 130) and its resume, twice, no timestamps anywhere:
+    2 NCCL interruptions (one before: with no time to tell them apart, the parser took the
+    second traceback as the first one's echo) and the 10 saves of both cycles."""
+    cycle = [*_lines("lightning_crash.log"), *_lines("lightning_resume.log")]
+    estimate = _ingest(tmp_path, [*cycle, *cycle])
+    assert (estimate["n_failures"], estimate["n_checkpoints"]) == (2, 10)
+    assert estimate["failure_classes"] == {"nccl_error": 2}
+
+
+def test_restarts_seconds_apart_that_train_are_separate_interruptions(tmp_path: Path) -> None:
+    """The HF crash, its resume at the captured pace (13 s after the crash's start, finishing at
+    step 120), then the same crash-and-resume cycle 40 s later: 2 interruptions, 10 saves, R
+    6.07 s (each crash to the resumed bar's first step) and goodput 70%. Before: 1 interruption
+    (the 60 s burst gap joined the crashes across the resume, its saves and the clean end), 15
+    saves (the interruption spanned the second cycle's 5 saves, each save's start and end line
+    then fell in runs of their own and counted as two saves), R 46 s, goodput 28%."""
+    cycle = [*_lines("hf_trainer_crash.log"), *_lines("hf_trainer_resume.log")]
+    estimate = _ingest(tmp_path, [*cycle, *_shifted(cycle, 40)])
+    assert (estimate["n_failures"], estimate["n_checkpoints"]) == (2, 10)
+    assert estimate["failure_classes"] == {"cuda_illegal_memory_access": 2}
+    assert estimate["restart_cost_s"] == pytest.approx(6.069, abs=0.001)
+    assert estimate["goodput_current"] == pytest.approx(0.696, abs=0.001)
