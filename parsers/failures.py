@@ -22,10 +22,14 @@ kernel:``. ``dmesg``'s ``[ 1843.308145]`` is seconds since boot: no time.
 **One interruption, few events.** Every rank prints its own watchdog lines, Slurm prints
 ``*** JOB`` and ``*** STEP`` for one kill, the launcher re-reports the death. A failure whose
 *family* (its class; all ``nccl_*`` classes are one family, all ``gpu_*`` another) was already
-reported within :data:`DEDUP_LINES` lines (counted from the last line of that family), with no
-training progress in between and less than :data:`DEDUP_SECONDS` apart, is recognised but
-gives no event — unless it carries a time and the one reported had none. The rules layer
-still clusters what remains.
+reported within :data:`DEDUP_LINES` lines (counted from the last line of that family), at the
+same step, with no training progress in between and less than :data:`DEDUP_SECONDS` apart, is
+recognised but gives no event — unless it carries a time and the one reported had none.
+Progress is explicit: the log parser reports each ``step``, ``checkpoint_*``, ``run_start``,
+``restart`` and ``resume`` event of the stack (:meth:`FailureLines.note_progress`), and one on
+a line after the family's last line makes the next failure a new interruption (a crash that
+repeats at the step it crashed at after a resume from an earlier save is two: the step number
+alone is the same). The rules layer still clusters what remains.
 
 **Unrecognised lines.** A piece that looks like an error (:data:`ERROR_LOOKING`) but that no
 rule, traceback or stack pattern consumed is handed to ``report_unmatched`` so that
@@ -137,11 +141,32 @@ DEDUP_SECONDS = 600
 """Two timed failures of one family further apart than this are two interruptions."""
 
 
+PROGRESS_KINDS = frozenset(
+    {
+        EventKind.STEP,
+        EventKind.CHECKPOINT_START,
+        EventKind.CHECKPOINT_END,
+        EventKind.RUN_START,
+        EventKind.RESTART,
+        EventKind.RESUME,
+    }
+)
+"""Stack events after which a failure of an already reported family is a new interruption:
+training advanced, saved or started again (README, "Failed restart attempts")."""
+
+
 def _same_interruption(
-    seen: tuple[int, int | None, datetime | None], event: Event, step: int | None
+    seen: tuple[int, int | None, datetime | None],
+    event: Event,
+    step: int | None,
+    progress_line: int,
 ) -> bool:
     last_line, reported_step, reported_time = seen
-    if event.line - last_line > DEDUP_LINES or (step is not None and reported_step != step):
+    if (
+        event.line - last_line > DEDUP_LINES
+        or progress_line > last_line
+        or (step is not None and reported_step != step)
+    ):
         return False
     if event.time is None:
         return True
@@ -165,6 +190,8 @@ class FailureLines:
         """family[:incident] → (last line of that family, step when reported, its time)."""
         self._last_failure: tuple[int, int | None] | None = None
         """(line, step) of the last unplanned failure, reported or merged."""
+        self._progress_line = 0
+        """The latest line of a progress event (:meth:`note_progress`), 0 before any."""
         self._yearless: dict[int, tuple[str, str | None]] = {}
         """line → its stamp without a year (glog ``MMDD``/``HH:MM:SS``, or syslog's time and
         None), read before any full date: dated once one is seen (:meth:`with_years`)."""
@@ -175,6 +202,13 @@ class FailureLines:
     def active(self) -> bool:
         """True while a traceback or banner is open: every line must then be fed."""
         return self._banner is not None or self._tracebacks.active
+
+    def note_progress(self, event: Event) -> None:
+        """Take a stack event: one of :data:`PROGRESS_KINDS` after a failure's line ends that
+        failure's interruption (module docstring). A save a failure closes
+        (:meth:`Stack.interrupted`) ended on a line before it, so it changes nothing."""
+        if event.kind in PROGRESS_KINDS and event.line > self._progress_line:
+            self._progress_line = event.line
 
     def note_time(self, time: datetime) -> None:
         """Remember a full date seen in the file (year of later month/day-only stamps)."""
@@ -298,7 +332,11 @@ class FailureLines:
         if rule.echo_after_failure is None or self._last_failure is None:
             return False
         last_line, last_step = self._last_failure
-        recent = lineno - last_line <= DEDUP_LINES and (step is None or step == last_step)
+        recent = (
+            lineno - last_line <= DEDUP_LINES
+            and self._progress_line <= last_line
+            and (step is None or step == last_step)
+        )
         return recent and rule.echo_after_failure(m)
 
     def _time(
@@ -358,7 +396,9 @@ class FailureLines:
             at_step = event.step if event.step is not None else step
             if not event.planned:
                 self._last_failure = (event.line, at_step)
-            repeat = seen is not None and _same_interruption(seen, event, at_step)
+            repeat = seen is not None and _same_interruption(
+                seen, event, at_step, self._progress_line
+            )
             if repeat and seen is not None:
                 self._seen[name] = (max(event.line, seen[0]), seen[1], seen[2])
                 continue

@@ -402,6 +402,7 @@ class LogParser(StreamParser):
 
     def _note(self, events: list[Event], new: list[Event]) -> None:
         for event in new:
+            self._failures.note_progress(event)
             if event.step is not None:
                 self._last_step = event.step
             if event.time is not None and not event.time_estimated:

@@ -16,8 +16,10 @@ from ckpt_advisor.rules.timeline import (
     START_KINDS,
     BoolArray,
     FloatArray,
+    IntArray,
     Timeline,
     any_between,
+    any_within,
 )
 
 GENERIC_FAILURE_CLASSES = frozenset(
@@ -84,9 +86,13 @@ def cluster_interruptions(
 
     A failure joins the interruption before it when it comes within ``gap_s`` of that
     interruption's latest failure (all ranks, the launcher and Slurm report one crash within
-    seconds, and other ranks may still flush a progress line meanwhile), or when no progress
-    (``step``, ``checkpoint_start``, ``checkpoint_end``) lies between them and either a start
-    (``run_start``, ``restart``, ``resume``) does — a restart attempt that failed before training
+    seconds, and other ranks may still flush a progress line meanwhile) unless, between them, a
+    start (``run_start``, ``restart``, ``resume``) is followed by progress (``step``,
+    ``checkpoint_start``, ``checkpoint_end``): the job started again and trained, so the second
+    failure ends a new run, however soon. Progress with no start before it (a stray flush) and
+    a start with no progress after it (a restart attempt that failed before training, even when
+    a flush came before that start) still join. Beyond ``gap_s``, it joins when no progress
+    lies between them and either a start does — a restart attempt that failed before training
     progressed — or they are at most ``silent_gap_s`` apart (the NCCL watchdog of the surviving
     ranks fires 10–30 minutes after the root cause, with nothing logged in between).
 
@@ -113,10 +119,11 @@ def cluster_interruptions(
     if times.size == 0:
         return []
     # between consecutive failures, in timeline order (ties in time keep the lines' order)
-    progressed = any_between(timeline.is_kind(*PROGRESS_KINDS), failures)
-    restarted = any_between(timeline.is_kind(*START_KINDS), failures)
+    progress = timeline.is_kind(*PROGRESS_KINDS)
+    progressed = any_between(progress, failures)
+    restarted, trained = _started_and_trained(timeline, progress, failures)
     elapsed = np.diff(times)
-    joins = (elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap)))
+    joins = ((elapsed <= gap) & ~trained) | (~progressed & (restarted | (elapsed <= silent_gap)))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
     rows = timeline.row[failures]
     host_dated = timeline.host_dated[failures]
@@ -161,6 +168,25 @@ def placed_interruptions(
         replace(i, id=interruptions[k].id) if k >= 0 else i
         for i, k in zip(placed, within.tolist(), strict=True)
     ]
+
+
+def _started_and_trained(
+    timeline: Timeline, progress: BoolArray, failures: IntArray
+) -> tuple[BoolArray, BoolArray]:
+    """Per pair of consecutive ``failures`` (indices into the timeline, ascending): whether a
+    start lies between them, and whether progress (``progress``, shape (n,)) follows the first
+    such start before the later failure (a run that started again and trained).
+
+    The first start after each earlier failure is searched among the starts (few: about one
+    per run), then one ``reduceat`` asks each stretch from just after it to the later failure
+    (:func:`rules.timeline.any_within`): no new array as long as the timeline. Linear."""
+    starts = np.flatnonzero(timeline.is_kind(*START_KINDS))
+    earlier, later = failures[:-1], failures[1:]
+    after = np.searchsorted(starts, earlier, "right")
+    first_start = np.append(starts, len(timeline))[after]  # the timeline's end: no start after
+    restarted = first_start < later
+    trained = restarted & any_within(progress, np.minimum(first_start + 1, later), later)
+    return restarted, trained
 
 
 def _interruption(

@@ -284,9 +284,9 @@ def redated_failures(
     host_dated = timeline.host_dated
     anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE) & ~host_dated
     next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
-    member = np.searchsorted([i.start_s for i in interruptions], moved_s, "right") - 1
-    # failure times ascend, so each interruption's members are one slice of them
-    bounds = np.searchsorted(member, np.arange(len(interruptions) + 1), "left")
+    # each interruption's members are one slice of the failures, in order (as clustered): by
+    # counts, not times (two interruptions of a file without stamps share one host date)
+    bounds = np.concatenate(([0], np.cumsum([i.n_observations for i in interruptions])))
     since = clamped = 0
     for k in range(len(interruptions)):
         members = np.arange(bounds[k], bounds[k + 1])

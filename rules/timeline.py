@@ -386,8 +386,16 @@ def any_between(marked: BoolArray, positions: IntArray) -> BoolArray:
     whole timeline (two 80 MB arrays at ten million observations, four times an estimate)."""
     if positions.size < 2:
         return np.zeros(0, np.bool_)
-    starts, ends = positions[:-1] + 1, positions[1:]
+    return any_within(marked, positions[:-1] + 1, positions[1:])
+
+
+def any_within(marked: BoolArray, starts: IntArray, ends: IntArray) -> BoolArray:
+    """Per stretch ``[starts[k], ends[k])`` (shape (k,) each, indices into ``marked``, any
+    order, ``ends`` below ``marked.size``), whether a marked index lies in it; False for an
+    empty stretch (``ends[k] <= starts[k]``)."""
     between = np.empty(2 * starts.size, np.intp)
     between[0::2], between[1::2] = starts, ends  # reduceat's even stretches: start to end
+    if not between.size:
+        return np.zeros(0, np.bool_)
     found: BoolArray = np.logical_or.reduceat(marked, np.minimum(between, marked.size - 1))
     return found[0::2] & (ends > starts)

@@ -74,6 +74,51 @@ def test_failed_restart_attempts_before_progress_join_the_interruption() -> None
     assert interruption.n_observations == 3
 
 
+def _within_a_minute(*between: Observation) -> int:
+    """Interruptions of two CUDA crashes 50 s apart (inside the 60 s burst gap) after an
+    hour of steps, with ``between`` (times from 1001 to 1049 s) between them."""
+    timeline = Timeline.of(
+        [
+            *steps(0, 1000, 10),
+            obs("failure", 1000, failure_class="cuda_illegal_memory_access"),
+            *between,
+            obs("failure", 1050, failure_class="cuda_illegal_memory_access"),
+        ]
+    )
+    return len(cluster_interruptions(timeline))
+
+
+def test_a_run_that_started_again_and_trained_ends_a_burst_however_soon() -> None:
+    """A resume followed by steps and a save, 50 s after a crash, then the same crash: two
+    interruptions (a restart 5 s after the crash, trained for 40 s), whatever the burst gap."""
+    assert (
+        _within_a_minute(
+            obs("run_start", 1005),
+            obs("resume", 1005, step=50),
+            obs("step", 1010, step=55),
+            obs("checkpoint_start", 1020, step=75),
+            obs("checkpoint_end", 1021, step=75, duration_s=1.0),
+        )
+        == 2
+    )
+
+
+def test_a_start_with_progress_before_it_but_none_after_is_a_failed_attempt() -> None:
+    """Order matters: another rank's stray step, then a restart, then a death before any
+    progress is one interruption (the restart failed); steps after the restart make it two."""
+    stray = obs("step", 1002, step=99)
+    assert _within_a_minute(stray, obs("restart", 1010)) == 1
+    assert _within_a_minute(stray, obs("restart", 1010), obs("step", 1020, step=60)) == 2
+    assert _within_a_minute(obs("restart", 1010), obs("step", 1020), obs("restart", 1030)) == 2
+
+
+def test_progress_flushed_without_a_start_stays_in_the_burst() -> None:
+    """Steps and a save end other ranks flush after the crash, with no start among them, are
+    part of the burst: one interruption; a start alone (an attempt that died) joins too."""
+    assert _within_a_minute(obs("step", 1001, step=100), obs("checkpoint_end", 1002)) == 1
+    assert _within_a_minute(obs("run_start", 1010), obs("resume", 1011, step=50)) == 1
+
+
 def test_watchdog_timeouts_after_a_silent_gap_join_the_interruption() -> None:
     """The NCCL watchdog firing 10 minutes after the crash, with nothing logged, is the same one."""
     timeline = Timeline.of(
