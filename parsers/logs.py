@@ -292,7 +292,9 @@ class LogParser(StreamParser):
         first held line, which the store reads as "dated by the host" (``agent/store/
         host_dated.py``), so no span is measured from them; with no printed time in the hold,
         they go on as they came (:meth:`_on_clock`: no time, reported). ``final``: no line
-        follows (:meth:`_finish`), nothing is held."""
+        follows (:meth:`_finish`), nothing is held. Nor once the stamps without a year held
+        for a full date went without one (:attr:`FailureLines.saw_yearless`: a torchrun
+        traceback closed before the launcher's glog lines): no printed time is coming."""
         self._unstamped.extend(self._clock.take_findings())
         self._unstamped.extend(events)
         self._unstamped_lines += 1
@@ -304,7 +306,8 @@ class LogParser(StreamParser):
             ),
             None,
         )
-        if at is None and not final and self._unstamped_lines <= PRE_STAMP_HOLD_LINES:
+        gave_up = self._failures.saw_yearless  # its stamps have no year, and none came
+        if at is None and not (final or gave_up) and self._unstamped_lines <= PRE_STAMP_HOLD_LINES:
             return []
         held, self._unstamped, self._unstamped_lines = self._unstamped, [], 0
         if at is None:

@@ -257,6 +257,8 @@ class TracebackTracker:
         body = (text[prefix.end() :] if prefix else text).rstrip()
         is_header = body.endswith(HEADER) or (body.startswith(_RICH_HEADER) and HEADER[:-1] in body)
         events = self._close_stale(lineno)
+        if key == "" and body and not is_header:
+            events.extend(self._close_ended_prefixed())
         tb = self._open.get(key)
         if tb is not None and tb.ended and not _continues_after_exception(tb, body, is_header):
             events.extend(self._close(key, body))
@@ -294,6 +296,15 @@ class TracebackTracker:
             return []
         stale = [k for k, tb in self._open.items() if lineno - tb.last_line > MAX_GAP_LINES]
         return [event for key in stale for event in self._close(key)]
+
+    def _close_ended_prefixed(self) -> list[Event]:
+        """Close the rank-prefixed tracebacks that printed their exception line (and no chain
+        marker since): an unprefixed line that is no traceback's (the launcher's ``Sending
+        process … closing signal``, the job's next output) follows a rank's output, which does
+        not go on after it. Left open, they closed only at the end of the file or its next idle
+        pause, after every later line's events (out of line order)."""
+        ended = [k for k, tb in self._open.items() if k and tb.ended and not tb.chained]
+        return [event for key in ended for event in self._close(key)]
 
     def _bare_failure(self, key: str, body: str, lineno: int, step: int | None) -> list[Event]:
         if lineno <= self._tail_until.get(key, 0) or not _BARE_EXCEPTION_LINE.fullmatch(body):

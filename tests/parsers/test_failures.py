@@ -47,39 +47,41 @@ def _rows(events: list[Event]) -> list[tuple[object, ...]]:
 
 # (kind, line, time, step, duration_s, failure_class, planned); a launcher line's glog stamp
 # (``E1129 23:02:56.509000``) takes its year from the ChildFailedError banner's full date after
-# it (``time : 2026-11-29_23:02:56``); torchrun_restart.log prints no full date: no time
+# it (``time : 2026-11-29_23:02:56``), and so does a rank's traceback before them (it closes
+# at the launcher's first line after it, in line order); torchrun_restart.log prints no full
+# date: no time
 TORCH = {
     "torchrun_raise.log": [
+        (FAILURE, 10, _t("2026-11-29 23:02:56"), None, None, "python_exception", False),
         (FAILURE, 30, _t("2026-11-29 23:02:56"), None, None, "exit_code", False),
         (FAILURE, 47, _t("2026-11-29 23:02:56"), None, None, "child_failed", False),
-        (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_record.log": [
+        (FAILURE, 9, _t("2026-11-29 23:03:13"), None, None, "python_exception", False),
         (FAILURE, 36, _t("2026-11-29 23:03:13"), None, None, "exit_code", False),
         (FAILURE, 54, _t("2026-11-29 23:03:11"), None, None, "child_failed", False),
-        (FAILURE, 9, None, None, None, "python_exception", False),
     ],
     "torchrun_sigkill.log": [
+        (FAILURE, 10, _t("2026-11-29 23:03:27"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:03:27"), None, None, "killed", False),
         (FAILURE, 39, _t("2026-11-29 23:03:27"), None, None, "killed", False),
-        (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_abort.log": [
+        (FAILURE, 10, _t("2026-11-29 23:03:44"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:03:44"), None, None, "abort", False),
         (FAILURE, 39, _t("2026-11-29 23:03:44"), None, None, "abort", False),
-        (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_segfault.log": [
+        (FAILURE, 10, _t("2026-11-29 23:04:00"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
         (FAILURE, 39, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
-        (FAILURE, 10, None, None, None, "python_exception", False),
     ],
     "torchrun_restart.log": [
+        (FAILURE, 49, None, None, None, "python_exception", False),
         (FAILURE, 69, None, None, None, "exit_code", False),
         # "Worker group FAILED. 1/1 attempts left; will restart": the death and its restart
         (FAILURE, 70, None, None, None, "child_failed", False),
         (RESTART, 70, None, None, None, None, False),
-        (FAILURE, 49, None, None, None, "python_exception", False),
     ],
     "spawn.log": [(FAILURE, 1, None, None, None, "python_exception", False)],
     "dataloader.log": [(FAILURE, 10, None, None, None, "killed", False)],
@@ -90,8 +92,8 @@ QUOTED = {
     "cuda.log": [
         (FAILURE, 1, None, None, None, "cuda_oom", False),
         (FAILURE, 11, None, None, None, "cuda_illegal_memory_access", False),
-        (FAILURE, 23, None, None, None, "cuda_error", False),
         (FAILURE, 18, None, None, None, "cuda_ecc", False),
+        (FAILURE, 23, None, None, None, "cuda_error", False),
     ],
     "kernel.log": [
         (FAILURE, 1, _t("2022-02-20 06:16:58"), None, None, "gpu_xid_79", False),  # at line 3's

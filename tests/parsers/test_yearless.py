@@ -65,12 +65,12 @@ def test_a_copied_log_is_one_interruption_whatever_its_mtime(tmp_path: Path) -> 
 
 def test_a_live_log_without_a_full_date_does_not_withhold_its_events() -> None:
     """torchrun_restart.log read live, followed by YEARLESS_HOLD_LINES more of its own launcher
-    lines and still no full date: the failures of lines 69-70 come out while the file is read
+    lines and still no full date: the failures of lines 49 and 69-70 come out while the file is read
     (without a time, for the reader to date), not only when it is finished."""
     lines = read_lines(TORCH / "torchrun_restart.log")
     parser = make_parser("auto")
     fed = [*lines, *[lines[0]] * (YEARLESS_HOLD_LINES + 1)]
     events = [e for n, line in enumerate(fed, 1) for e in parser.feed(line, n)]
     failures = [e for e in events if e.kind is EventKind.FAILURE]
-    assert [e.line for e in failures] == [69, 70]  # the traceback's closes at the end
+    assert [e.line for e in failures] == [49, 69, 70]  # rank 1's traceback, then the launcher's
     assert all(e.time is None for e in failures)
