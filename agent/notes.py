@@ -91,6 +91,19 @@ def _bar_clock(note: Note) -> str:
     )
 
 
+def _stamp_zone(note: Note) -> str:
+    [(source, line)] = note.by_name.items()
+    offset_s = note.values["offset_s"]
+    return (
+        f"the stamps of {source} are {d(abs(offset_s))} "
+        f"{'ahead of' if offset_s > 0 else 'behind'} the Unix times it prints on the same lines "
+        f"(from line {line}): its times, printed without a zone, were read in the wrong one; its "
+        "Unix times were moved onto its stamps' clock, so its spans hold, but its times are off "
+        "by that against other sources and now: set --tz (ingest) or [parse] timezone (the "
+        "daemon) to the nodes' zone"
+    )
+
+
 def _no_timestamps(note: Note) -> str:
     named = ", ".join(f"{s} (first event at line {line})" for s, line in note.by_name.items())
     return (
@@ -214,6 +227,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     ),
     NoteCode.CLOCK_STEP: _clock_step,
     NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
+    NoteCode.STAMP_ZONE_OFFSET: _stamp_zone,
     NoteCode.NO_TIMESTAMPS: _no_timestamps,
     NoteCode.ZONE_OFFSET: _values(
         lambda v: (

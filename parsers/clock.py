@@ -88,6 +88,8 @@ class FileClock:
         """(line, shift from that line on), in line order."""
         self._n_steps = 0
         self._findings: list[Event] = []
+        self._zone_offsets: set[float] = set()
+        """Zone offsets reported (:meth:`zone_offset`): each once."""
         # the training bar
         self._origin: datetime | None = None
         """Lower bound of the bar's creation time (corrected)."""
@@ -229,6 +231,31 @@ class FileClock:
                 time=dated_at,
                 time_estimated=dated_at is not None,
                 detail=detail,
+            )
+        )
+
+    def zone_offset(self, lineno: int, offset_s: float, time: datetime) -> None:
+        """Line ``lineno`` prints a Unix time ``offset_s`` seconds (a whole zone offset, not
+        zero) off its own stamp ``time``: report it, once per offset, as a
+        ``stamp_zone_offset`` event (``parsers/nemo.py`` puts the Unix times on the stamps'
+        clock)."""
+        if offset_s in self._zone_offsets:
+            return
+        self._zone_offsets.add(offset_s)
+        self._findings.append(
+            Event(
+                EventKind.STAMP_ZONE_OFFSET,
+                lineno,
+                _CLOCK_PARSER,
+                time=time,
+                time_estimated=True,  # a finding, not a time: it dates no held event
+                duration_s=offset_s,
+                detail=(
+                    f"the stamps are {abs(offset_s):.0f} s "
+                    f"{'ahead of' if offset_s > 0 else 'behind'} the Unix time this line prints: "
+                    "they were read in the wrong zone (set the nodes' zone); the file's Unix "
+                    "times are moved onto its stamps' clock"
+                ),
             )
         )
 

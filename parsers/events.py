@@ -47,6 +47,11 @@ class EventKind(StrEnum):
     Megatron-LM ``loading checkpoint`` line before the run's first stamp): its events from
     here up to the first printed time are dated at it (``time_estimated``; they happened at or
     before it), and, as a file's without stamps, no span is measured from them."""
+    STAMP_ZONE_OFFSET = "stamp_zone_offset"
+    """The file's stamps lie a whole time-zone offset (``duration_s``: the stamp minus the Unix
+    time printed on the same line, seconds) from the Unix times it prints (NeMo's
+    ``time.time()``): its stamps, printed without a zone, were read in the wrong one, and the
+    printed Unix times are put on the stamps' clock so that spans within the file hold."""
     INTERVAL_CHANGE = "interval_change"
     """The job moved its checkpoint interval (an adopted advice, ``parsers/adoption.py``):
     ``step`` where the new interval starts, ``duration_s`` the new interval in seconds."""
@@ -58,6 +63,7 @@ CLOCK_KINDS = frozenset(
         EventKind.BAR_CLOCK_IGNORED,
         EventKind.NO_TIMESTAMPS,
         EventKind.DATED_AT_FIRST_TIME,
+        EventKind.STAMP_ZONE_OFFSET,
     )
 )
 """Kinds that say something about a file's clock, not about training (``parsers/clock.py``)."""

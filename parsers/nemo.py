@@ -10,7 +10,10 @@ Prefix ``[NeMo I 2025-09-20 12:00:00 nemo_logging:393] `` (colour codes only wit
 What is recognised:
 
 * ``Checkpoint save for step N started at <epoch s>.`` → ``checkpoint_start`` at N, dated by
-  the printed epoch seconds.
+  the printed epoch seconds, on the clock of the file's stamps: a stamp read in the wrong zone
+  lies a whole zone offset from the Unix time on its line, and the Unix times are moved by it
+  (reported once, ``stamp_zone_offset``; :meth:`parsers.stack.Stack.epoch_time`), so a save
+  whose start is a Unix time and whose end a stamp measures its cost, not the offset.
 * ``Global Checkpoint Save : Rank: r : Iteration: N : Start time: t s : Save duration: d s``
   → the save's blocking cost d (one per save; other ranks' copies are ignored). A start line is
   implied when none was printed (``time`` = t).
@@ -36,12 +39,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.lightning import MIDEPOCH_RESUME
 from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
-from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
+from ckpt_advisor.parsers.timestamps import parse_ymd_hms
 
 NEMO_FORMAT = Header(
     keyword="[NeMo ",
@@ -244,7 +247,7 @@ class NeMo(Stack):
                 EventKind.CHECKPOINT_START,
                 record.line,
                 self.name,
-                time=_epoch(m["epoch_s"]),
+                time=self.epoch_time(record, m["epoch_s"], after_s=duration_s),
                 step=step,
             )
             self._save = save = _Save(start)
@@ -276,7 +279,7 @@ class NeMo(Stack):
 
     def _finalized(self, record: Record, m: re.Match[str]) -> list[Event]:
         save = self._take_pending(m["path"])
-        end = _epoch(m["epoch_s"]) if m["epoch_s"] else self.time_of(record)
+        end = self.epoch_time(record, m["epoch_s"]) if m["epoch_s"] else self.time_of(record)
         start_time = save.start.time if save is not None else None
         persist_s = None
         if end is not None and start_time is not None:
@@ -318,10 +321,3 @@ class NeMo(Stack):
             return parse_step(found.group(1))
         step = parse_step(m["step"])
         return None if step is None else max(0, step - 1)
-
-
-def _epoch(text: str | None) -> datetime | None:
-    try:
-        return parse_epoch(float(text)) if text else None
-    except ValueError:
-        return None

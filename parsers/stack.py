@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import ClassVar, NamedTuple
 
 from ckpt_advisor.parsers.clock import FileClock
@@ -37,6 +37,10 @@ from ckpt_advisor.parsers.timestamps import parse_epoch, parse_ymd_hms
 
 DETAIL_CHARS = 200
 """Longest ``Event.detail`` a stack writes."""
+
+ZONE_STEP_S = 900.0
+"""Time-zone offsets are whole multiples of 15 minutes (IANA tzdata since 1972): a stamp and a
+Unix time on one line further apart than half of this are a zone apart, not a delay."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +204,8 @@ class Stack:
         self._pattern_table = tables.patterns
         self._headed_blank: Record | None = None
         self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
+        self._zone_offset_s = 0.0
+        """Stamp minus printed Unix time, in whole zone offsets, last found (:meth:`epoch_time`)."""
         self._open_save: Event | None = None
         """The ``checkpoint_start`` of the save in progress (default pairing)."""
         self._closed_step: int | None = None
@@ -396,10 +402,40 @@ class Stack:
             detail=(path or m.group())[:DETAIL_CHARS],
         )
 
-    def _message_time(self, record: Record, groups: dict[str, str | None]) -> datetime | None:
+    def epoch_time(
+        self, record: Record, epoch_text: str | None, after_s: float = 0.0
+    ) -> datetime | None:
+        """The Unix time ``epoch_text`` (seconds, as printed) of ``record``, on the clock of
+        the file's stamps: moved by the whole time-zone offset between the two when the
+        record's own stamp, read in ``context.tz``, lies one away (the stamp is local time
+        printed without a zone, read in the wrong one: a NeMo log of a UTC−7 node read as
+        UTC). Then every time of the file is read one way, and a save's start (its Unix time)
+        and its end (a later line's stamp) measure its cost, not the offset. Each offset is
+        reported once (``stamp_zone_offset``, :meth:`FileClock.zone_offset`); a record
+        without a stamp takes the last offset found. ``after_s``: how long after that Unix
+        time the line was printed, at the least (NeMo's ``Global Checkpoint Save`` prints a
+        save's start once it took its ``Save duration``), so that a long save is not taken
+        for a zone. None for an unreadable number (reported).
+        """
+        if not epoch_text:
+            return None
         try:
-            if groups.get("epoch_s"):
-                return parse_epoch(float(groups["epoch_s"] or ""))
+            epoch = parse_epoch(float(epoch_text))
+        except ValueError as exc:
+            self.context.report(record.line, f"bad timestamp: {exc}")
+            return None
+        stamp = self.time_of(record)
+        if stamp is not None:
+            apart_s = (stamp - epoch).total_seconds() - after_s
+            self._zone_offset_s = ZONE_STEP_S * round(apart_s / ZONE_STEP_S)
+            if self._zone_offset_s and self.context.clock is not None:
+                self.context.clock.zone_offset(record.line, self._zone_offset_s, stamp)
+        return epoch + timedelta(0, self._zone_offset_s) if self._zone_offset_s else epoch
+
+    def _message_time(self, record: Record, groups: dict[str, str | None]) -> datetime | None:
+        if groups.get("epoch_s"):
+            return self.epoch_time(record, groups["epoch_s"])
+        try:
             if groups.get("time"):
                 return parse_ymd_hms(groups["time"] or "", self.context.tz)
         except ValueError as exc:

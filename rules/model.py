@@ -64,13 +64,15 @@ class Observation:
 @dataclass(frozen=True, slots=True)
 class ClockFinding:
     """What a parser found about one log file's clock: a stored ``clock_step``,
-    ``bar_clock_ignored`` or ``no_timestamps`` event (``parsers/clock.py``).
+    ``bar_clock_ignored``, ``no_timestamps``, ``dated_at_first_time`` or ``stamp_zone_offset``
+    event (``parsers/clock.py``).
 
     Attributes:
         kind: the event's kind string.
         source: the file it was found in.
         line: 1-based line where it was found.
-        seconds: for ``clock_step``, how far the clock stepped back; else None.
+        seconds: for ``clock_step``, how far the clock stepped back; for
+            ``stamp_zone_offset``, the stamps minus the Unix times (seconds); else None.
     """
 
     kind: str
@@ -110,6 +112,10 @@ class NoteCode(StrEnum):
     - ``no_timestamps``: ``by_name``: each file without stamps and its first event's line.
     - ``zone_offset``: ``offset_s`` (the log's save stamps minus the timing file's at the same
       steps, a whole time-zone offset), ``n_saves`` (the steps paired).
+    - ``stamp_zone_offset``: ``offset_s`` (a file's stamps minus the Unix times it prints on
+      the same lines, a whole time-zone offset); ``by_name``: the file and the first such line.
+      Its Unix times were moved onto its stamps' clock, so the file agrees with itself, but
+      its stamps were read in the wrong zone.
     - ``host_dated_failures``: ``n_failures`` (interruptions in files without stamps, counted
       in M), ``exposure_s`` (running time measured as steps × the printed step time, over
       ``n_runs`` runs without placed times); ``by_name``: each file without stamps and its
@@ -141,6 +147,7 @@ class NoteCode(StrEnum):
     BAR_CLOCK_IGNORED = "bar_clock_ignored"
     NO_TIMESTAMPS = "no_timestamps"
     ZONE_OFFSET = "zone_offset"
+    STAMP_ZONE_OFFSET = "stamp_zone_offset"
     HOST_DATED_FAILURES = "host_dated_failures"
     FAILURES_CLAMPED = "failures_clamped"
     UNSEEN_INTERRUPTIONS = "unseen_interruptions"

@@ -22,7 +22,14 @@ CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
 NO_TIMESTAMPS = "no_timestamps"
 DATED_AT_FIRST_TIME = "dated_at_first_time"
-FINDING_KINDS = (CLOCK_STEP, BAR_CLOCK_IGNORED, NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
+STAMP_ZONE_OFFSET = "stamp_zone_offset"
+FINDING_KINDS = (
+    CLOCK_STEP,
+    BAR_CLOCK_IGNORED,
+    NO_TIMESTAMPS,
+    DATED_AT_FIRST_TIME,
+    STAMP_ZONE_OFFSET,
+)
 """The event kinds :class:`rules.model.ClockFinding` is read from."""
 HOST_DATED_KINDS = (NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
 """The findings after which a file's events up to its first printed time are not its own
@@ -82,10 +89,12 @@ def untimed_sources(findings: Sequence[ClockFinding]) -> list[str]:
 
 def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
     """One note per file and kind of finding, naming the file and the (first) line
-    (:class:`rules.model.NoteCode` ``clock_step``, ``bar_clock_ignored``, ``no_timestamps``).
+    (:class:`rules.model.NoteCode` ``clock_step``, ``bar_clock_ignored``,
+    ``stamp_zone_offset``, ``no_timestamps``).
 
     Shapes: ``findings`` in any order; returns notes ordered: steps back, bar clocks ignored,
-    files without stamps (one note for all of them).
+    stamps a zone off their lines' Unix times, files without stamps (one note for all of
+    them).
     """
     notes: list[Note] = []
     steps: dict[str, list[ClockFinding]] = {}
@@ -100,6 +109,10 @@ def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
         notes.append(Note(NoteCode.CLOCK_STEP, values, by_name={source: first.line}))
     for finding in _first_per_source(findings, BAR_CLOCK_IGNORED):
         notes.append(Note(NoteCode.BAR_CLOCK_IGNORED, by_name={finding.source: finding.line}))
+    for finding in _first_per_source(findings, STAMP_ZONE_OFFSET):
+        values = {"offset_s": finding.seconds or 0.0}
+        by_name = {finding.source: finding.line}
+        notes.append(Note(NoteCode.STAMP_ZONE_OFFSET, values, by_name=by_name))
     untimed = untimed_sources(findings)
     if untimed:
         lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}

@@ -41,6 +41,22 @@ def hf_db(tmp_path: Path) -> str:
     return db
 
 
+def test_a_nemo_log_read_in_the_wrong_zone_is_named_with_its_offset(tmp_path: Path) -> None:
+    """A NeMo excerpt of a UTC-7 node ingested without --tz: the estimate names the file, the
+    line and the offset, and the async saves' persist spans stay 23.68 s and 22.45 s (a start
+    from the printed Unix time, an end from the stamp), not clamped to 0 by a 7 h gap."""
+    log = Path(__file__).parents[1] / "parsers" / "fixtures" / "real_pasted"
+    log /= "nemo_evo2_notebook_last_step.log"
+    db = str(tmp_path / "s.db")
+    assert _run("ingest", str(log), "--job", "n", "--db", db)[0] == 0
+    _, out = _run("estimates", "--db", db, "--json")
+    [est] = json.loads(out)
+    [zone] = [n for n in est["notes"] if n.startswith(f"the stamps of {log} are 7h 00m behind")]
+    assert "(from line 4)" in zone and "set --tz (ingest)" in zone
+    ends = open_store(db).events(job="n", kinds=("checkpoint_end",))
+    assert [e.event.persist_s for e in ends] == [pytest.approx(23.68), pytest.approx(22.454)]
+
+
 def test_estimates_prints_each_note_under_the_table(tmp_path: Path) -> None:
     """The estimate's notes, which say what its numbers rest on, are printed under the text
     table as in --json (a log read in the wrong zone beside its timing file: the zone_offset

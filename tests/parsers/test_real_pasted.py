@@ -8,7 +8,7 @@ step finalized together at the end of training.
 
 from __future__ import annotations
 
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -82,6 +82,42 @@ def test_nemo_evo2_two_async_saves_per_step_finalize_in_order() -> None:
         (END, 15, utc("2025-06-18 23:53:41"), 99, pytest.approx(1.718), None),
         (END, 17, utc("2025-06-18 23:53:42"), 99, pytest.approx(1.136), None),
     ]
+
+
+def test_nemo_read_in_the_wrong_zone_keeps_its_saves_and_reports_the_offset() -> None:
+    """The same PDT excerpt read as UTC: its stamps lie 7 h behind the Unix times its save
+    lines print. Those Unix times are moved onto the stamps' clock, so every event is the PDT
+    reading moved 7 h, with the same costs and persist spans (the save that starts at a Unix
+    time and ends at a stamp is 23.68 s, not 7 h), and the offset is reported once, at the
+    first line that shows it. Read as UTC before, the starts were 7 h after their ends."""
+    lines = read_lines(PASTED / "nemo_evo2_notebook_last_step.log")
+    right, _ = parse(lines, "nemo", tz=PDT, clock=True)
+    wrong, _ = parse(lines, "nemo", clock=True)
+    findings = [e for e in wrong if e.kind is EventKind.STAMP_ZONE_OFFSET]
+    assert [(e.line, e.duration_s, e.time) for e in findings] == [
+        (4, -7 * 3600.0, utc("2025-06-18 16:53:19"))
+    ]
+    moved = [
+        (e.kind, e.line, e.time + timedelta(hours=7) if e.time else None, e.step, e.persist_s)
+        for e in wrong
+        if e.kind is not EventKind.STAMP_ZONE_OFFSET
+    ]
+    assert moved == [(e.kind, e.line, e.time, e.step, e.persist_s) for e in right]
+    assert [e.persist_s for e in right if e.kind is END] == [
+        pytest.approx(23.68),
+        pytest.approx(22.454),
+    ]
+
+
+def test_a_nemo_save_longer_than_half_a_zone_step_is_no_zone_offset() -> None:
+    """``Global Checkpoint Save`` is printed once the save took its ``Save duration``: the
+    excerpt's line 4 with a 600 s save (its stamp 600 s after its Unix start time), read in its
+    own zone, reports no offset and keeps the printed start."""
+    line = read_lines(PASTED / "nemo_evo2_notebook_last_step.log")[3]
+    assert "16:53:19" in line and "Save duration: 1.718s" in line
+    line = line.replace("16:53:19", "17:03:17").replace("1.718s", "600.0s")
+    events, _ = parse([line], "nemo", tz=PDT, clock=True)
+    assert [(e.kind, e.time) for e in events] == [(START, utc("2025-06-18 23:53:17.320"))]
 
 
 def test_nemo_esm2_finalize_without_start_takes_the_step_in_its_path() -> None:
