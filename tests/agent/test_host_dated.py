@@ -207,6 +207,8 @@ def test_rewritten_file_keeps_its_old_content_host_dated(
             f.write((REAL / name).read_text())
         now[0] += timedelta(microseconds=3)
         tailer.scan()
+    now[0] += timedelta(seconds=3)  # quiet past the idle flush: the events held for a first
+    tailer.scan()  # printed time (none comes) go, dated at this read
     before = Estimator().estimate(store, "lt", now[0].timestamp())
     assert before.step_time_s == pytest.approx(LIGHTNING_STEP_S, rel=1e-3)
     assert before.current_interval_s == pytest.approx(40 * before.step_time_s)
@@ -232,9 +234,9 @@ def test_rewritten_file_keeps_its_old_content_host_dated(
 def test_stamped_file_rewritten_without_stamps_is_host_dated(tmp_path: Path) -> None:
     """The other way round: train.log held HF Trainer's stamped crash log, then is truncated
     and rewritten live with Lightning's (no timestamps, read in one go): the Lightning events
-    are dated at the read time (not at the old content's last stamp) and host-dated although
-    the old content's stamps are at lines (13 on) before theirs, so no C and no spacing come
-    from their read times; the HF ones keep their own."""
+    are dated at the read that let them go, the idle flush (not at the old content's last
+    stamp), and host-dated although the old content's stamps are at lines (13 on) before
+    theirs, so no C and no spacing come from their read times; the HF ones keep their own."""
     store = open_store(tmp_path / "s.db")
     path = tmp_path / "train.log"
     path.write_text((REAL / "hf_trainer_crash.log").read_text())
@@ -252,11 +254,13 @@ def test_stamped_file_rewritten_without_stamps_is_host_dated(tmp_path: Path) -> 
     path.write_text((REAL / "lightning_crash.log").read_text())
     now[0] += timedelta(minutes=1)
     tailer.scan()
+    now[0] += timedelta(seconds=3)  # the idle flush: the events held for a first printed
+    tailer.scan()  # time (none comes) go, dated at this read
     tailer.close()
     columns = store.event_columns("lt", ESTIMATE_KINDS)
     host_dated = columns.host_dated
     assert host_dated.size > n_hf
-    assert (columns.time_s[n_hf:] == now[0].timestamp()).all()  # read at 00:01
+    assert (columns.time_s[n_hf:] == now[0].timestamp()).all()  # released at 00:01:03
     assert host_dated.tolist() == [False] * n_hf + [True] * (host_dated.size - n_hf)
     est = Estimator().estimate(store, "lt", now[0].timestamp())
     assert est.checkpoint_cost_s == pytest.approx((0.072 + 0.037) / 2)  # the HF saves'
