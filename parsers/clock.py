@@ -236,9 +236,10 @@ class FileClock:
 
     def zone_offset(self, lineno: int, offset_s: float, time: datetime) -> None:
         """Line ``lineno`` prints a Unix time ``offset_s`` seconds (a whole zone offset, not
-        zero) off its own stamp ``time``: report it, once per offset, as a
-        ``stamp_zone_offset`` event (``parsers/nemo.py`` puts the Unix times on the stamps'
-        clock)."""
+        zero) off its own stamp: report it, once per offset, as a ``stamp_zone_offset`` event
+        dated ``time``, that Unix time moved onto the stamps' clock (the time of the line's
+        event, which the finding then precedes in the store's order too;
+        :meth:`parsers.stack.Stack.epoch_time`)."""
         if offset_s in self._zone_offsets:
             return
         self._zone_offsets.add(offset_s)

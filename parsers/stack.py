@@ -428,9 +428,12 @@ class Stack:
         if stamp is not None:
             apart_s = (stamp - epoch).total_seconds() - after_s
             self._zone_offset_s = ZONE_STEP_S * round(apart_s / ZONE_STEP_S)
-            if self._zone_offset_s and self.context.clock is not None:
-                self.context.clock.zone_offset(record.line, self._zone_offset_s, stamp)
-        return epoch + timedelta(0, self._zone_offset_s) if self._zone_offset_s else epoch
+        if not self._zone_offset_s:
+            return epoch
+        moved = epoch + timedelta(0, self._zone_offset_s)
+        if stamp is not None and self.context.clock is not None:
+            self.context.clock.zone_offset(record.line, self._zone_offset_s, moved)
+        return moved
 
     def _message_time(self, record: Record, groups: dict[str, str | None]) -> datetime | None:
         if groups.get("epoch_s"):
