@@ -66,6 +66,7 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
         "step_time_s": est.step_time_s,
         "checkpoint_cost_s": est.checkpoint_cost_s,
         "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
+        "mtbf_is_lower_bound": est.mtbf_is_lower_bound,
         "checkpoint_cost_range_s": None if cost_range_s is None else list(cost_range_s),
         "computed_at": iso(est.computed_at_s),
         "newest_event": iso(newest_s),

@@ -129,6 +129,7 @@ def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[st
         "excess_gpu_hours_per_day": est.excess_gpu_hours_per_day,
         "excess_cost_per_day": est.excess_cost_per_day,
         "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
+        "mtbf_is_lower_bound": est.mtbf_is_lower_bound,
         "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
         "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
         "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),

@@ -164,6 +164,10 @@ def estimate_job(
     placed = [i for i in placed_all if i.start_s >= since_s and not i.planned]
     stepped_s, n_stepped = stepped_exposure_s(timeline, run_id, since_s=since_s)
     exposure = exposure_s(measured, run_measured, since_s=since_s) + stepped_s
+    # running time of files without stamps is steps x the printed step time at most, or not
+    # measured: the exposure, and M with it, is then a lower bound (host_dated_notes says so)
+    n_host_dated = sum(i.host_dated for i in counted)
+    exposure_is_lower_bound = bool(n_host_dated or n_stepped)
     own = estimate_mtbf(exposure, len(counted), confidence=confidence)
     mtbf = own
     mtbf_source: str | None = "exponential"
@@ -208,13 +212,17 @@ def estimate_job(
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
     excess_gpu_h = excess_money = excess_gpu_h_range = None
+    mtbf_is_lower_bound = exposure_is_lower_bound and mtbf.mtbf_s is not None
     range_s = interval_range_s(mtbf, cost)
+    if mtbf_is_lower_bound and range_s is not None:
+        range_s = (range_s[0], None)  # Daly's interval grows with M: open above
     band_s = ci_s
     if cost_s is not None and mtbf.mtbf_s is not None:
         young_s = young_interval_s(mtbf.mtbf_s, cost_s)
         daly_s = daly_interval_s(mtbf.mtbf_s, cost_s)
         ci_s = band_s = daly_ci_s(mtbf, cost)
-        if cost is not None and cost.is_lower_bound and range_s is not None:
+        cost_is_lower_bound = cost is not None and cost.is_lower_bound
+        if range_s is not None and (mtbf_is_lower_bound or cost_is_lower_bound):
             band_s = (range_s[0], float("inf") if range_s[1] is None else range_s[1])
         waste_recommended = exponential_waste_fraction(
             daly_s, mtbf.mtbf_s, cost_s, restart_s or 0.0
@@ -319,9 +327,7 @@ def estimate_job(
             + clock_notes(clock_findings)
             + zone_offset_notes(timeline, run_id)
             + inferred_notes(n_clamped, n_unseen)
-            + host_dated_notes(
-                sum(i.host_dated for i in counted), stepped_s, n_stepped, clock_findings
-            )
+            + host_dated_notes(n_host_dated, stepped_s, n_stepped, clock_findings)
             + model_notes(
                 cost,
                 persist_s,
@@ -352,6 +358,7 @@ def estimate_job(
                 else None
             ),
             checkpoint_cost_is_lower_bound=cost is not None and cost.is_lower_bound,
+            mtbf_is_lower_bound=mtbf_is_lower_bound,
             checkpoint_cost_range_s=None if cost is None else cost.range_s,
             recommended_interval_range_s=range_s if daly_s is not None else None,
             excess_gpu_hours_per_day_range=excess_gpu_h_range,

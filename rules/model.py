@@ -287,8 +287,11 @@ class JobEstimate:
     recommended one in GPU-hours and money per day; the recorded running time before each
     counted interruption and since the last (``lives_s``, ``lives_tail_s``: what a backtest
     replays; not part of the JSON); a bound shown as a bound: whether C is only a lower bound
-    (log lines that miss part of a save), the plausible C (``[low, high]``, ``high`` null when
-    C has no upper bound), Daly's interval over M's interval and the plausible C, and the
+    (log lines that miss part of a save), whether M is only a lower bound (running time of
+    files without timestamps is measured as steps × their step time, or not at all:
+    ``mtbf_is_lower_bound``; Daly's interval over M's interval is then open above), the
+    plausible C (``[low, high]``, ``high`` null when C has no upper bound), Daly's interval
+    over M's interval and the plausible C, and the
     excess GPU-hours a day over the plausible C (null when C has no upper bound); every
     interruption of the timeline the estimate was made from, numbered, with the rows of the
     failure observations merged into each (``interruptions``: what ``parse`` and ``events``
@@ -353,6 +356,7 @@ class JobEstimate:
     lives_s: tuple[float, ...] = ()
     lives_tail_s: float = 0.0
     checkpoint_cost_is_lower_bound: bool = False
+    mtbf_is_lower_bound: bool = False
     checkpoint_cost_range_s: tuple[float, float | None] | None = None
     recommended_interval_range_s: tuple[float, float | None] | None = None
     excess_gpu_hours_per_day_range: tuple[float, float] | None = None

@@ -292,12 +292,26 @@ def cost_cell(r: dict[str, Any]) -> str:
     return f"≥ {cost}" if high is None else f"{cost}–{format_duration(high)}"
 
 
+def mtbf_cell(r: dict[str, Any]) -> str:
+    """M of an ``estimates --json`` row, ``≥ 5h 49m`` when it is a lower bound (running time of
+    files without timestamps not all measured)."""
+    mtbf = format_duration(r["mtbf_s"])
+    return f"≥ {mtbf}" if r.get("mtbf_is_lower_bound") and r["mtbf_s"] is not None else mtbf
+
+
+def _bounded(r: dict[str, Any]) -> bool:
+    """Whether the recommended interval of a row is a range or a lower bound: C or M is a
+    lower bound."""
+    return bool(r.get("checkpoint_cost_is_lower_bound") or r.get("mtbf_is_lower_bound"))
+
+
 def best_cell(r: dict[str, Any]) -> str:
-    """The recommended interval; when C is a lower bound, the range over the plausible C, or
-    ``≥`` the interval at the bound when C has no upper one (as the message says)."""
+    """The recommended interval; when C or M is a lower bound, the range over the plausible C
+    and M's interval, or ``≥`` the interval at the bound when it has no upper end (as the
+    message says)."""
     best = format_duration(r["recommended_interval_s"])
     bounds = r.get("recommended_interval_range_s")
-    if not r.get("checkpoint_cost_is_lower_bound") or not bounds or best == "-":
+    if not _bounded(r) or not bounds or best == "-":
         return best
     low, high = bounds
     if high is None:
@@ -307,12 +321,13 @@ def best_cell(r: dict[str, Any]) -> str:
 
 def setting_cell(r: dict[str, Any]) -> str:
     """The recommended setting (``save_steps=500``), with ``or more`` when the interval has no
-    upper bound (C a lower bound without one: :func:`best_cell` shows ``≥``), ``-`` unknown."""
+    upper bound (C or M a lower bound without one: :func:`best_cell` shows ``≥``), ``-``
+    unknown."""
     setting = r.get("recommended_setting")
     if not setting:
         return "-"
     bounds = r.get("recommended_interval_range_s")
-    open_above = r.get("checkpoint_cost_is_lower_bound") and (not bounds or bounds[1] is None)
+    open_above = _bounded(r) and (not bounds or bounds[1] is None)
     return f"{setting} or more" if open_above else str(setting)
 
 

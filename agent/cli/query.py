@@ -19,6 +19,7 @@ from ckpt_advisor.agent.cli.common import (
     examples,
     fail,
     load_config,
+    mtbf_cell,
     open_store,
     print_json_lines,
     read_store,
@@ -167,7 +168,7 @@ def estimates(
             if not history
             else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
         )
-        + "; ≥: C from log lines is a lower bound"
+        + "; ≥: a lower bound (C from log lines, M with untimed running time)"
         + (
             "; tiers: a two-tier job's advised fast interval × saves per persistent save)"
             if columns.index("tiers") in shown
@@ -274,7 +275,7 @@ def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
         r["job"],
         r["status"],
         cost_cell(r),
-        format_duration(r["mtbf_s"]),
+        mtbf_cell(r),
         f"{own}{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),

@@ -172,7 +172,7 @@ def _print_jobs(latest: list[dict[str, Any]], now_s: float) -> None:
         best = best_cell(row) if "recommended_interval_s" in row else "-"
         rows.append([row["job"], row.get("status") or "-", format_ago(when, now_s), cost, best])
         reasons.append((row["job"], why))
-    title = "jobs (latest estimate; ≥: C from log lines is a lower bound)"
+    title = "jobs (latest estimate; ≥: a lower bound, C from log lines or M)"
     table(title, ["job", "status", "estimated", "C", "best"], rows, why=reasons)
 
 

@@ -49,6 +49,8 @@ _JOB_GAUGES: Final = {
     "(a timing file gives the exact value), else 0.",
     "mtbf_seconds": "Mean time between failures M (censored exponential MLE), seconds.",
     "mtbf_bound_seconds": "Chi-square confidence bounds of M (bound=lower|upper), seconds.",
+    "mtbf_lower_bound": "1 when M counts files without timestamps, whose running time is only "
+    "steps x their step time or not measured, so M is only a lower bound, else 0.",
     "checkpoints": "Checkpoint saves seen in the estimate window.",
     "failures": "Unplanned interruptions counted toward M.",
     "current_interval_seconds": "The job's current checkpoint interval, seconds.",
@@ -169,6 +171,8 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
         cost_bounds = e.checkpoint_cost_range_s
     if e.checkpoint_cost_s is not None:
         put("checkpoint_cost_lower_bound", float(e.checkpoint_cost_is_lower_bound))
+    if e.mtbf_s is not None:
+        put("mtbf_lower_bound", float(e.mtbf_is_lower_bound))
     for name, bounds in (
         ("checkpoint_cost_bound_seconds", cost_bounds),
         ("mtbf_bound_seconds", e.mtbf_ci_s),

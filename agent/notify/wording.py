@@ -120,8 +120,9 @@ def _setting(e: JobEstimate, steps: str) -> str | None:
 
 def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
     """``(what to set, code?)``: the setting (code: shown as code in Slack) or the interval."""
-    steps_range = e.recommended_interval_steps_range if e.checkpoint_cost_is_lower_bound else None
-    open_above = e.checkpoint_cost_is_lower_bound and (
+    bounded = e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound
+    steps_range = e.recommended_interval_steps_range if bounded else None
+    open_above = bounded and (
         e.recommended_interval_range_s is None or e.recommended_interval_range_s[1] is None
     )
     if e.recommended_interval_steps is not None:
@@ -137,13 +138,13 @@ def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
 
 
 def _best_time(e: JobEstimate) -> str | None:
-    """The recommended interval as time, ``1h 00m = 3,600 s``; when C is a lower bound, the
-    range over the plausible C, or ``≥`` the interval at the bound when C has no upper one (as
-    the setting's "or more"); None when unknown."""
+    """The recommended interval as time, ``1h 00m = 3,600 s``; when C or M is a lower bound,
+    the range over the plausible C and M's interval, or ``≥`` the interval at the bound when it
+    has no upper end (as the setting's "or more"); None when unknown."""
     if e.recommended_interval_s is None:
         return None
     bounds = e.recommended_interval_range_s
-    if e.checkpoint_cost_is_lower_bound and bounds is not None:
+    if (e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound) and bounds is not None:
         low_s, high_s = bounds  # open above: at least Daly's interval at the bound of C
         return (
             f"≥ {_seconds(e.recommended_interval_s)}"
@@ -252,14 +253,18 @@ def cost_evidence(e: JobEstimate) -> str:
 
 
 def mtbf_evidence(e: JobEstimate) -> str:
-    """``M 7h 20m (90% CI 3h 54m–15h 38m) from 7 failures in 2d 3h of run time``."""
-    seen = f"{_count(e.n_failures)} failures in {d(e.exposure_s)} of run time"
+    """``M 7h 20m (90% CI 3h 54m–15h 38m) from 7 failures in 2d 3h of run time``; ``M ≥ …``
+    and ``at least … of run time`` when files without timestamps leave running time unmeasured
+    (:attr:`JobEstimate.mtbf_is_lower_bound`)."""
+    lower = e.mtbf_is_lower_bound
+    seen = f"{_count(e.n_failures)} failures in {'at least ' if lower else ''}"
+    seen += f"{d(e.exposure_s)} of run time"
     if e.mtbf_s is None:
         return f"M unknown ({seen})"
     ci = e.mtbf_ci_s
     band = f" ({ci_label(e.confidence)} {d(ci[0])}–{d(ci[1])})" if ci is not None else ""
     fleet = "; with its fleet's rate" if e.mtbf_source == "fleet" else ""
-    return f"M {d(e.mtbf_s)}{band} from {seen}{fleet}"
+    return f"M {'≥ ' if lower else ''}{d(e.mtbf_s)}{band} from {seen}{fleet}"
 
 
 def _moved(before: float | None, after: float | None) -> bool:

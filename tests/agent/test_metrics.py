@@ -62,6 +62,7 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     assert ("ckpt_advisor_excess_gpu_hours_per_day", (("job", "new"),)) not in s
     assert s[("ckpt_advisor_file_lag_bytes", (("job", "llama"), ("path", "/r/a.log")))] == 50
     assert s[("ckpt_advisor_checkpoint_cost_lower_bound", llama)] == 0.0
+    assert s[("ckpt_advisor_mtbf_lower_bound", llama)] == 0.0
     metrics.set_estimates([advice_of(unknown)])
     assert ("ckpt_advisor_drift", llama) not in _samples(metrics)  # a removed job disappears
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.notify.wording import mtbf_evidence
 from ckpt_advisor.agent.store import StoreReader, open_store
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.model import JobEstimate, Reason, ReasonCode, Status
@@ -55,6 +56,26 @@ def test_a_nemo_log_read_in_the_wrong_zone_is_named_with_its_offset(tmp_path: Pa
     assert "(from line 4)" in zone and "set --tz (ingest)" in zone
     ends = open_store(db).events(job="n", kinds=("checkpoint_end",))
     assert [e.event.persist_s for e in ends] == [pytest.approx(23.68), pytest.approx(22.454)]
+
+
+def test_m_of_a_log_without_timestamps_is_shown_as_a_lower_bound(tmp_path: Path) -> None:
+    """Lightning's crash and resume captures (no timestamps): the crash counts in M, but only
+    the steps × the printed step time measure running time, so M is a lower bound: true in
+    --json, ``≥`` in the table and in the Slack evidence line."""
+    db = str(tmp_path / "s.db")
+    crash, resume = FIXTURES / "lightning_crash.log", FIXTURES / "lightning_resume.log"
+    assert _run("ingest", str(crash), str(resume), "--job", "lt", "--db", db)[0] == 0
+    _, out = _run("estimates", "--db", db, "--json")
+    [est] = json.loads(out)
+    assert est["mtbf_is_lower_bound"] is True and est["n_failures"] == 1
+    mtbf = format_duration(est["mtbf_s"])
+    _, table = _run("estimates", "--db", db)
+    [row] = [line for line in table.splitlines() if line.strip().startswith("lt ")]
+    assert f"≥ {mtbf}" in row
+    sample = dataclasses.replace(drifting_estimate(), mtbf_is_lower_bound=True)
+    assert mtbf_evidence(sample).startswith(f"M ≥ {format_duration(sample.mtbf_s)} (")
+    assert "failures in at least " in mtbf_evidence(sample)
+    assert not mtbf_evidence(drifting_estimate()).startswith("M ≥")
 
 
 def test_estimates_prints_each_note_under_the_table(tmp_path: Path) -> None:

@@ -4,11 +4,13 @@ splits (docs/RELIABILITY.md, scenario 33)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from ckpt_advisor.rules.job import estimate_job
-from ckpt_advisor.rules.model import NoteCode, Observation
+from ckpt_advisor.rules.model import NoteCode, Observation, ReasonCode
 from ckpt_advisor.rules.runs import split_runs, stepped_exposure_s
 from ckpt_advisor.rules.timeline import Timeline
 
@@ -66,6 +68,28 @@ def test_live_log_beside_a_timing_file_measures_between_the_timing_records() -> 
     g = est.goodput_spans.breakdown(since_s=-np.inf)
     assert g.wall_s == 3050.0 and g.n_interruptions == 0
     assert g.seconds.tolist() == [1100.0, 200.0, 0.0, 0.0, 1750.0]
+
+
+def test_m_from_host_dated_interruptions_is_a_lower_bound_with_an_open_band() -> None:
+    """The live job with a second failure read at 3400 s: both interruptions count in M, but
+    no running time ends at them, so M (325 s) is a lower bound; Daly's interval grows with M,
+    so its range is open above and a current interval above the optimum (550 s, 3.7×) is
+    within what the data allow (no band_high_s), not drift. The same failures with printed
+    times measure their spans: M is no bound, its band closed."""
+    obs = [*LIVE, _log("failure", 3400, 750, failure_class="nccl_error")]
+    est = estimate_job("pl", obs, now_s=T0 + 4000)
+    assert est.mtbf_is_lower_bound and est.n_failures == 2
+    assert est.mtbf_s == pytest.approx(325.0)
+    assert est.recommended_interval_range_s is not None
+    assert est.recommended_interval_range_s[1] is None
+    assert est.reason.code is ReasonCode.WITHIN_CONFIDENCE and est.drift_ratio is not None
+    assert est.drift_ratio > 3 and "band_high_s" not in est.reason.values
+    stamped = [replace(o, host_dated=False) if o.kind == "failure" else o for o in obs]
+    est = estimate_job("pl", stamped, now_s=T0 + 4000)
+    assert not est.mtbf_is_lower_bound
+    assert est.recommended_interval_range_s is not None
+    assert est.recommended_interval_range_s[1] is not None
+    assert "band_high_s" in est.reason.values
 
 
 def test_stepped_exposure_only_where_no_placed_span_measures() -> None:
