@@ -53,6 +53,7 @@ def test_a_nemo_log_read_in_the_wrong_zone_is_named_with_its_offset(tmp_path: Pa
     _, out = _run("estimates", "--db", db, "--json")
     [est] = json.loads(out)
     [zone] = [n for n in est["notes"] if n.startswith(f"the stamps of {log} are 7h 00m behind")]
+    assert est["checkpoint_cost_s"] == pytest.approx(1.718 + 1.136)  # one save, two files
     assert "(from line 4)" in zone and "set --tz (ingest)" in zone
     ends = open_store(db).events(job="n", kinds=("checkpoint_end",))
     assert [e.event.persist_s for e in ends] == [pytest.approx(23.68), pytest.approx(22.454)]

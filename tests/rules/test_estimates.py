@@ -13,6 +13,7 @@ from ckpt_advisor.rules.cost import (
     checkpoint_durations_s,
     estimate_checkpoint_cost,
     log_save_durations_s,
+    log_save_upper_bounds_s,
     persist_latency_s,
 )
 from ckpt_advisor.rules.interruptions import cluster_interruptions
@@ -152,6 +153,31 @@ def test_log_durations_come_from_the_parser_or_from_start_end_pairs() -> None:
     timed, logged = checkpoint_durations_s(timeline, run_id)
     assert timed.tolist() == [31.0]
     assert logged.tolist() == [40.0, 25.0]
+
+
+def test_log_ends_of_one_run_at_one_step_are_one_save_costed_by_their_sum() -> None:
+    """NeMo 2 writes a top-k and a -last checkpoint at a step, one after the other (the Evo2
+    paste: 1.718 s and 1.136 s at step 99): training waits for both, so that save costs their
+    sum, and so does the one at step 199; the same step again in the run after a crash is
+    another save. An upper bound of such a save is its first end's (it runs to the first step
+    after both), kept when it is at least the sum."""
+    timeline, run_id = prepared(
+        [
+            obs("checkpoint_end", 100, step=99, duration_s=1.718),
+            obs("checkpoint_end", 102, step=99, duration_s=1.136),
+            obs("checkpoint_end", 200, step=199, duration_s=1.7),
+            obs("checkpoint_end", 202, step=199, duration_s=1.1),
+            obs("failure", 250, step=220),
+            obs("run_start", 300),
+            obs("checkpoint_end", 400, step=199, duration_s=1.5),
+        ]
+    )
+    _, logged = checkpoint_durations_s(timeline, run_id)
+    assert logged.tolist() == pytest.approx([2.854, 2.8, 1.5])
+    uppers = np.array([4.0, 1.2, 2.0, 1.0, 9.0])  # one per end: a save's first end bounds it
+    assert log_save_upper_bounds_s(timeline, run_id, uppers).tolist() == pytest.approx(
+        [4.0, math.nan, 9.0], nan_ok=True
+    )
 
 
 def test_saves_prefer_ends_and_fall_back_to_starts_per_run() -> None:
