@@ -64,6 +64,14 @@ def _lower_bound(note: Note) -> str:
     )
 
 
+def _after_end(note: Note) -> str:
+    listed = ", ".join(f"{n} {name}" for name, n in note.by_name.items())
+    return (
+        f"failures after their run had ended cleanly ({listed}: a crash at teardown, after "
+        "'Training completed') interrupted no training; they are not counted in M"
+    )
+
+
 def _planned(note: Note) -> str:
     listed = ", ".join(f"{name}: {count}" for name, count in note.by_name.items())
     return f"planned ends ({listed}) censor the running time; they are not failures"
@@ -190,6 +198,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
         )
     ),
     NoteCode.PLANNED_ENDS: _planned,
+    NoteCode.AFTER_RUN_END: _after_end,
     NoteCode.PREEMPTIONS: _values(
         lambda v: (
             f"{_count(v['n_preemptions'])} preemption(s) also lose the work since the last "

@@ -17,6 +17,7 @@ from ckpt_advisor.rules.timeline import (
     BoolArray,
     FloatArray,
     IntArray,
+    Kind,
     Timeline,
     any_between,
     any_within,
@@ -63,6 +64,10 @@ class Interruption:
         host_dated: True when every failure it groups is :attr:`Timeline.host_dated` (files
             that printed no time): no time of it is one to measure from
             (:func:`placed_interruptions` gives the spans of the others).
+        after_end: True when its first failure came after a clean ``run_end`` with no start
+            and no progress between (torchtitan's ``Training completed``, then an abort at
+            teardown): it interrupted no training, so it is no failure of M (nor a planned
+            end), and the estimate says so.
     """
 
     start_s: float
@@ -73,6 +78,7 @@ class Interruption:
     id: int = 0
     rows: tuple[int, ...] = ()
     host_dated: bool = False
+    after_end: bool = False
 
 
 def cluster_interruptions(
@@ -127,6 +133,7 @@ def cluster_interruptions(
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
     rows = timeline.row[failures]
     host_dated = timeline.host_dated[failures]
+    after_end = _after_end(timeline, progress, failures[bounds[:-1]])
     return [
         replace(
             _interruption(
@@ -138,9 +145,26 @@ def cluster_interruptions(
             id=number,
             rows=tuple(rows[first:last].tolist()),
             host_dated=bool(host_dated[first:last].all()),
+            after_end=bool(ended),
         )
-        for number, (first, last) in enumerate(itertools.pairwise(bounds), 1)
+        for number, ((first, last), ended) in enumerate(
+            zip(itertools.pairwise(bounds), after_end.tolist(), strict=True), 1
+        )
     ]
+
+
+def _after_end(timeline: Timeline, progress: BoolArray, firsts: IntArray) -> BoolArray:
+    """Per interruption (its first failure's index, ascending, shape (i,)): whether a clean
+    ``run_end`` came before it with no start and no progress between (``progress``, shape
+    (n,)): the run had ended, so the failure interrupted no training."""
+    run_ends = np.flatnonzero(timeline.kind == Kind.RUN_END)
+    prior = np.searchsorted(run_ends, firsts) - 1  # the latest run_end before each
+    ended = prior >= 0
+    if not ended.any():
+        return ended
+    since = run_ends[np.maximum(prior, 0)] + 1
+    resumed = progress | timeline.is_kind(*START_KINDS)
+    return ended & ~any_within(resumed, np.minimum(since, firsts), firsts)
 
 
 def placed_interruptions(

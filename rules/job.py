@@ -153,7 +153,7 @@ def estimate_job(
     n_moved, n_clamped = split.n_moved, split.n_clamped
     cost_s = None if cost is None else cost.cost_s
     recent = [i for i in interruptions if i.start_s >= since_s]
-    counted = [i for i in recent if not i.planned]
+    counted = [i for i in recent if not (i.planned or i.after_end)]
     classes = dict(Counter(i.failure_class for i in counted))
     # spans are measured between observations the host did not date: the runs stay as the
     # whole timeline splits them (a failure read live still ends its run)
@@ -161,7 +161,7 @@ def estimate_job(
     placed_all = placed_interruptions(
         timeline, interruptions, gap_s=policy.burst_gap_s, silent_gap_s=policy.silent_gap_s
     )
-    placed = [i for i in placed_all if i.start_s >= since_s and not i.planned]
+    placed = [i for i in placed_all if i.start_s >= since_s and not (i.planned or i.after_end)]
     stepped_s, n_stepped = stepped_exposure_s(timeline, run_id, since_s=since_s)
     exposure = exposure_s(measured, run_measured, since_s=since_s) + stepped_s
     # running time of files without stamps is steps x the printed step time at most, or not

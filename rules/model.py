@@ -95,6 +95,8 @@ class NoteCode(StrEnum):
     - ``no_failure``: ``exposure_s``, ``window_s``, ``mtbf_lower_s``.
     - ``few_failures``: ``n_failures``, ``window_s``.
     - ``planned_ends``: ``by_name``: the planned ends by class.
+    - ``after_run_end``: ``by_name``: by class, the interruptions whose first failure came
+      after their run ended cleanly (an abort at teardown): not counted in M.
     - ``preemptions``: ``n_preemptions``, ``mtbf_s``, ``interval_s`` (if they counted).
     - ``failures_redated``: ``n_failures``.
     - ``current_interval_unknown``: ``n_untimed_files``. ``step_time_unknown``: none.
@@ -137,6 +139,7 @@ class NoteCode(StrEnum):
     NO_FAILURE = "no_failure"
     FEW_FAILURES = "few_failures"
     PLANNED_ENDS = "planned_ends"
+    AFTER_RUN_END = "after_run_end"
     PREEMPTIONS = "preemptions"
     FAILURES_REDATED = "failures_redated"
     CURRENT_INTERVAL_UNKNOWN = "current_interval_unknown"

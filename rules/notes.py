@@ -25,7 +25,8 @@ def evidence_notes(
     n_untimed: int = 0,
 ) -> tuple[Note, ...]:
     """What C and M rest on: C unknown or a lower bound; M without failures (a lower bound) or
-    on too few; planned ends (not failures) and what preemptions would change if they counted.
+    on too few; planned ends and failures after a run's clean end (not failures of M) and what
+    preemptions would change if they counted.
 
     ``mtbf`` is the job's own estimate; ``recent`` the interruptions in the M window;
     ``n_untimed`` the log files that print no timestamps (the cause of an unknown C)."""
@@ -48,6 +49,9 @@ def evidence_notes(
     planned = Counter(i.failure_class for i in recent if i.planned)
     if planned:
         notes.append(Note(NoteCode.PLANNED_ENDS, by_name=dict(sorted(planned.items()))))
+    after_end = Counter(i.failure_class for i in recent if i.after_end and not i.planned)
+    if after_end:
+        notes.append(Note(NoteCode.AFTER_RUN_END, by_name=dict(sorted(after_end.items()))))
     preempted = sum(count for name, count in planned.items() if "preempt" in name)
     if preempted and cost is not None and mtbf.exposure_s > 0:
         combined_s = mtbf.exposure_s / (mtbf.n_failures + preempted)

@@ -153,7 +153,8 @@ def count_interruptions(events: Iterable[Event]) -> tuple[int, int]:
     own time, else the latest printed time before them, else the file's mtime — here its
     latest printed time (the last lines of a log are written last), or :data:`BACKFILL_BASE`;
     then the timeline gets its unseen interruptions and is clustered with the defaults, as
-    ``rules/job.py`` does.
+    ``rules/job.py`` does; a failure after its run's clean end interrupts nothing
+    (``Interruption.after_end``) and is not counted.
     """
     events = list(events)
     printed = [e.time for e in events if e.time is not None and not e.time_estimated]
@@ -175,7 +176,7 @@ def count_interruptions(events: Iterable[Event]) -> tuple[int, int]:
             )
         )
     timeline, _ = Timeline.of(observations).with_unseen_interruptions()
-    interruptions = cluster_interruptions(timeline)
+    interruptions = [i for i in cluster_interruptions(timeline) if not i.after_end]
     return len(interruptions), sum(i.planned for i in interruptions)
 
 

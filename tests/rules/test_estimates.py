@@ -17,7 +17,8 @@ from ckpt_advisor.rules.cost import (
     persist_latency_s,
 )
 from ckpt_advisor.rules.interruptions import cluster_interruptions
-from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.job import estimate_job
+from ckpt_advisor.rules.model import NoteCode, Observation
 from ckpt_advisor.rules.mtbf import (
     MtbfEstimate,
     estimate_mtbf,
@@ -240,6 +241,34 @@ def test_step_time_from_saves_needs_c() -> None:
     saves = save_index(timeline, run_id)
     assert step_time_s(timeline, run_id, saves, cost_s=40.0, since_s=-np.inf) == 2.0
     assert step_time_s(timeline, run_id, saves, cost_s=None, since_s=-np.inf) is None
+
+
+def test_a_failure_after_a_clean_run_end_interrupts_nothing() -> None:
+    """torchtitan's paste: the last-step save, 'Training completed', then SIGABRT at teardown
+    and the launcher's ChildFailedError: one interruption, after_end, so M counts none and a
+    note says why. A crash after a run_end that a new run (a start, then a step) follows is an
+    interruption as any."""
+    ended = [
+        obs("run_start", 0),
+        obs("step", 10, step=640),
+        obs("checkpoint_start", 17, step=644),
+        obs("checkpoint_end", 22, step=644, duration_s=5.53),
+        obs("run_end", 25),
+        obs("failure", 30, failure_class="abort"),
+        obs("failure", 37, failure_class="child_failed"),
+    ]
+    [crash] = cluster_interruptions(Timeline.of(ended))
+    assert crash.after_end and not crash.planned and crash.n_observations == 2
+    est = estimate_job("tt", ended, now_s=T0 + 40)
+    assert est.n_failures == 0
+    assert [n.code for n in est.notes if n.code is NoteCode.AFTER_RUN_END] == [
+        NoteCode.AFTER_RUN_END
+    ]
+    again = [*ended[:5], obs("run_start", 100), obs("step", 110, step=650)]
+    again.append(obs("failure", 120, failure_class="abort"))
+    [crash] = cluster_interruptions(Timeline.of(again))
+    assert not crash.after_end
+    assert estimate_job("tt", again, now_s=T0 + 130).n_failures == 1
 
 
 def test_restart_cost_runs_from_the_failure_to_progress_again() -> None:
