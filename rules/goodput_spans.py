@@ -87,7 +87,9 @@ def goodput_spans(
     began_s, restart_end_s, resumed = recovered.began_s, recovered.end_s, recovered.resumed
     np.minimum.at(run_first_s, run_id[saves], saves_at.start_s)  # a timed save's own start
     first_s = float(run_first_s.min())
-    kept_s = saves_at.kept_s(int_start, resumed)
+    first = recovered.progress  # the restart's first progress: the step it began from, at most
+    first_step = np.where(first >= 0, timeline.step[np.maximum(first, 0)], np.nan)
+    kept_s = saves_at.kept_s(int_start, resumed, first_step)
     # every edge, then the label of each elementary stretch by its midpoint
     edges = (
         run_first_s, run_last_s, began_s, saves_at.start_s, saves_at.block_end_s,
@@ -221,13 +223,21 @@ class _Saves:
             source=source,
         )
 
-    def kept_s(self, before_s: FloatArray, step: FloatArray) -> FloatArray:
+    def kept_s(
+        self, before_s: FloatArray, step: FloatArray, first_step: FloatArray | None = None
+    ) -> FloatArray:
         """Per interruption (its start ``before_s`` and its next run's ``resume`` step, NaN
         unknown), when the work it kept was saved: the latest save at that step completed
         before it, else the latest save completed before it, else -inf (nothing saved).
         "Latest" is the last in the saves' order; ``end_s <= before_s`` is "completed before".
+        Without a resume step, ``first_step`` (the step of the next run's first progress, NaN
+        unknown) bounds the one it began from: when the latest save is past it (the run began
+        again from scratch, or from an earlier save), the latest save at or below it is taken,
+        else -inf (the interrupted run lost all its work: an HF Trainer run restarted without
+        ``resume_from_checkpoint`` starts at step 1).
 
-        Sorted look-ups, not a scan of every save per interruption: O((s + i) log s)."""
+        Sorted look-ups, not a scan of every save per interruption: O((s + i) log s), and a
+        scan of the saves for each interruption whose restart began below its latest save."""
         out = np.full(before_s.size, -np.inf)
         asked = ~np.isnan(before_s)
         done = _last_done(self.end_s, before_s)  # the last save done by then, -1: none
@@ -250,6 +260,12 @@ class _Saves:
             exact = upto >= start  # some save at that step is done by then
             hit = np.flatnonzero(wanted)[exact]
             out[hit] = self.end_s[latest[upto[exact]]]
+        if first_step is not None and self.step.size:
+            chosen_step = np.where(found, self.step[np.maximum(done, 0)], np.nan)
+            behind = found & np.isnan(step) & (first_step < chosen_step)  # NaN compares False
+            for k in np.flatnonzero(behind).tolist():
+                done_by = np.flatnonzero((self.end_s <= before_s[k]) & (self.step <= first_step[k]))
+                out[k] = self.end_s[done_by[-1]] if done_by.size else -np.inf
         return out
 
 

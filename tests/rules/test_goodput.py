@@ -179,7 +179,31 @@ def test_the_estimate_carries_goodput_now_and_at_the_recommended_interval() -> N
     assert est.goodput_recommended - est.goodput_current > 0.01
 
 
-def _kept_by_scan(saves: _Saves, before_s: np.ndarray, step: np.ndarray) -> np.ndarray:
+def test_a_restart_from_scratch_loses_the_whole_run() -> None:
+    """Two HF-like runs, each saving at step 50 and crashing at 59; the second starts again at
+    step 1 with no resume line (restarted without resume_from_checkpoint): the first run's
+    work to its save was not kept, so its whole run is lost (0-118 s), not only 50-59. The
+    second run's crash keeps its save (nothing follows to say otherwise)."""
+
+    def run(at_s: float) -> list[Observation]:
+        return [
+            obs("run_start", at_s),
+            obs("step", at_s + 2, step=1, duration_s=2.0),
+            obs("checkpoint_start", at_s + 100, step=50),
+            obs("checkpoint_end", at_s + 101, step=50, duration_s=1.0),
+            obs("step", at_s + 117, step=58, duration_s=2.0),
+            obs("failure", at_s + 118, step=59, failure_class="python_exception"),
+        ]
+
+    g = _spans([*run(0.0), *run(200.0)]).breakdown()
+    low_s, high_s = g.range_s(Bucket.LOST)
+    assert high_s == pytest.approx(118.0 + 18.0)  # the second from its save's start: C ≥ 1 s
+    assert low_s >= 118.0  # before: 18 s + 18 s, the first run's save taken as kept
+
+
+def _kept_by_scan(
+    saves: _Saves, before_s: np.ndarray, step: np.ndarray, first_step: np.ndarray
+) -> np.ndarray:
     """The definition, one scan of every save per interruption (the reference)."""
     out = np.full(before_s.size, -np.inf)
     for i, (limit, wanted) in enumerate(zip(before_s.tolist(), step.tolist(), strict=True)):
@@ -188,14 +212,19 @@ def _kept_by_scan(saves: _Saves, before_s: np.ndarray, step: np.ndarray) -> np.n
         if exact.size:
             out[i] = saves.end_s[exact[-1]]
         elif done.any():
-            out[i] = saves.end_s[np.flatnonzero(done)[-1]]
+            latest = np.flatnonzero(done)[-1]
+            out[i] = saves.end_s[latest]
+            if np.isnan(wanted) and first_step[i] < saves.step[latest]:  # began below it
+                below = np.flatnonzero(done & (saves.step <= first_step[i]))
+                out[i] = saves.end_s[below[-1]] if below.size else -np.inf
     return out
 
 
 def test_kept_work_by_sorted_look_ups_is_the_scan_of_every_save() -> None:
     """When each interruption's kept work was saved (the latest save at its resume step done
-    before it, else the latest done, else -inf) is what scanning every save gives, with ties,
-    saves out of time order, unknown steps and times, and infinities."""
+    before it, else the latest done unless the restart began below its step, then the latest
+    at or below that, else -inf) is what scanning every save gives, with ties, saves out of
+    time order, unknown steps and times, and infinities."""
     rng = np.random.default_rng(3)
 
     def values(n: int) -> np.ndarray:
@@ -210,9 +239,9 @@ def test_kept_work_by_sorted_look_ups_is_the_scan_of_every_save() -> None:
         if rng.random() < 0.5:
             end_s = np.sort(end_s)
         saves = _Saves(end_s, end_s, end_s, step, end_s, None)
-        before_s, resumed = values(6), values(6)
-        kept = saves.kept_s(before_s, resumed)
-        np.testing.assert_array_equal(kept, _kept_by_scan(saves, before_s, resumed))
+        before_s, resumed, first = values(6), values(6), values(6)
+        kept = saves.kept_s(before_s, resumed, first)
+        np.testing.assert_array_equal(kept, _kept_by_scan(saves, before_s, resumed, first))
     ends = np.array([10.0, 20.0, 30.0])
     saves = _Saves(ends, ends, ends, np.array([1.0, 2.0, 1.0]), ends, None)
     kept = saves.kept_s(np.array([25.0, 35.0, 15.0, 5.0]), np.array([1.0, 2.0, 3.0, np.nan]))
