@@ -44,9 +44,12 @@ def parse_duration_s(text: str | float | int) -> float:
 
 
 def format_duration(seconds: float | None) -> str:
-    """Render seconds for people: ``45s``, ``12m 30s``, ``2h 05m``, ``3d 4h``; ``-`` for None."""
+    """Render seconds for people: ``45s``, ``12m 30s``, ``2h 05m``, ``3d 4h``; ``-`` for None;
+    a negative span with a minus sign (``-7h 00m``: a clock finding's offset)."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
+    if seconds < 0:
+        return f"-{format_duration(-seconds)}"
     s = round(seconds)
     if seconds < 60:
         return f"{seconds:.3g}s" if seconds < 10 else f"{s}s"

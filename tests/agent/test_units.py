@@ -42,8 +42,11 @@ def test_parse_duration_rejects_and_quotes(text: str) -> None:
         (750, "12m 30s"),
         (9000, "2h 30m"),
         (300000, "3d 11h"),
+        (-25200.0, "-7h 00m"),
+        (-0.5, "-0.5s"),
     ],
 )
 def test_format_duration(seconds: float | None, text: str) -> None:
-    """Seconds render in the largest sensible units."""
+    """Seconds render in the largest sensible units, a negative span with its sign (a zone
+    offset in ``parse``: it printed ``-2.52e+04s``)."""
     assert format_duration(seconds) == text
