@@ -127,6 +127,8 @@ def goodput(
         if low != high:
             shown = f"{format_duration(low)} – {format_duration(high)}"
         share = f"{seconds / g.wall_s:.1%}" if g.wall_s else "-"
+        if g.wall_s and low != high:  # a bound: its share is a range too, as its time
+            share = f"{low / g.wall_s:.1%} – {high / g.wall_s:.1%}"
         gpu_h = [f"{out['gpu_hours'][name]:,.1f}"] if gpus else []
         how = out["measured_by"][name]
         source = how["source"].replace("_", " ") + (

@@ -378,3 +378,25 @@ def test_the_goodput_bench_runs_and_reads_its_rows(tmp_path: Path) -> None:
     ]
     assert [met for *_, met in rows(results)] == [True] * 4, rows(results)
     assert abs(results[0].error("lost")) < 0.02
+
+
+def test_a_bucket_known_as_a_range_has_its_share_as_a_range(tmp_path: Path) -> None:
+    """The HF crash and resume captures (C from log lines, a lower bound): a bucket whose
+    time is a range shows its share as the same range, as the headline's goodput; a bucket
+    measured exactly (restart) shows one share."""
+    db = str(tmp_path / "s.db")
+    _run("ingest", str(REAL / "hf_trainer_crash.log"), str(REAL / "hf_trainer_resume.log"),
+         "--job", "hf", "--db", db)  # fmt: skip
+    out = json.loads(_run("goodput", "--job", "hf", "--db", db, "--json"))
+    text = _run("goodput", "--job", "hf", "--db", db)
+    rows = {
+        line.split()[0]: line
+        for line in text.splitlines()
+        if line.startswith("  ") and line.strip()
+    }
+    wall = out["wall_s"]
+    low, high = out["measured_by"]["productive"]["range_s"]
+    assert low < high and f"{low / wall:.1%} – {high / wall:.1%}" in rows["productive"]
+    assert f"{out['goodput_range'][0]:.1%} to {out['goodput']:.1%}" in text.splitlines()[0]
+    restart = out["restart_s"] / wall
+    assert f" {restart:.1%} " in rows["restart"] and "–" not in rows["restart"]
