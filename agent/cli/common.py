@@ -234,12 +234,13 @@ def table(
     misleads: a terminal too narrow wraps the lines instead). ``why`` and ``notes``: ``(row
     name, text)`` pairs printed under the table after a ``why:`` and a ``notes:`` heading, one
     per line, where free text folds to any width. Piped, no line is folded (the reader's tools
-    cut), unless ``COLUMNS`` is set."""
+    cut), unless ``COLUMNS`` is set: the title is printed as a line of its own, since rich folds
+    a table's title to the table's width whatever the console's."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    out = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    out = Table(header_style="bold", box=box.SIMPLE_HEAD)
     for i, col in enumerate(columns):
         out.add_column(col, no_wrap=True, min_width=max([len(col), *(len(r[i]) for r in rows)]))
     for row in rows:
@@ -247,6 +248,7 @@ def table(
     console = Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = 10_000
+    console.print(title, highlight=False, markup=False)
     console.print(out, crop=False)
     for heading, pairs in (("why", why), ("notes", notes)):
         if pairs:

@@ -383,7 +383,7 @@ def test_the_goodput_bench_runs_and_reads_its_rows(tmp_path: Path) -> None:
 def test_a_bucket_known_as_a_range_has_its_share_as_a_range(tmp_path: Path) -> None:
     """The HF crash and resume captures (C from log lines, a lower bound): a bucket whose
     time is a range shows its share as the same range, as the headline's goodput; a bucket
-    measured exactly (restart) shows one share."""
+    measured exactly (restart) shows one share. Piped, no line folds: the title neither."""
     db = str(tmp_path / "s.db")
     _run("ingest", str(REAL / "hf_trainer_crash.log"), str(REAL / "hf_trainer_resume.log"),
          "--job", "hf", "--db", db)  # fmt: skip
@@ -398,5 +398,7 @@ def test_a_bucket_known_as_a_range_has_its_share_as_a_range(tmp_path: Path) -> N
     low, high = out["measured_by"]["productive"]["range_s"]
     assert low < high and f"{low / wall:.1%} – {high / wall:.1%}" in rows["productive"]
     assert f"{out['goodput_range'][0]:.1%} to {out['goodput']:.1%}" in text.splitlines()[0]
+    # piped, the title is one line, though wider than the table (rich folded it to that width)
+    assert text.splitlines()[0].endswith("; 5 save(s), 1 interruption(s)")
     restart = out["restart_s"] / wall
     assert f" {restart:.1%} " in rows["restart"] and "–" not in rows["restart"]
