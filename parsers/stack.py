@@ -203,6 +203,8 @@ class Stack:
         self.keywords: tuple[str, ...] = tables.keywords
         self._pattern_table = tables.patterns
         self._headed_blank: Record | None = None
+        self._glued: tuple[str, Record] | None = None
+        """The text and record :meth:`header_time` read last (a record glued after a bar)."""
         self._last_time: tuple[tuple[Header, str], datetime | None] | None = None
         self._zone_offset_s = 0.0
         """Stamp minus printed Unix time, in whole zone offsets, last found (:meth:`epoch_time`)."""
@@ -342,10 +344,15 @@ class Stack:
         return bar.desc is None
 
     def header_time(self, text: str, lineno: int) -> datetime | None:
-        """Time of the record whose header starts ``text``, or ``None``."""
+        """Time of the record whose header starts ``text``, or ``None``. The record is
+        remembered: :meth:`feed` is given the same text next (the line's glued piece)."""
         for header in self.headers:  # a loop, not any() of a generator: once per bar line
             if header.keyword in text:
-                return self.time_of(self._record(text, lineno, continues=False))
+                record = self._headed(text, lineno)
+                if record is None:
+                    return None
+                self._glued = (text, record)
+                return self.time_of(record)
         return None  # no header (the metrics dict after most bar redraws): no record time
 
     def time_of(self, record: Record) -> datetime | None:
@@ -445,16 +452,25 @@ class Stack:
             self.context.report(record.line, f"bad timestamp: {exc}")
         return self.time_of(record)
 
-    def _record(self, text: str, lineno: int, *, continues: bool = True) -> Record:
+    def _record(self, text: str, lineno: int) -> Record:
+        glued = self._glued
+        if glued is not None and glued[1].line == lineno and glued[0] == text:
+            record: Record | None = glued[1]  # read by header_time: a header is read once
+        else:
+            record = self._headed(text, lineno)
+        if record is not None:
+            self._headed_blank = None if _has_text(record.msg) else record
+            return record
+        if self._headed_blank is not None:
+            headed, self._headed_blank = self._headed_blank, None
+            return Record(headed.line, text, headed.time_text, headed.header, continued=True)
+        return Record(lineno, text)
+
+    def _headed(self, text: str, lineno: int) -> Record | None:
+        """The record of ``text`` if one of :attr:`headers` is found in it, else None."""
         for header in self.headers:
             if header.keyword in text:
                 m = header.regex.search(text)
                 if m is not None:
-                    record = Record(lineno, m["msg"], m["time"], header)
-                    if continues:
-                        self._headed_blank = None if _has_text(m["msg"]) else record
-                    return record
-        if continues and self._headed_blank is not None:
-            headed, self._headed_blank = self._headed_blank, None
-            return Record(headed.line, text, headed.time_text, headed.header, continued=True)
-        return Record(lineno, text)
+                    return Record(lineno, m["msg"], m["time"], header)
+        return None
