@@ -79,21 +79,22 @@ def select_lines(
         if line_filter is not last_filter:
             keywords, last_filter = lines.held(line_filter.keywords), line_filter
         k = keywords.next(i)
-        markers = line_filter.progress
-        gap_end = lines.start(k) if k < count else end
-        progress = _sampled_progress_lines(markers, data, lines.start(i), gap_end)
-        if not first_wanted and len(progress) > 1:
-            del progress[0]
-        j = 0
-        while j < len(progress):
-            at = lines.index_of(progress[j])
-            first_wanted = on_line(progress[j], stops[at], at + 1, PROGRESS)
-            j += 1
-            if first_wanted:  # this redraw showed no step yet: the next one is wanted too
-                hi = progress[j] if j < len(progress) else gap_end
-                found = _nearest(markers, data, stops[at] + 1, hi, last=False)
-                if found >= 0:
-                    progress.insert(j, lines.start(lines.index_of(found)))
+        if k > i:  # progress lines may lie before the keyword line (a save's lines: none)
+            markers = line_filter.progress
+            gap_end = lines.start(k) if k < count else end
+            progress = _sampled_progress_lines(markers, data, lines.start(i), gap_end)
+            if not first_wanted and len(progress) > 1:
+                del progress[0]
+            j = 0
+            while j < len(progress):
+                at = lines.index_of(progress[j])
+                first_wanted = on_line(progress[j], stops[at], at + 1, PROGRESS)
+                j += 1
+                if first_wanted:  # this redraw showed no step yet: the next one is wanted too
+                    hi = progress[j] if j < len(progress) else gap_end
+                    found = _nearest(markers, data, stops[at] + 1, hi, last=False)
+                    if found >= 0:
+                        progress.insert(j, lines.start(lines.index_of(found)))
         if k < count:
             first_wanted = on_line(lines.start(k), stops[k], k + 1, _how(lines, line_filter, k))
             line_filter = parser.line_filter
