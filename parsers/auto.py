@@ -49,6 +49,11 @@ class AutoParser(StreamParser):
         return self._delegate.name if self._delegate is not None else AUTO
 
     @property
+    def target(self) -> StreamParser:
+        """The chosen parser's target once the first line has decided, else this parser."""
+        return self._delegate.target if self._delegate is not None else self
+
+    @property
     def line_filter(self) -> LineFilter | None:
         """The chosen parser's filter; ``None`` (every line) until the first line decides."""
         return self._delegate.line_filter if self._delegate is not None else None

@@ -124,6 +124,14 @@ class StreamParser(ABC):
         return self._diagnostics.unmatched
 
     @property
+    def target(self) -> StreamParser:
+        """The parser that reads this one's lines from here on: itself, or the one it hands
+        every line to unchanged (:class:`parsers.auto.AutoParser` once it has chosen).
+        Feeding the target gives the same events and state as feeding this parser, with
+        fewer calls a line; it may change as lines are fed (ask again for the next lines)."""
+        return self
+
+    @property
     def line_filter(self) -> LineFilter | None:
         """The lines this parser needs from here on (see :class:`LineFilter`), or ``None`` when
         it needs every line (the default; a log parser inside a traceback). It changes as lines

@@ -207,3 +207,22 @@ def test_the_bench_logs_give_the_events_of_every_line_fed(
         samples = len(data) / selection.STEP_SAMPLE_BYTES
         assert steps <= saves + 2 * others + 2 * samples + 2 * (len(cuts) + 1)
         assert steps < sum(e.kind is EventKind.STEP for e in reference) / 5
+
+
+def test_an_auto_parser_hands_its_lines_to_the_parser_it_chose() -> None:
+    """An auto parser is its own target until its first line decides, then the log parser
+    it chose is; feeding that target the rest of a real HF log gives the events (and the
+    misses) of feeding the auto parser itself."""
+    lines = (ROOT / "agent" / "fixtures" / "real" / "hf_trainer_crash.log").read_text().split("\n")
+    via_auto, via_target = make_parser("auto"), make_parser("auto")
+    assert via_target.target is via_target
+    first = via_auto.feed(lines[0], 1) + via_target.feed(lines[0], 1)
+    target = via_target.target
+    assert target is not via_target and type(target).__name__ == "LogParser"
+    assert target.target is target
+    events = [via_auto.feed(line, n) for n, line in enumerate(lines[1:], 2)]
+    assert [target.feed(line, n) for n, line in enumerate(lines[1:], 2)] == events
+    assert via_target.finish() == via_auto.finish()
+    assert sum(map(len, events)) > 10 and not first
+    assert via_target.misses == via_auto.misses
+    assert via_target.name == target.name == "hf_trainer"
