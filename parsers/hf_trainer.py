@@ -200,7 +200,7 @@ class HfTrainer(Stack):
         m = SAVED_IN.regex.search(msg)
         if m is None or not save.contains(m["path"]) or SAVE_START.keyword in msg:
             return False
-        end_time = self.time_of(Record(lineno, msg, head["time"], EXPLICIT_FORMAT))
+        end_time = self.stamp_time(EXPLICIT_FORMAT, head["time"], lineno)
         if end_time is not None:
             save.end = (lineno, end_time)
         return True

@@ -362,18 +362,25 @@ class Stack:
         bar's glued record, read twice) cost one parse and one report. Each stamp read is
         handed to ``context.clock`` (in line order: the order records are fed).
         """
-        if record.header is None or record.time_text is None:
+        return self.stamp_time(record.header, record.time_text, record.line)
+
+    def stamp_time(
+        self, header: Header | None, time_text: str | None, lineno: int
+    ) -> datetime | None:
+        """:meth:`time_of` the record of line ``lineno`` with ``header`` and its time text,
+        without building the :class:`Record` (a stack's shortcut, :meth:`took_record`)."""
+        if header is None or time_text is None:
             return None
-        key = (record.header, record.time_text)
+        key = (header, time_text)
         if self._last_time is not None and self._last_time[0] == key:
             return self._last_time[1]
         time: datetime | None = None
         try:
-            time = record.header.parse_time(record.time_text, self.context.tz)
+            time = header.parse_time(time_text, self.context.tz)
         except ValueError as exc:
-            self.context.report(record.line, f"bad timestamp: {exc}")
+            self.context.report(lineno, f"bad timestamp: {exc}")
         if time is not None and self.context.clock is not None:
-            self.context.clock.printed(time, record.line)
+            self.context.clock.printed(time, lineno)
         self._last_time = (key, time)
         return time
 
