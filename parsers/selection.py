@@ -134,6 +134,9 @@ class _Lines:
         self.stops: list[int] = self._newlines.tolist()
         """Offset of each line's ``\\n``."""
         self._holding: dict[tuple[bytes, ...], _Held] = {}
+        self._asked: tuple[tuple[bytes, ...], _Held] | None = None
+        """The set asked for last and its lines: the same tuple is answered again without
+        hashing its ~65 literals (asked for at every keyword line :func:`_how` reads)."""
 
     def start(self, i: int) -> int:
         """Offset of line ``i``'s first byte."""
@@ -145,6 +148,9 @@ class _Lines:
 
     def held(self, literals: tuple[bytes, ...]) -> _Held:
         """The lines holding one of ``literals``, searched once per buffer."""
+        asked = self._asked
+        if asked is not None and asked[0] is literals:
+            return asked[1]
         found = self._holding.get(literals)
         if found is None:
             data, start, end = self.data, self._start, self._end
@@ -159,6 +165,7 @@ class _Lines:
             np = self._np
             held = np.unique(np.searchsorted(self._newlines, np.asarray(starts, np.int64)))
             found = self._holding[literals] = _Held(held.tolist(), len(self.stops))
+        self._asked = (literals, found)
         return found
 
 
