@@ -60,7 +60,9 @@ printing into one file) would otherwise give an event per line."""
 
 _RESOLUTION = timedelta(seconds=1)
 # the constants above as timedeltas, made once: each timedelta() call parses its keywords
-# (~1,600 instructions), and printed() is called for every stamp read
+# (~1,600 instructions), and printed() is called for every stamp read; a bar's seconds are
+# made timedelta(0, s), the same value as timedelta(seconds=s) (days, then seconds, in the
+# same arithmetic) without the keywords
 _TOLERANCE, _RESTART, _AHEAD = (
     timedelta(seconds=s) for s in (STEP_TOLERANCE_S, RESTART_S, AHEAD_S)
 )
@@ -134,7 +136,7 @@ class FileClock:
                 self._step_back(time, here, lineno)
         here = time + self._shift
         if self._origin is not None and self._trusted and self._last is not None:
-            reading = self._origin + timedelta(seconds=self._last[1])
+            reading = self._origin + timedelta(0, self._last[1])
             if reading - here > _AHEAD:
                 self._ignore_bar(lineno, self._last[0], "runs ahead of the file's stamps")
         if self._newest is None or here > self._newest:
@@ -177,7 +179,7 @@ class FileClock:
             self._still_since = (step, elapsed_s)
         self._last = (step, elapsed_s)
         if glued is not None:
-            start = glued - timedelta(seconds=elapsed_s) - _RESOLUTION
+            start = glued - timedelta(0, elapsed_s) - _RESOLUTION
             self._origin = start if self._origin is None else max(self._origin, start)
 
     def inferred(self) -> datetime | None:
@@ -268,7 +270,7 @@ class FileClock:
     def _reading(self) -> datetime | None:
         if self._origin is None or self._last is None or not self._trusted or self._ignored:
             return None
-        return self._origin + timedelta(seconds=self._last[1])
+        return self._origin + timedelta(0, self._last[1])
 
     def _set_shift(self, lineno: int, shift: timedelta) -> None:
         self._shift = shift
