@@ -53,16 +53,13 @@ ROW_COLUMNS = EVENT_COLUMNS[4:]
 
 @functools.cache
 def insert_sql(n_rows: int) -> str:
-    """The INSERT of ``n_rows`` rows in sqlite3's numbered placeholders: ``?1`` to ``?4`` are
+    """The INSERT of ``n_rows`` rows in sqlite3's placeholders: ``?1`` to ``?4`` are
     :data:`FIXED_COLUMNS`, bound once for all the rows, then each row's :data:`ROW_COLUMNS`
-    one row after another (made once per size: sqlite3 finds its prepared statement by it)."""
-    fixed, per = len(FIXED_COLUMNS), len(ROW_COLUMNS)
-    shared = [f"?{i + 1}" for i in range(fixed)]
-    rows = (
-        ", ".join(shared + [f"?{fixed + r * per + i + 1}" for i in range(per)])
-        for r in range(n_rows)
-    )
-    return f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({'), ('.join(rows)})"
+    one row after another (a bare ``?`` is the number after the largest so far; made once per
+    size: sqlite3 finds its prepared statement by it)."""
+    shared = ", ".join(f"?{i + 1}" for i in range(len(FIXED_COLUMNS)))
+    one = f"({shared}, {', '.join('?' * len(ROW_COLUMNS))})"
+    return f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES {', '.join([one] * n_rows)}"
 
 
 COPY_SQL = f"COPY events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
