@@ -101,6 +101,8 @@ def bench_cli(args: argparse.Namespace, env: dict[str, str]) -> list[Row]:
         ("--help", ["--help"]),
         ("estimates", ["estimates", "--db", str(db), "--json"]),
         ("events", ["events", "--db", str(db), "--limit", "1000", "--json"]),
+        # every failure numbered by its interruption: the job's whole timeline is read
+        ("events --kind failure", ["events", "--db", str(db), "--kind", "failure", "--json"]),
         ("status", ["status", "--db", str(db), "--json"]),
     )
     for name, cmd in commands:
