@@ -50,8 +50,10 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
         run_id: shape (n,), from :func:`rules.runs.split_runs`.
 
     Returns:
-        Shape (b,) seconds, aligned with the log durations of
-        :func:`rules.cost.checkpoint_durations_s`; NaN where no bound is known.
+        Shape (b,) seconds, one per log end with a known duration
+        (:func:`rules.cost.log_save_durations_s`), in its order: what
+        :func:`rules.cost.checkpoint_durations_s` takes as ``upper_s``; NaN where no bound is
+        known.
     """
     ends, logged = log_save_durations_s(timeline, run_id)
     ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]

@@ -211,59 +211,46 @@ def _median_ci_s(sorted_s: FloatArray, confidence: float) -> tuple[float, float]
     return float(sorted_s[k - 1]), float(sorted_s[n - k])
 
 
-def checkpoint_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[FloatArray, FloatArray]:
-    """Blocking checkpoint durations, oldest first: (from timing files, from logs).
+def checkpoint_durations_s(
+    timeline: Timeline, run_id: IntArray, upper_s: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Blocking checkpoint durations, oldest first: (from timing files, from logs), and the
+    upper bound of each log one.
 
     A timing-file save (:class:`rules.saves.TimedSaves`: its records of one run, step and tier)
     gives its blocking span, first start to latest blocking end. A log ``checkpoint_end`` gives
     its ``duration_s`` when the parser set one, else the time since a log ``checkpoint_start``
     that directly precedes it among the log's saves in the same run, unless either was dated by
     the host (:attr:`Timeline.host_dated`: a file that printed no time). Log ends of one run at
-    one step are one save, costed by the sum of their durations (:func:`log_save_groups`:
-    NeMo 2 writes a top-k and a ``-last`` checkpoint at a step, one after the other, and
-    training waits for both).
+    one step are one save, costed by the sum of their durations (NeMo 2 writes a top-k and a
+    ``-last`` checkpoint at a step, one after the other, and training waits for both); its
+    upper bound is its first end's in ``upper_s``, which runs to the first step after the save
+    (so after all of its ends), NaN when that is below the sum.
 
     Args:
         timeline: the job's observations.
         run_id: shape (n,), from :func:`rules.runs.split_runs`.
+        upper_s: :func:`rules.bounds.checkpoint_upper_bounds_s` on the same timeline and runs
+            (one per log end with a known duration), or None: no bound.
 
     Returns:
-        Two arrays of seconds (possibly empty), in time order.
+        Three arrays of seconds (possibly empty), in time order: the timed saves, the log
+        saves and the log saves' upper bounds (NaN unknown; as long as the log saves).
     """
     timed = TimedSaves.of(timeline, run_id).blocking_s
     ends, logged = log_save_durations_s(timeline, run_id)
     known = np.isfinite(logged)
-    groups = log_save_groups(timeline, run_id, ends[known])
-    return timed, np.add.reduceat(logged[known], groups) if groups.size else logged[known]
-
-
-def log_save_groups(timeline: Timeline, run_id: IntArray, ends: IntArray) -> IntArray:
-    """Where each save begins among ``ends`` (log ``checkpoint_end`` indices, ascending, shape
-    (b,)): offsets for ``np.add.reduceat``, shape (s,), s <= b. Consecutive ends of one run at
-    one step are one save (an end without a step is a save of its own)."""
-    if not ends.size:
-        return np.zeros(0, np.intp)
+    ends, logged = ends[known], logged[known]
+    uppers = np.full(logged.size, np.nan) if upper_s is None else upper_s
+    if ends.size < 2:
+        return timed, logged, uppers
     steps, runs = timeline.step[ends], run_id[ends]
     same = (steps[1:] == steps[:-1]) & (runs[1:] == runs[:-1])  # NaN steps never equal
-    return np.flatnonzero(np.concatenate(([True], ~same)))
-
-
-def log_save_upper_bounds_s(
-    timeline: Timeline, run_id: IntArray, upper_s: FloatArray
-) -> FloatArray:
-    """Per save of :func:`checkpoint_durations_s`'s log durations, the upper bound of its
-    blocking time from ``upper_s`` (:func:`rules.bounds.checkpoint_upper_bounds_s`, one per
-    end with a known duration): a save of several ends takes its first end's, which runs to
-    the first step after the save (so after all of its ends), NaN when that is below the
-    save's summed duration."""
-    ends, logged = log_save_durations_s(timeline, run_id)
-    known = np.isfinite(logged)
-    groups = log_save_groups(timeline, run_id, ends[known])
-    if groups.size == upper_s.size:
-        return upper_s
-    summed_s = np.add.reduceat(logged[known], groups)
-    first_s = upper_s[groups]
-    return np.where(first_s >= summed_s, first_s, np.nan)
+    if not same.any():
+        return timed, logged, uppers
+    first = np.flatnonzero(np.concatenate(([True], ~same)))  # each save's first end
+    summed_s = np.add.reduceat(logged, first)
+    return timed, summed_s, np.where(uppers[first] >= summed_s, uppers[first], np.nan)
 
 
 def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray, FloatArray]:

@@ -126,14 +126,15 @@ def cluster_interruptions(
         return []
     # between consecutive failures, in timeline order (ties in time keep the lines' order)
     progress = timeline.is_kind(*PROGRESS_KINDS)
+    starts = np.flatnonzero(timeline.is_kind(*START_KINDS))  # few: about one per run
     progressed = any_between(progress, failures)
-    restarted, trained = _started_and_trained(timeline, progress, failures)
+    restarted, trained = _started_and_trained(len(timeline), starts, progress, failures)
     elapsed = np.diff(times)
     joins = ((elapsed <= gap) & ~trained) | (~progressed & (restarted | (elapsed <= silent_gap)))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
     rows = timeline.row[failures]
     host_dated = timeline.host_dated[failures]
-    after_end = _after_end(timeline, progress, failures[bounds[:-1]])
+    after_end = _after_end(timeline, starts, progress, failures[bounds[:-1]])
     return [
         replace(
             _interruption(
@@ -153,18 +154,21 @@ def cluster_interruptions(
     ]
 
 
-def _after_end(timeline: Timeline, progress: BoolArray, firsts: IntArray) -> BoolArray:
+def _after_end(
+    timeline: Timeline, starts: IntArray, progress: BoolArray, firsts: IntArray
+) -> BoolArray:
     """Per interruption (its first failure's index, ascending, shape (i,)): whether a clean
-    ``run_end`` came before it with no start and no progress between (``progress``, shape
-    (n,)): the run had ended, so the failure interrupted no training."""
+    ``run_end`` came before it with no start (``starts``: their indices, ascending) and no
+    progress (``progress``, shape (n,)) between: the run had ended, so the failure interrupted
+    no training."""
     run_ends = np.flatnonzero(timeline.kind == Kind.RUN_END)
     prior = np.searchsorted(run_ends, firsts) - 1  # the latest run_end before each
     ended = prior >= 0
     if not ended.any():
         return ended
-    since = run_ends[np.maximum(prior, 0)] + 1
-    resumed = progress | timeline.is_kind(*START_KINDS)
-    return ended & ~any_within(resumed, np.minimum(since, firsts), firsts)
+    since = np.minimum(run_ends[np.maximum(prior, 0)] + 1, firsts)
+    started = np.searchsorted(starts, since) < np.searchsorted(starts, firsts)
+    return ended & ~started & ~any_within(progress, since, firsts)
 
 
 def placed_interruptions(
@@ -195,19 +199,19 @@ def placed_interruptions(
 
 
 def _started_and_trained(
-    timeline: Timeline, progress: BoolArray, failures: IntArray
+    n: int, starts: IntArray, progress: BoolArray, failures: IntArray
 ) -> tuple[BoolArray, BoolArray]:
-    """Per pair of consecutive ``failures`` (indices into the timeline, ascending): whether a
-    start lies between them, and whether progress (``progress``, shape (n,)) follows the first
-    such start before the later failure (a run that started again and trained).
+    """Per pair of consecutive ``failures`` (indices into the timeline of ``n`` observations,
+    ascending): whether a start (``starts``: their indices, ascending) lies between them, and
+    whether progress (``progress``, shape (n,)) follows the first such start before the later
+    failure (a run that started again and trained).
 
     The first start after each earlier failure is searched among the starts (few: about one
     per run), then one ``reduceat`` asks each stretch from just after it to the later failure
     (:func:`rules.timeline.any_within`): no new array as long as the timeline. Linear."""
-    starts = np.flatnonzero(timeline.is_kind(*START_KINDS))
     earlier, later = failures[:-1], failures[1:]
     after = np.searchsorted(starts, earlier, "right")
-    first_start = np.append(starts, len(timeline))[after]  # the timeline's end: no start after
+    first_start = np.append(starts, n)[after]  # the timeline's end: no start after
     restarted = first_start < later
     trained = restarted & any_within(progress, np.minimum(first_start + 1, later), later)
     return restarted, trained

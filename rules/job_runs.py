@@ -15,7 +15,6 @@ from ckpt_advisor.rules.cost import (
     CheckpointCost,
     checkpoint_durations_s,
     estimate_checkpoint_cost,
-    log_save_upper_bounds_s,
 )
 from ckpt_advisor.rules.goodput_spans import save_upper_bounds_by_row
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
@@ -109,9 +108,11 @@ def job_runs(
     interruptions, run_id, saves = clustered_runs(timeline, policy)
     upper_s = checkpoint_upper_bounds_s(timeline, run_id)
     upper_by_row = save_upper_bounds_by_row(timeline, run_id, upper_s)  # for goodput_spans
+    timed_s, logged_s, logged_upper_s = checkpoint_durations_s(timeline, run_id, upper_s)
     cost = estimate_checkpoint_cost(
-        *checkpoint_durations_s(timeline, run_id),
-        logged_upper_s=log_save_upper_bounds_s(timeline, run_id, upper_s),
+        timed_s,
+        logged_s,
+        logged_upper_s=logged_upper_s,
         window=policy.cost_window_saves,
         stack=stack,
         confidence=policy.confidence,

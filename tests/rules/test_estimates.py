@@ -13,7 +13,6 @@ from ckpt_advisor.rules.cost import (
     checkpoint_durations_s,
     estimate_checkpoint_cost,
     log_save_durations_s,
-    log_save_upper_bounds_s,
     persist_latency_s,
 )
 from ckpt_advisor.rules.interruptions import cluster_interruptions
@@ -151,7 +150,7 @@ def test_log_durations_come_from_the_parser_or_from_start_end_pairs() -> None:
             obs("checkpoint_end", 200, step=30),  # no start before it: no duration
         ]
     )
-    timed, logged = checkpoint_durations_s(timeline, run_id)
+    timed, logged, _ = checkpoint_durations_s(timeline, run_id)
     assert timed.tolist() == [31.0]
     assert logged.tolist() == [40.0, 25.0]
 
@@ -173,10 +172,10 @@ def test_log_ends_of_one_run_at_one_step_are_one_save_costed_by_their_sum() -> N
             obs("checkpoint_end", 400, step=199, duration_s=1.5),
         ]
     )
-    _, logged = checkpoint_durations_s(timeline, run_id)
+    _, logged, _ = checkpoint_durations_s(timeline, run_id)
     assert logged.tolist() == pytest.approx([2.854, 2.8, 1.5])
     uppers = np.array([4.0, 1.2, 2.0, 1.0, 9.0])  # one per end: a save's first end bounds it
-    assert log_save_upper_bounds_s(timeline, run_id, uppers).tolist() == pytest.approx(
+    assert checkpoint_durations_s(timeline, run_id, uppers)[2].tolist() == pytest.approx(
         [4.0, math.nan, 9.0], nan_ok=True
     )
 
@@ -536,9 +535,8 @@ def test_a_bar_that_keeps_time_after_a_save_bounds_a_log_cost_from_above() -> No
     timeline, run_id = prepared(_saves_then_steps(126.0))
     uppers = checkpoint_upper_bounds_s(timeline, run_id)
     np.testing.assert_allclose(uppers, [121.0, 121.0, 121.0])
-    cost = estimate_checkpoint_cost(
-        *checkpoint_durations_s(timeline, run_id), logged_upper_s=uppers
-    )
+    timed, logged, logged_upper = checkpoint_durations_s(timeline, run_id, uppers)
+    cost = estimate_checkpoint_cost(timed, logged, logged_upper_s=logged_upper)
     assert cost is not None
     assert (cost.cost_s, cost.upper_s, cost.is_lower_bound) == (48.0, 121.0, True)
     assert cost.range_s == (48.0, 121.0)
@@ -550,9 +548,8 @@ def test_a_step_that_carries_the_saves_time_gives_no_upper_bound() -> None:
     timeline, run_id = prepared(_saves_then_steps(48.0))
     uppers = checkpoint_upper_bounds_s(timeline, run_id)
     assert np.isnan(uppers).all()
-    cost = estimate_checkpoint_cost(
-        *checkpoint_durations_s(timeline, run_id), logged_upper_s=uppers
-    )
+    timed, logged, logged_upper = checkpoint_durations_s(timeline, run_id, uppers)
+    cost = estimate_checkpoint_cost(timed, logged, logged_upper_s=logged_upper)
     assert cost is not None and cost.range_s == (48.0, None)
 
 
