@@ -116,9 +116,8 @@ def fleet_nodes(
 
 
 def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
-    """What the parsers found about the job's log files' clocks (``clock_step``,
-    ``bar_clock_ignored``, ``no_timestamps`` events: a few per file), for the estimate's
-    notes."""
+    """What the parsers found about the job's log files' clocks (the events of
+    :data:`rules.sources.FINDING_KINDS`: a few per file), for the estimate's notes."""
     return [
         ClockFinding(str(e.event.kind), e.source, e.event.line, e.event.duration_s)
         for e in store.events(job=job, kinds=FINDING_KINDS)

@@ -118,9 +118,15 @@ def _setting(e: JobEstimate, steps: str) -> str | None:
     return one_line(e.recommended_setting).replace(str(e.recommended_interval_steps), steps, 1)
 
 
+def _bounded(e: JobEstimate) -> bool:
+    """Whether the recommended interval is a range or a lower bound: C or M is a lower bound
+    (Daly's interval grows with both)."""
+    return e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound
+
+
 def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
     """``(what to set, code?)``: the setting (code: shown as code in Slack) or the interval."""
-    bounded = e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound
+    bounded = _bounded(e)
     steps_range = e.recommended_interval_steps_range if bounded else None
     open_above = bounded and (
         e.recommended_interval_range_s is None or e.recommended_interval_range_s[1] is None
@@ -144,7 +150,7 @@ def _best_time(e: JobEstimate) -> str | None:
     if e.recommended_interval_s is None:
         return None
     bounds = e.recommended_interval_range_s
-    if (e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound) and bounds is not None:
+    if _bounded(e) and bounds is not None:
         low_s, high_s = bounds  # open above: at least Daly's interval at the bound of C
         return (
             f"≥ {_seconds(e.recommended_interval_s)}"
