@@ -150,6 +150,11 @@ class Health:
             self.systemd.status(status)
         self.systemd.watchdog()
 
+    def write_stopped(self) -> None:
+        """The clean stop's heartbeat: the files followed until then, with their last lags
+        (``ckpt-advisor status`` names them as what the daemon followed)."""
+        self.write_heartbeat(None, self._lags or [], stopped=True)
+
     def write_heartbeat(
         self, problem: str | None, files: list[FileLag], *, stopped: bool = False
     ) -> None:

@@ -310,7 +310,7 @@ class Daemon:
                 self._http.server_close()
             self.watcher.stop()
             self.scheduler.shutdown(wait=code == 0)
-            self.health.write_heartbeat(None, [], stopped=True)
+            self.health.write_stopped()
             self.tailer.drain()  # renamed or deleted files: to their end, nothing reads them later
             self.tailer.close()
             self.voice.stop()

@@ -107,7 +107,7 @@ def test_ready_after_first_scan_watchdog_pings_and_stopping_on_sigterm(
 ) -> None:
     """READY=1 comes only once the logs already on disk are stored, WATCHDOG=1 pings follow,
     `status` is healthy while it runs; SIGTERM sends STOPPING=1, exits 0 within the unit's
-    TimeoutStopSec, and `status` then exits 1."""
+    TimeoutStopSec, and `status` then exits 1, naming the file it followed."""
     runs = tmp_path / "runs"
     runs.mkdir()
     shutil.copy(FIXTURES / "hf_trainer_crash.log", runs / "train.log")
@@ -139,6 +139,9 @@ def test_ready_after_first_scan_watchdog_pings_and_stopping_on_sigterm(
     stopped = _cli("status", "--db", str(db))
     assert stopped.returncode == 1
     assert "daemon stopped" in stopped.stdout
+    assert "1 file(s) followed then" in stopped.stdout  # what it followed until it stopped
+    files = json.loads(_cli("status", "--db", str(db), "--json").stdout)["daemon"]["files"]
+    assert [(f["path"], f["lag_bytes"]) for f in files] == [(str(runs / "train.log"), 0)]
 
 
 def test_sighup_rejects_a_bad_config_then_picks_up_a_new_job(
