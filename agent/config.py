@@ -67,6 +67,23 @@ class StoreConfig(Section):
     retention_days: float = Field(default=365.0, gt=0, le=36500)
     """Events older than this many days are pruned daily."""
 
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path_text(cls, value: object) -> object:
+        if not isinstance(value, str | os.PathLike) or not str(value).strip():
+            raise ValueError(f"must name the SQLite file (a non-empty string), got {value!r}")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _not_a_directory(cls, value: Path) -> Path:
+        if value.is_dir():
+            raise ValueError(
+                f"{value} is a directory; name the store's file in it, e.g. "
+                f"{value / 'ckpt-advisor.db'}"
+            )
+        return value
+
     @field_validator("url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:

@@ -52,6 +52,15 @@ def test_empty_config_has_every_default() -> None:
     ("toml", "expected"),
     [
         ("[store]\npth = 1\n", "store.pth: unknown key"),
+        (
+            "[store]\npath = 5\n",
+            "store.path: must name the SQLite file (a non-empty string), got 5",
+        ),
+        ('[store]\npath = ""\n', "store.path: must name the SQLite file (a non-empty string)"),
+        (
+            '[store]\npath = "/"\n',
+            "store.path: / is a directory; name the store's file in it, e.g.",
+        ),
         ('[schedule]\nestimate_every = "soon"\n', "schedule.estimate_every: not a duration"),
         ('[[jobs]]\nname = "a"\nlogs = ["rel/*.log"]\n', "jobs[0].logs: glob 'rel/*.log' must be"),
         ('[[jobs]]\nname = "a"\n[[jobs]]\nname = "a"\n', "jobs: job name 'a' appears twice"),
