@@ -58,9 +58,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     """
     from ckpt_advisor import parsers
     from ckpt_advisor.agent.contracts import event_json
-    from ckpt_advisor.agent.tail.inputs import MAX_LINE_BYTES, bounded_lines
-
-    limit = f"longer than {MAX_LINE_BYTES >> 20} MiB: the limit everywhere logs are read"
+    from ckpt_advisor.agent.tail.inputs import bounded_lines, skipped_line
 
     rows: list[dict[str, Any]] = []
     skipped = 0
@@ -76,7 +74,7 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
             with fh:
                 for lineno, data, length in bounded_lines(fh):
                     if data is None:
-                        warn(f"{path}:{lineno}: line of {length:,} bytes skipped ({limit})")
+                        warn(skipped_line(path, lineno, length))
                         continue
                     text = data.decode("utf-8", "replace")
                     rows.extend(event_json(e, path) for e in parser.feed(text, lineno))
@@ -243,8 +241,9 @@ def ingest(
         store.save_estimate(job, now_s, str(est.status), estimate_json(est))
     except StoreError as exc:  # e.g. a store file this user may read but not write
         fail(str(exc))
+    too_long = f" ({stats.skipped_lines} too long, skipped)" if stats.skipped_lines else ""
     click.echo(
-        f"{job}: {stats.lines} line(s) read, {stats.events} event(s) stored from "
+        f"{job}: {stats.lines} line(s) read{too_long}, {stats.events} event(s) stored from "
         f"{len(readable)} file(s); {est.n_checkpoints} checkpoint(s), {est.n_failures} "
         f"failure(s), status {est.status}"
     )

@@ -25,6 +25,14 @@ from typing import BinaryIO, NamedTuple
 MAX_LINE_BYTES = 1 << 20
 """Longer lines (without their newline) are skipped and counted, everywhere a log is read."""
 
+
+def skipped_line(path: str, lineno: int, length: int) -> str:
+    """The warning for line ``lineno`` of ``path``, ``length`` bytes long, skipped as longer than
+    :data:`MAX_LINE_BYTES` (the daemon's log, ``ingest`` and ``parse`` say it alike)."""
+    limit = f"longer than {MAX_LINE_BYTES >> 20} MiB: the limit everywhere logs are read"
+    return f"{path}:{lineno}: line of {length:,} bytes skipped ({limit})"
+
+
 SKIP_CHUNK_BYTES = 1 << 20
 """An overlong line is read past in pieces of this size."""
 

@@ -46,6 +46,7 @@ from ckpt_advisor.agent.tail.inputs import (
     MAX_LINE_BYTES,
     binary_reason,
     open_regular,
+    skipped_line,
 )
 from ckpt_advisor.parsers.buffers import parse_buffer
 from ckpt_advisor.parsers.events import CLOCK_KINDS, Event, EventKind
@@ -350,7 +351,7 @@ class Reader:
             if not replaying:
                 stats.skipped_lines += 1
                 length = base + stop - line_start
-                log.warning("%s:%d: line of %d bytes skipped", f.path, lineno, length)
+                log.warning("%s", skipped_line(f.path, lineno, length))
 
         start, lines = 0, 0
         if f.skip_pos is not None:  # the end of an overlong line begun in an earlier read

@@ -96,10 +96,13 @@ def test_check_config_lists_each_globs_matches_by_type(tmp_path: Path) -> None:
     assert f"{logs / 'model.log'}: looks binary (NUL bytes" in result.stderr
 
 
-def test_parse_skips_an_overlong_line_naming_it_with_bounded_memory(tmp_path: Path) -> None:
-    """A 64 MiB line is skipped by `parse` as by the daemon (the same 1 MiB limit), with a
-    warning naming file and line; the save after it is read; parse's Python memory stays a
-    few MiB (it read the line whole: 2 GB for a 200 MB line)."""
+def test_parse_skips_an_overlong_line_naming_it_with_bounded_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 64 MiB line is skipped by `parse` as by the daemon and `ingest` (the same 1 MiB limit,
+    the same warning naming file and line; `ingest` counts it apart); the save after it is
+    read; parse's Python memory stays a few MiB (it read the line whole: 2 GB for a 200 MB
+    line)."""
     log = tmp_path / "big.log"
     real = (FIXTURES / "hf_trainer_crash.log").read_bytes().split(b"\n")[27]  # a save's start
     save = real[real.index(b"[INFO|") :].decode()
@@ -116,6 +119,11 @@ def test_parse_skips_an_overlong_line_naming_it_with_bounded_memory(tmp_path: Pa
     [row] = [json.loads(line) for line in result.stdout.splitlines()]
     assert (row["kind"], row["line"], row["step"]) == ("checkpoint_start", 2, 25)
     assert peak < 16 << 20
+    db = str(tmp_path / "ckpt.db")
+    ingested = CliRunner().invoke(main, ["ingest", str(log), "--job", "j", "--db", db])
+    assert ingested.exit_code == 0, ingested.output
+    assert result.stderr.removeprefix("ckpt-advisor: ").strip() in caplog.text  # the same words
+    assert "j: 2 line(s) read (1 too long, skipped), 1 event(s) stored" in ingested.stdout
 
 
 def test_a_binary_file_is_named_as_such(tmp_path: Path) -> None:

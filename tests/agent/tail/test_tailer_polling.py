@@ -140,7 +140,10 @@ def test_growing_overlong_line_is_read_once(
         fh.write("\n" + record(2))
     with caplog.at_level(logging.WARNING, logger="ckpt_advisor.agent.tail.reader"):
         assert tailer.scan().skipped_lines == 1
-    assert f"line of {MAX_LINE_BYTES + 1 + 10 * piece} bytes skipped" in caplog.text
+    assert (
+        f"line of {MAX_LINE_BYTES + 1 + 10 * piece:,} bytes skipped (longer than 1 MiB"
+        in caplog.text
+    )
     assert _steps(store) == [1, 2]
 
 
