@@ -164,8 +164,8 @@ def goodput_json(
     was measured (``measured_by``: :func:`agent.goodput.measured_by`), the counts, GPU-hours per
     bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
     recommended interval (as in ``estimates``), the files with no timestamps (``untimed_files``:
-    :func:`untimed_files`), the estimate's notes that make the split itself wrong (``notes``
-    and ``note_data``, as in ``estimates``, of :func:`split_notes`) and the same split per UTC
+    :func:`untimed_files`), the estimate's notes about the split's clock (``notes`` and
+    ``note_data``, as in ``estimates``, of :func:`split_notes`) and the same split per UTC
     day (``by_day``)."""
     from ckpt_advisor.agent.goodput import measured_by
     from ckpt_advisor.rules.goodput import BUCKETS
@@ -216,9 +216,9 @@ def untimed_files(est: JobEstimate) -> dict[str, int]:
 
 
 def split_notes(est: JobEstimate) -> tuple[Note, ...]:
-    """The estimate's notes that say the goodput split is wrong, not only bounded: a log read in
-    the wrong time zone beside its timing file (``zone_offset``: every span between the two
-    sources is off by the offset, :func:`rules.sources.zone_offset_notes`)."""
+    """The estimate's notes about the goodput split's clock: a log read in the wrong time zone
+    beside its timing file (``zone_offset``: its times were moved onto the timing file's clock
+    for the split, :func:`rules.sources.log_zone_offset`)."""
     return tuple(n for n in est.notes if n.code is NoteCode.ZONE_OFFSET)
 
 

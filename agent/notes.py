@@ -243,7 +243,9 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
             f"the log's saves are stamped {d(abs(v['offset_s']))} "
             f"{'after' if v['offset_s'] > 0 else 'before'} the timing file's at the same steps "
             f"({_count(v['n_saves'])} saves): the log's times, printed without a zone, were read "
-            "in the wrong one, and what is measured between the two is off by that; set --tz "
+            "in the wrong one (or the timing file's, written without one, were local times); "
+            "the log's were moved by that onto the timing file's clock, so what is measured "
+            "between the two holds, but the log's times as stored and shown are off: set --tz "
             "(ingest) or [parse] timezone (the daemon) to the nodes' zone"
         )
     ),

@@ -49,7 +49,6 @@ from ckpt_advisor.rules.sources import (
     clock_notes,
     host_dated_notes,
     untimed_sources,
-    zone_offset_notes,
 )
 from ckpt_advisor.rules.tier_estimate import estimate_tiers, judged_by_pair
 from ckpt_advisor.rules.timeline import Timeline
@@ -325,7 +324,7 @@ def estimate_job(
                 too_close,
             )
             + clock_notes(clock_findings)
-            + zone_offset_notes(timeline, run_id)
+            + (() if split.zone_offset is None else (split.zone_offset.note(),))
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(n_host_dated, stepped_s, n_stepped, clock_findings)
             + model_notes(

@@ -22,6 +22,7 @@ from ckpt_advisor.rules.model import Observation
 from ckpt_advisor.rules.policy import EstimationPolicy
 from ckpt_advisor.rules.progress import redated_failures, save_index, step_time_s
 from ckpt_advisor.rules.runs import split_runs
+from ckpt_advisor.rules.sources import ZoneOffset, log_zone_offset
 from ckpt_advisor.rules.tier_estimate import fast_save_rows
 from ckpt_advisor.rules.tiers import Tier
 from ckpt_advisor.rules.timeline import FloatArray, IntArray, Timeline
@@ -35,7 +36,9 @@ class JobRuns:
     """A job's timeline split into runs at its interruptions, and what that split rests on.
 
     Attributes:
-        full: the timeline as given.
+        full: the timeline as given, its log times moved by ``-zone_offset.offset_s`` when
+            the log lies a whole time-zone offset from the timing file.
+        zone_offset: that offset (:func:`rules.sources.log_zone_offset`), or None.
         fast_tier: the fast tier of a job that saves to two (its saves then count as the
             persistent tier's only, in ``timeline``), else None.
         timeline: ``full`` with inferred interruptions (``n_unseen`` of them) and the failures
@@ -54,6 +57,7 @@ class JobRuns:
     """
 
     full: Timeline
+    zone_offset: ZoneOffset | None
     fast_tier: Tier | None
     timeline: Timeline
     n_unseen: int
@@ -93,11 +97,18 @@ def job_runs(
     ``policy.cost_window_saves`` saves (``stack``: the framework that wrote the logs), the step
     time within ``policy.mtbf_window_s`` before the newest observation not dated by the host,
     and the failures re-dated by it (:func:`rules.progress.redated_failures`), then split again.
+    A log that lies a whole time-zone offset from its timing file at the same saves
+    (:func:`rules.sources.log_zone_offset`) has its printed times moved onto the timing file's
+    clock first: every span between the two sources (running time, restarts, save spacing,
+    goodput) is then measured on one clock.
 
     Raises:
         ValueError: an observation time is not finite.
     """
     full = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    zone_offset = log_zone_offset(full)
+    if zone_offset is not None:
+        full = full.with_log_times_moved(-zone_offset.offset_s)
     fast_tier, fast_rows = fast_save_rows(full)
     base = full if fast_tier is None else full.as_fast_saves(fast_rows)  # saves: persistent
     timeline, n_unseen = base.with_unseen_interruptions()
@@ -129,6 +140,7 @@ def job_runs(
             interruptions, run_id, saves = clustered_runs(timeline, policy)
     return JobRuns(
         full=full,
+        zone_offset=zone_offset,
         fast_tier=fast_tier,
         timeline=timeline,
         n_unseen=n_unseen,

@@ -113,7 +113,9 @@ class NoteCode(StrEnum):
       not trusted to keep time.
     - ``no_timestamps``: ``by_name``: each file without stamps and its first event's line.
     - ``zone_offset``: ``offset_s`` (the log's save stamps minus the timing file's at the same
-      steps, a whole time-zone offset), ``n_saves`` (the steps paired).
+      steps, a whole time-zone offset), ``n_saves`` (the steps paired). The estimate moved the
+      log's printed times by ``-offset_s`` onto the timing file's clock
+      (:func:`rules.sources.log_zone_offset`).
     - ``stamp_zone_offset``: ``offset_s`` (a file's stamps minus the Unix times it prints on
       the same lines, a whole time-zone offset); ``by_name``: the file and the first such line.
       Its Unix times were moved onto its stamps' clock, so the file agrees with itself, but

@@ -11,12 +11,13 @@ nothing, a clock that stepped back was corrected by a guess of the time between 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode
 from ckpt_advisor.rules.saves import TimedSaves
-from ckpt_advisor.rules.timeline import IntArray, Kind, Timeline
+from ckpt_advisor.rules.timeline import Kind, Timeline
 
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
@@ -43,36 +44,56 @@ ZONE_SLACK_S = 120.0
 record's start is taken when the callback is called, the line when the framework logs it."""
 
 
-def zone_offset_notes(timeline: Timeline, run_id: IntArray) -> tuple[Note, ...]:
-    """A note when the log's saves are stamped a whole time-zone offset away from the timing
-    file's saves at the same steps: the log's stamps, printed without an offset (Python
-    logging's ``asctime`` is the node's local time), were read in the wrong zone (``--tz``,
-    ``[parse] timezone``), and every span between the two sources is off by it.
+@dataclass(frozen=True, slots=True)
+class ZoneOffset:
+    """How far a job's log lies from its timing file (:func:`log_zone_offset`).
+
+    Attributes:
+        offset_s: the log's save stamps minus the timing file's at the same steps, seconds: a
+            non-zero multiple of :data:`ZONE_STEP_S`.
+        n_saves: the steps paired.
+    """
+
+    offset_s: float
+    n_saves: int
+
+    def note(self) -> Note:
+        """The ``zone_offset`` note (:class:`rules.model.NoteCode`): the log's times were moved
+        by :attr:`offset_s` onto the timing file's clock for the estimate."""
+        return Note(NoteCode.ZONE_OFFSET, {"offset_s": self.offset_s, "n_saves": self.n_saves})
+
+
+def log_zone_offset(timeline: Timeline) -> ZoneOffset | None:
+    """The whole time-zone offset between the log's saves and the timing file's saves at the
+    same steps, or None: the log's stamps, printed without an offset (Python logging's
+    ``asctime`` is the node's local time), were read in the wrong zone (``--tz``, ``[parse]
+    timezone``), or the timing file's naive times (read as UTC) were written in local time;
+    either way every span between the two sources is off by it.
 
     The first save start of each step in the log (``checkpoint_start``) is paired with the
-    first timing-file save's start of that step (:class:`rules.saves.TimedSaves`; ``run_id``
-    from :func:`rules.runs.split_runs`). A note
-    (:class:`rules.model.NoteCode` ``zone_offset``: ``offset_s``, log minus timing file, a
-    multiple of :data:`ZONE_STEP_S`; ``n_saves``) is given when at least two steps pair, all
-    their differences lie within :data:`ZONE_SLACK_S` of one multiple of 15 minutes, and it is
-    not zero. Host-dated observations (no printed time) are left out.
+    first timing-file save's start of that step (:class:`rules.saves.TimedSaves`, every record
+    taken as one run: records of one step in two runs lie a restart apart, more than
+    :data:`rules.saves.SAVE_JOIN_GAP_S`, so they are two saves either way). An offset is
+    found when at least two steps pair, all their differences lie within
+    :data:`ZONE_SLACK_S` of one multiple of 15 minutes, and it is not zero. Host-dated
+    observations (no printed time) are left out.
     """
     placed = np.isfinite(timeline.step) & ~timeline.host_dated
     logged = placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
     if not logged.any() or not timeline.from_timing_file.any():
-        return ()
-    saves = TimedSaves.of(timeline, run_id)
+        return None
+    saves = TimedSaves.of(timeline, np.zeros(len(timeline), np.intp))
     kept = placed[saves.index]
     log_steps, log_s = _first_per_step(timeline.step[logged], timeline.time_s[logged])
     rec_steps, rec_s = _first_per_step(timeline.step[saves.index][kept], saves.start_s[kept])
     _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
     if in_log.size < 2:
-        return ()
+        return None
     differences_s = log_s[in_log] - rec_s[in_rec]
     offset_s = ZONE_STEP_S * round(float(np.median(differences_s)) / ZONE_STEP_S)
     if offset_s == 0.0 or np.abs(differences_s - offset_s).max() > ZONE_SLACK_S:
-        return ()
-    return (Note(NoteCode.ZONE_OFFSET, {"offset_s": offset_s, "n_saves": int(in_log.size)}),)
+        return None
+    return ZoneOffset(offset_s, int(in_log.size))
 
 
 def _first_per_step(steps: np.ndarray, times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -241,11 +241,25 @@ class Timeline:
         ``failure_index``), re-sorted by time."""
         time_s = self.time_s.copy()
         time_s[self.failure_index] = failure_time_s
+        return self._retimed(time_s)
+
+    def with_log_times_moved(self, by_s: float) -> Timeline:
+        """A copy with every printed log time moved by ``by_s`` seconds (the observations not
+        read from a timing file and not :attr:`host_dated`: a host's date is on the host's
+        clock already), re-sorted by time: a log read in the wrong time zone put onto its
+        timing file's clock (:func:`rules.sources.log_zone_offset`)."""
+        moved = ~self.from_timing_file & ~self.host_dated
+        return self._retimed(np.where(moved, self.time_s + by_s, self.time_s))
+
+    def _retimed(self, time_s: FloatArray) -> Timeline:
+        """A copy with ``time_s`` (shape (n,), aligned with the observations), re-sorted by
+        time (stable: ties keep their order)."""
         if (time_s[1:] >= time_s[:-1]).all():  # still in order (the usual case): no re-sort
             return replace(self, time_s=time_s)
         order = np.argsort(time_s, kind="stable")
         kind = self.kind[order]
-        failure_order = np.argsort(failure_time_s, kind="stable")
+        ordinal = np.cumsum(self.kind == Kind.FAILURE) - 1  # each failure's place among them
+        failure_order = ordinal[order][kind == Kind.FAILURE]
         return Timeline(
             time_s=time_s[order],
             kind=kind,
@@ -255,7 +269,7 @@ class Timeline:
             from_timing_file=self.from_timing_file[order],
             new_source=self.new_source[order],
             failure_index=np.flatnonzero(kind == Kind.FAILURE),
-            failure_class=tuple(self.failure_class[i] for i in failure_order),
+            failure_class=tuple(self.failure_class[i] for i in failure_order.tolist()),
             failure_planned=self.failure_planned[failure_order],
             row=self.row[order],
             tier=self.tier[order],

@@ -143,8 +143,8 @@ def goodput(
         rows,
     )
     # the sentences below the table: a terminal narrower than them folds them, not the table
-    for sentence in out["notes"]:  # first: they say the numbers above are off
-        click.echo(f"Caution, the split is off: {sentence}")
+    for sentence in out["notes"]:  # first: they say what clock the numbers above are on
+        click.echo(f"Note on the split's clock: {sentence}")
     click.echo("How each was measured:")
     for name in BUCKETS:
         click.echo(f"  {name}: {out['measured_by'][name]['how']}")

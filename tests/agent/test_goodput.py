@@ -340,9 +340,10 @@ def test_logs_without_timestamps_are_named_not_split(tmp_path: Path) -> None:
     assert timed["untimed_files"] == {}
 
 
-def test_a_log_read_in_the_wrong_zone_is_named_beside_its_split(tmp_path: Path) -> None:
+def test_a_log_read_in_the_wrong_zone_is_split_on_its_timing_files_clock(tmp_path: Path) -> None:
     """The HF capture and its timing file (both written in UTC), the log read as New York
-    time: goodput's split is off by the 5 h between the two sources, and it says so as
+    time: the log's times are moved the 5 h between the two sources onto the timing file's
+    clock, so the split is the one read in UTC to the millisecond, and it says so as
     estimates does (the zone_offset note, in the text and in --json notes and note_data); read
     in UTC, no such note."""
     hf = Path(__file__).parents[1] / "parsers" / "fixtures" / "hf_trainer"
@@ -354,9 +355,13 @@ def test_a_log_read_in_the_wrong_zone_is_named_beside_its_split(tmp_path: Path) 
     assert out["note_data"] == [{"code": "zone_offset", "offset_s": 18000.0, "n_saves": 4}]
     [sentence] = out["notes"]
     assert sentence.startswith("the log's saves are stamped 5h 00m after the timing file's")
-    assert f"Caution, the split is off: {sentence}\n" in _run(*wrong)
+    assert "the log's were moved by that onto the timing file's clock" in sentence
+    assert f"Note on the split's clock: {sentence}\n" in _run(*wrong)
     right = json.loads(_run("goodput", "--job", "j", "--db", str(tmp_path / "UTC.db"), "--json"))
     assert (right["notes"], right["note_data"]) == ([], [])
+    keys = ("wall_s", *(f"{b}_s" for b in BUCKETS), "n_saves", "n_interruptions")
+    assert [out[k] for k in keys] == pytest.approx([right[k] for k in keys], abs=1e-3)
+    assert (out["window_start"], out["window_end"]) == (right["window_start"], right["window_end"])
 
 
 def _hf_only(tmp: Path) -> str:

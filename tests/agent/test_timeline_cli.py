@@ -129,17 +129,30 @@ def test_parse_shows_each_failure_line_s_interruption(tmp_path: Path) -> None:
     assert table.count("#1 +1") == 2
 
 
-def test_a_log_read_in_the_wrong_zone_beside_its_timing_file_is_named(tmp_path: Path) -> None:
+def test_a_log_read_in_the_wrong_zone_beside_its_timing_file_is_moved_onto_it(
+    tmp_path: Path,
+) -> None:
     """The HF capture and its timing file (both written in UTC), the log read as New York
     time: its saves are stamped 5h later than the timing records of the same steps (10, 20,
-    30, 40), and a note says so with the fix; read in UTC, no such note."""
+    30, 40); the log's times are moved onto the timing file's clock, so every figure is the
+    one read in UTC, and a note says what was done with the fix; read in UTC, no such note."""
     log, timings = HF / "hf_trainer_446.log", HF / "ckpt_timings.jsonl"
-    wrong = _estimate(tmp_path, log, timings, tz="America/New_York")["notes"]
+    wrong = _estimate(tmp_path, log, timings, tz="America/New_York")
     assert (
         "the log's saves are stamped 5h 00m after the timing file's at the same steps (4 saves): "
-        "the log's times, printed without a zone, were read in the wrong one, and what is "
-        "measured between the two is off by that; set --tz (ingest) or [parse] timezone (the "
-        "daemon) to the nodes' zone"
-    ) in wrong
-    right = _estimate(tmp_path / "utc", log, timings)["notes"]
-    assert not any("timing file's at the same steps" in note for note in right)
+        "the log's times, printed without a zone, were read in the wrong one (or the timing "
+        "file's, written without one, were local times); the log's were moved by that onto the "
+        "timing file's clock, so what is measured between the two holds, but the log's times as "
+        "stored and shown are off: set --tz (ingest) or [parse] timezone (the daemon) to the "
+        "nodes' zone"
+    ) in wrong["notes"]
+    right = _estimate(tmp_path / "utc", log, timings)
+    assert not any("timing file's at the same steps" in note for note in right["notes"])
+    figures = (
+        "exposure_s", "current_interval_s", "current_interval_steps", "checkpoint_cost_s",
+        "n_checkpoints", "step_time_s", "restart_cost_s", "n_failures", "newest_event",
+    )  # fmt: skip
+    assert {k: wrong[k] for k in figures} == {k: right[k] for k in figures}
+    # two runs, 23:06:56.5 to the clean end at 23:07:10.7 and 23:07:11.7 to 23:07:19.3 (left
+    # on two clocks, the hours between the sources made it 37 s)
+    assert wrong["exposure_s"] == pytest.approx(21.77, abs=0.01)

@@ -6,6 +6,7 @@ from ckpt_advisor.parsers.events import CLOCK_KINDS
 from ckpt_advisor.rules.job import estimate_job
 from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode, Observation
 from ckpt_advisor.rules.sources import FINDING_KINDS, clock_notes
+from tests.rules.simulate import T0
 
 
 def test_the_finding_kinds_are_the_parsers_clock_kinds() -> None:
@@ -50,3 +51,58 @@ def test_a_log_without_stamps_is_named_as_the_cause_of_an_unknown_interval() -> 
     assert Note(NoteCode.CURRENT_INTERVAL_UNKNOWN, {"n_untimed_files": 1}) in est.notes
     assert Note(NoteCode.COST_UNKNOWN, {"n_untimed_files": 1}) in est.notes
     assert Note(NoteCode.NO_TIMESTAMPS, by_name={"l.log": 19}) in est.notes
+
+
+def _saving_job(log_shift_s: float) -> list[Observation]:
+    """Six hours of a job that saves every 30 min (60 s each, timed in its timing file and
+    logged) and fails four times, restarting 10 min later; its log's times ``log_shift_s``
+    off the timing file's (a log read in the wrong zone)."""
+
+    def log(kind: str, at_s: float, **fields: object) -> Observation:
+        return Observation(kind, T0 + at_s + log_shift_s, source="train.log", **fields)  # type: ignore[arg-type]
+
+    observations: list[Observation] = []
+    at_s, step = 0.0, 0
+    for run in range(5):
+        observations.append(log("run_start", at_s))
+        for _ in range(3):
+            at_s, step = at_s + 1800, step + 600
+            observations.append(log("checkpoint_start", at_s, step=step))
+            observations.append(log("checkpoint_end", at_s + 60, step=step, duration_s=60.0))
+            observations.append(
+                Observation(
+                    "checkpoint_end",
+                    T0 + at_s + 60,
+                    step=step,
+                    duration_s=60.0,
+                    from_timing_file=True,
+                    source="t.jsonl",
+                )
+            )
+        if run < 4:
+            at_s += 900
+            observations.append(log("failure", at_s, step=step, failure_class="nccl_error"))
+            at_s += 600
+    return observations
+
+
+def test_a_log_a_zone_off_its_timing_file_is_estimated_on_the_timing_files_clock() -> None:
+    """The job's log 5 h behind its timing file (a UTC-5 log read as UTC): its times are moved
+    onto the timing file's clock, so C, M, the running time and the intervals are the ones of
+    the job read in the right zone, and a note gives the offset; left on two clocks, 4.8 h
+    between the sources counted as running time (M 3h 20m for 2h 08m, status ok for drift)."""
+    right = estimate_job("j", _saving_job(0.0), now_s=T0 + 86400)
+    wrong = estimate_job("j", _saving_job(-5 * 3600.0), now_s=T0 + 86400)
+    figures = (
+        "checkpoint_cost_s",
+        "mtbf_s",
+        "exposure_s",
+        "n_failures",
+        "current_interval_s",
+        "status",
+    )
+    assert [getattr(wrong, f) for f in figures] == [getattr(right, f) for f in figures]
+    assert right.exposure_s == 4 * (3 * 1800 + 900) + 3 * 1800 + 60  # to the crash, the last end
+    assert right.n_failures == 4 and right.current_interval_s == 1740.0
+    note = Note(NoteCode.ZONE_OFFSET, {"offset_s": -18000.0, "n_saves": 15})
+    assert note in wrong.notes and not any(n.code is NoteCode.ZONE_OFFSET for n in right.notes)
