@@ -1,0 +1,32 @@
+"""A bounded figure shown as a bound, in one place: how the figures of an ``estimates --json``
+row that rest on C and M are marked when either is known only from below
+(``checkpoint_cost_is_lower_bound``: C from log lines that miss part of a save;
+``mtbf_is_lower_bound``: running time only bounded), for the tables and the plot alike.
+
+Waste grows with C and falls with M; goodput the other way round. A figure computed at a
+lower-bound C is then a bound one way, at a lower-bound M a bound the other way, and at lower
+bounds of both no bound either way (:func:`bound_mark`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+AT_LEAST, AT_MOST = "≥ ", "≤ "
+"""The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
+
+
+def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
+    """The mark of a figure computed at the row's C and M (a waste or a simulated goodput):
+    ``""`` when neither is a lower bound; when one is, :data:`AT_LEAST` or :data:`AT_MOST` as the
+    figure grows or falls with it (``grows_with_cost``: it grows with C and falls with M, as
+    waste does; else the reverse, as goodput); None when both are: the figure is then no bound
+    either way, and is not to be shown as one."""
+    cost_low = bool(row.get("checkpoint_cost_is_lower_bound"))
+    mtbf_low = bool(row.get("mtbf_is_lower_bound"))
+    if cost_low and mtbf_low:
+        return None
+    if not (cost_low or mtbf_low):
+        return ""
+    return AT_LEAST if cost_low == grows_with_cost else AT_MOST
