@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckpt_advisor.agent.marks import setting_is_lower_bound
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Note, NoteCode, Reason
@@ -202,9 +203,19 @@ def goodput_json(
 def estimates_json(
     rows: Sequence[dict[str, Any]], silences: dict[str, float]
 ) -> list[dict[str, Any]]:
-    """The ``estimates --json`` list: each stored estimate as stored, plus ``silenced_until``
-    (when the job's running silence ends, ISO 8601, or null: ``silence --job``)."""
-    return [{**row, "silenced_until": iso(silences.get(row["job"]))} for row in rows]
+    """The ``estimates --json`` list: each stored estimate as stored, plus
+    ``recommended_setting_is_lower_bound`` (the setting is to be read ``or more``, as the table
+    prints it: :func:`agent.marks.setting_is_lower_bound`, from the row's own bounds, so an
+    estimate stored before the key was added has it too) and ``silenced_until`` (when the
+    job's running silence ends, ISO 8601, or null: ``silence --job``)."""
+    return [
+        {
+            **row,
+            "recommended_setting_is_lower_bound": setting_is_lower_bound(row),
+            "silenced_until": iso(silences.get(row["job"])),
+        }
+        for row in rows
+    ]
 
 
 def untimed_files(est: JobEstimate) -> dict[str, int]:

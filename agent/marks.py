@@ -3,7 +3,10 @@ row that rest on C and M are marked when either is known only from below
 (``checkpoint_cost_is_lower_bound``: C from log lines that miss part of a save;
 ``mtbf_is_lower_bound``: running time only bounded), for the tables and the plot alike.
 
-Waste grows with C and falls with M; goodput the other way round. A figure computed at a
+Daly's interval grows with C and with M: at a lower bound of either it is a range, or a lower
+bound when that range has no upper end (``≥ 1.2s``, the setting ``save_steps=9 or more``:
+:func:`interval_is_open_above`). Waste grows with C and falls with M; goodput the other way
+round. A figure computed at a
 lower-bound C is then a bound one way, at a lower-bound M a bound the other way, and at lower
 bounds of both no bound either way (:func:`bound_mark`).
 """
@@ -30,3 +33,23 @@ def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
     if not (cost_low or mtbf_low):
         return ""
     return AT_LEAST if cost_low == grows_with_cost else AT_MOST
+
+
+def interval_is_bounded(row: Mapping[str, Any]) -> bool:
+    """Whether the row's recommended interval is a range or a lower bound: C or M is a lower
+    bound."""
+    return bool(row.get("checkpoint_cost_is_lower_bound") or row.get("mtbf_is_lower_bound"))
+
+
+def interval_is_open_above(row: Mapping[str, Any]) -> bool:
+    """Whether the row's recommended interval has no upper end: C or M is a lower bound and the
+    interval's range over the plausible C and M's interval (``recommended_interval_range_s``)
+    is unknown or open above."""
+    bounds = row.get("recommended_interval_range_s")
+    return interval_is_bounded(row) and (not bounds or bounds[1] is None)
+
+
+def setting_is_lower_bound(row: Mapping[str, Any]) -> bool:
+    """Whether the row's ``recommended_setting`` is a lower bound, to be read ``or more`` (its
+    interval open above); False without a setting (``recommended_setting_is_lower_bound``)."""
+    return bool(row.get("recommended_setting")) and interval_is_open_above(row)

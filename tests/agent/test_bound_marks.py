@@ -2,18 +2,24 @@
 backfilled from real captures: the HF Trainer crash and resume runs (C from "saved in" lines: a
 lower bound), Megatron's saves beside Lightning's crash log without timestamps (C measured,
 M a lower bound: the Lightning run's time is only steps × its step time), and the HF crash log
-beside the same Lightning log (both lower bounds)."""
+beside the same Lightning log (both lower bounds); and, for contrast, a generated week of an HF
+job with its timing file (C and M measured)."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from ckpt_advisor.agent.advice import advice_json
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.store import open_reader
+from ckpt_advisor.agent.synth import simulate
 
 REAL = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 MEGATRON = Path(__file__).parents[1] / "parsers" / "fixtures" / "megatron" / "megatron_2026.log"
@@ -31,12 +37,17 @@ def _run(*args: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """One store per case of LOGS, the job named as its case."""
+    """One store per case of LOGS, and ``exact``: a week of a generated HF job (M = 6 h,
+    C = 4 min, saving every 1,200 steps) with its timing file; each job named as its case."""
+    week = tmp_path_factory.mktemp("week")
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, seed=3)
+    (week / "train.log").write_text("".join(text for _, text in job.log))
+    (week / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
     out = {}
-    for job, logs in LOGS.items():
-        db = str(tmp_path_factory.mktemp(job) / "s.db")
-        assert _run("ingest", *map(str, logs), "--job", job, "--db", db)[0] == 0
-        out[job] = db
+    for name, logs in {**LOGS, "exact": (week / "train.log", week / "ckpt_timings.jsonl")}.items():
+        db = str(tmp_path_factory.mktemp(name) / "s.db")
+        assert _run("ingest", *map(str, logs), "--job", name, "--db", db)[0] == 0
+        out[name] = db
     return out
 
 
@@ -61,7 +72,12 @@ def test_the_stores_bound_what_their_names_say(dbs: dict[str, str]) -> None:
         est = _estimate(db)
         assert est["goodput_current"] is not None and est["goodput_recommended"] is not None
         bounds[job] = (est["checkpoint_cost_is_lower_bound"], est["mtbf_is_lower_bound"])
-    assert bounds == {"c_bound": (True, False), "m_bound": (False, True), "both": (True, True)}
+    assert bounds == {
+        "c_bound": (True, False),
+        "m_bound": (False, True),
+        "both": (True, True),
+        "exact": (False, False),
+    }
 
 
 def test_the_goodput_column_is_a_bound_the_way_c_or_m_bounds_it(dbs: dict[str, str]) -> None:
@@ -78,5 +94,30 @@ def test_the_goodput_column_is_a_bound_the_way_c_or_m_bounds_it(dbs: dict[str, s
     assert shown["m_bound"][:2] == ("61.5%", "71.1%")
     assert shown["m_bound"][2].endswith("  ≥ 61.5%→≥ 71.1%")
     assert shown["both"][2].endswith(" or more   -")
+    assert shown["exact"][:2] == ("76.4%", "82.1%")
+    assert shown["exact"][2].endswith("  save_steps=480   76.4%→82.1%")
     _, table = _run("estimates", "--db", dbs["both"])
     assert "; goodput ≤ at such a C, ≥ at such an M, - at both)" in table.splitlines()[0]
+
+
+def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> None:
+    """Where the table prints the setting with "or more" (the interval open above: C or M a
+    lower bound), estimates --json and the advice file say so in
+    recommended_setting_is_lower_bound; recommended_setting keeps its value."""
+    settings = {}
+    for job, db in dbs.items():
+        est = _estimate(db)
+        advice = advice_json(Estimator().estimate(open_reader(db), job, time.time()))
+        assert advice["recommended_setting"] == est["recommended_setting"]
+        settings[job] = (
+            est["recommended_setting"],
+            est["recommended_setting_is_lower_bound"],
+            advice["recommended_setting_is_lower_bound"],
+            f"  {est['recommended_setting']} or more  " in _table_row(db, job),
+        )
+    assert settings == {
+        "c_bound": ("save_steps=9", True, True, True),
+        "m_bound": ("--save-interval 22", True, True, True),
+        "both": ("save_steps=5", True, True, True),
+        "exact": ("save_steps=480", False, False, False),
+    }
