@@ -305,7 +305,9 @@ def backtest_json(
 ) -> dict[str, Any]:
     """The ``simulate --job --json`` object: the job's recorded lives replayed
     (:func:`rules.simulate.replay`) with its C and R at each tried interval (``intervals``,
-    in order) and, with a grid, the ``best`` of the grid. Needs C and M known."""
+    in order) and, with a grid, the ``best`` of the grid; whether the C and the M it ran at are
+    lower bounds (``checkpoint_cost_is_lower_bound``, ``mtbf_is_lower_bound``, as in
+    ``estimates``). Needs C and M known."""
     from ckpt_advisor.rules.simulate import replay
 
     assert est.mtbf_s is not None and est.checkpoint_cost_s is not None
@@ -323,7 +325,13 @@ def backtest_json(
         for t in [*tried_s, *grid_s]
     ]
     out = _simulation("backtest", est.mtbf_s, est.checkpoint_cost_s, restart_s, rows, tried_s)
-    out.update(job=est.job, n_failures=len(est.lives_s), current_interval_s=est.current_interval_s)
+    out.update(
+        job=est.job,
+        n_failures=len(est.lives_s),
+        current_interval_s=est.current_interval_s,
+        checkpoint_cost_is_lower_bound=est.checkpoint_cost_is_lower_bound,
+        mtbf_is_lower_bound=est.mtbf_is_lower_bound,
+    )
     return out
 
 

@@ -20,6 +20,12 @@ AT_LEAST, AT_MOST = "≥ ", "≤ "
 """The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
 
 
+def at_least(text: str, is_lower_bound: bool) -> str:
+    """``text`` (a figure as shown), after :data:`AT_LEAST` when it is a lower bound:
+    ``≥ 43s``."""
+    return f"{AT_LEAST}{text}" if is_lower_bound else text
+
+
 def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
     """The mark of a figure computed at the row's C and M (a waste or a simulated goodput):
     ``""`` when neither is a lower bound; when one is, :data:`AT_LEAST` or :data:`AT_MOST` as the

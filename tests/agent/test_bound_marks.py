@@ -121,3 +121,30 @@ def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> Non
         "both": ("save_steps=5", True, True, True),
         "exact": ("save_steps=480", False, False, False),
     }
+
+
+def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, str]) -> None:
+    """simulate --job replays each job at its estimated C and M: the header shows each as a
+    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says. (--days and
+    --replicates only keep the captures' seconds-long M under the Monte Carlo's size limit.)"""
+    heads, flags = {}, {}
+    for job, db in dbs.items():
+        args = ("simulate", "--job", job, "--db", db, "--days", "0.01", "--replicates", "2")
+        code, out = _run(*args)
+        assert code == 0
+        heads[job] = out.splitlines()[0]
+        code, out = _run(*args, "--json")
+        shown = json.loads(out)
+        flags[job] = (shown["checkpoint_cost_is_lower_bound"], shown["mtbf_is_lower_bound"])
+    assert heads == {
+        "c_bound": "backtest of c_bound (1 interruptions); M 20s, C ≥ 0.037s, R 6.07s",
+        "m_bound": "backtest of m_bound (0 interruptions); M ≥ 1m 05s, C 3.41s, R 0s",
+        "both": "backtest of both (1 interruptions); M ≥ 5.62s, C ≥ 0.0545s, R 0s",
+        "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
+    }
+    assert flags == {
+        "c_bound": (True, False),
+        "m_bound": (False, True),
+        "both": (True, True),
+        "exact": (False, False),
+    }
