@@ -1,20 +1,22 @@
 """A bounded figure shown as a bound, in one place: how the figures of an ``estimates --json``
 row that rest on C and M are marked when either is known only from below
 (``checkpoint_cost_is_lower_bound``: C from log lines that miss part of a save;
-``mtbf_is_lower_bound``: running time only bounded), for the tables and the plot alike.
+``mtbf_is_lower_bound``: running time only bounded), for the tables, the plot and the JSON
+contracts alike.
 
 Daly's interval grows with C and with M: at a lower bound of either it is a range, or a lower
 bound when that range has no upper end (``≥ 1.2s``, the setting ``save_steps=9 or more``:
 :func:`interval_is_open_above`). Waste grows with C and falls with M; goodput the other way
-round. A figure computed at a
-lower-bound C is then a bound one way, at a lower-bound M a bound the other way, and at lower
-bounds of both no bound either way (:func:`bound_mark`).
+round. A figure computed at a lower-bound C is then a bound one way, at a lower-bound M a bound
+the other way, and at lower bounds of both no bound either way (:func:`bound_mark`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ckpt_advisor.agent.units import format_duration
 
 AT_LEAST, AT_MOST = "≥ ", "≤ "
 """The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
@@ -24,6 +26,23 @@ def at_least(text: str, is_lower_bound: bool) -> str:
     """``text`` (a figure as shown), after :data:`AT_LEAST` when it is a lower bound:
     ``≥ 43s``."""
     return f"{AT_LEAST}{text}" if is_lower_bound else text
+
+
+def cost_text(row: Mapping[str, Any]) -> str:
+    """The row's C (``43s``), or ``≥ 43s`` / ``43s–2m 01s`` when it is a lower bound from log
+    lines (the plausible range when it has an upper end); ``-`` unknown."""
+    cost = format_duration(row.get("checkpoint_cost_s"))
+    if not row.get("checkpoint_cost_is_lower_bound") or row.get("checkpoint_cost_s") is None:
+        return cost
+    high = (row.get("checkpoint_cost_range_s") or [None, None])[1]
+    return at_least(cost, True) if high is None else f"{cost}–{format_duration(high)}"
+
+
+def mtbf_text(row: Mapping[str, Any]) -> str:
+    """The row's M (``5h 49m``), ``≥ 5h 49m`` when it is a lower bound (running time of files
+    without timestamps not all measured); ``-`` unknown."""
+    mtbf = format_duration(row.get("mtbf_s"))
+    return at_least(mtbf, bool(row.get("mtbf_is_lower_bound")) and row.get("mtbf_s") is not None)
 
 
 def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ckpt_advisor.agent.marks import interval_is_bounded, setting_is_lower_bound
+from ckpt_advisor.agent.marks import at_least, interval_is_bounded, setting_is_lower_bound
 from ckpt_advisor.agent.units import format_duration, format_in, parse_duration_s
 
 if TYPE_CHECKING:
@@ -285,23 +285,6 @@ def event_table(
     table(title, columns, [[row[c] for c in columns] for row in map(cells, rows)])
 
 
-def cost_cell(r: dict[str, Any]) -> str:
-    """C of an ``estimates --json`` row, or ``≥ 43s`` / ``43s–2m 01s`` when it is a lower bound
-    from log lines (``estimates``, ``status``)."""
-    cost = format_duration(r["checkpoint_cost_s"])
-    if not r.get("checkpoint_cost_is_lower_bound") or r["checkpoint_cost_s"] is None:
-        return cost
-    high = (r.get("checkpoint_cost_range_s") or [None, None])[1]
-    return f"≥ {cost}" if high is None else f"{cost}–{format_duration(high)}"
-
-
-def mtbf_cell(r: dict[str, Any]) -> str:
-    """M of an ``estimates --json`` row, ``≥ 5h 49m`` when it is a lower bound (running time of
-    files without timestamps not all measured)."""
-    mtbf = format_duration(r["mtbf_s"])
-    return f"≥ {mtbf}" if r.get("mtbf_is_lower_bound") and r["mtbf_s"] is not None else mtbf
-
-
 def best_cell(r: dict[str, Any]) -> str:
     """The recommended interval; when C or M is a lower bound, the range over the plausible C
     and M's interval, or ``≥`` the interval at the bound when it has no upper end (as the
@@ -312,7 +295,7 @@ def best_cell(r: dict[str, Any]) -> str:
         return best
     low, high = bounds
     if high is None:
-        return f"≥ {best}"
+        return at_least(best, True)
     return f"{format_duration(low)}–{format_duration(high)}"
 
 

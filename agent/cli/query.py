@@ -12,14 +12,12 @@ from ckpt_advisor.agent.cli.common import (
     EXIT_CONFIG,
     best_cell,
     config_option,
-    cost_cell,
     db_option,
     duration,
     event_table,
     examples,
     fail,
     load_config,
-    mtbf_cell,
     open_store,
     print_json_lines,
     read_store,
@@ -29,7 +27,7 @@ from ckpt_advisor.agent.cli.common import (
     table,
     until_cell,
 )
-from ckpt_advisor.agent.marks import bound_mark
+from ckpt_advisor.agent.marks import bound_mark, cost_text, mtbf_text
 from ckpt_advisor.agent.units import ci_label, format_duration
 
 if TYPE_CHECKING:
@@ -276,8 +274,8 @@ def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
     return [
         r["job"],
         r["status"],
-        cost_cell(r),
-        mtbf_cell(r),
+        cost_text(r),
+        mtbf_text(r),
         f"{own}{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),

@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.advice import advice_json
 from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.plot import figure
 from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
 
@@ -148,3 +150,58 @@ def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, st
         "both": (True, True),
         "exact": (False, False),
     }
+
+
+def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
+    """The waste curve of each store's estimate: the title marks C and M where they are lower
+    bounds; where either is, the recommended range is open (the recommended interval '≥') and
+    each interval's waste is marked the way the bound moves it (more C, more waste: '≥'; more
+    M, less: '≤'; both: no figure); the curve says at which bounds it is drawn. Measured C
+    and M draw as before."""
+    drawn = {}
+    for job, db in dbs.items():
+        fig, _ = figure(_estimate(db))
+        try:
+            ax = fig.axes[0]
+            legend = [t.get_text() for t in ax.get_legend().get_texts()]
+            drawn[job] = (ax.get_title().split(", R ")[0], legend)
+        finally:
+            plt.close(fig)
+    rough = " (too little data to trust)"
+    assert drawn["c_bound"] == (
+        "c_bound: M 20s, C ≥ 0.037s",
+        [
+            "waste if C is 0.037s (a lower bound: more if C is)" + rough,
+            "recommended range: ≥ 1.2s",
+            "recommended: ≥ 1.2s, ≥ 30.1%",
+            "current: 3.74s, ≥ 33.0%",
+        ],
+    )
+    assert drawn["m_bound"] == (
+        "m_bound: M ≥ 1m 05s, C 3.41s",
+        [
+            "waste if M is 1m 05s (a lower bound: less if M is)" + rough,
+            "recommended range: ≥ 19s",
+            "recommended: ≥ 19s, ≤ 29.0%",
+            "current: 48s, ≤ 38.6%",
+        ],
+    )
+    assert drawn["both"] == (
+        "both: M ≥ 5.62s, C ≥ 0.0545s",
+        [
+            "waste if C is 0.0545s and M is 5.62s (lower bounds: more if C is, less if M is)"
+            + rough,
+            "recommended range: ≥ 0.747s",
+            "recommended: ≥ 0.747s",
+            "current: 4.07s",
+        ],
+    )
+    assert drawn["exact"] == (
+        "exact: M 5h 14m, C 4m 00s",
+        [
+            "waste (Daly, exponential failures)",
+            "optimum's confidence band",
+            "recommended: 47m 30s, 17.9%",
+            "current: 2h 00m, 23.7%",
+        ],
+    )
