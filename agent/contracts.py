@@ -153,10 +153,11 @@ def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[st
 
 def goodput_json(
     est: JobEstimate,
-    g: Goodput,
+    g: Goodput | None,
     *,
     since_s: float | None,
     by_day: Sequence[dict[str, Any]],
+    insufficient: str | None = None,
 ) -> dict[str, Any]:
     """The ``goodput --json`` object: the window (``window_start``, ``window_end``, the asked
     ``since_s``), ``wall_s`` split into ``productive_s``, ``checkpoint_s``, ``lost_s``,
@@ -166,37 +167,41 @@ def goodput_json(
     bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
     recommended interval (as in ``estimates``), the files with no timestamps (``untimed_files``:
     :func:`untimed_files`), the estimate's notes that make the split itself wrong (``notes``
-    and ``note_data``, as in ``estimates``, of :func:`split_notes`) and the same split per UTC
-    day (``by_day``)."""
+    and ``note_data``, as in ``estimates``, of :func:`split_notes`), the same split per UTC
+    day (``by_day``) and ``insufficient_data``: null, or, with no split (``g`` None: no wall
+    time, as when every event is dated when read), why; every figure of the split is then null
+    (``goodput_range`` ``[null, null]``, ``measured_by`` and ``gpu_hours`` too) and ``by_day``
+    empty, the estimate's own figures as ever."""
     from ckpt_advisor.agent.goodput import measured_by
     from ckpt_advisor.rules.goodput import BUCKETS
 
-    seconds = {"wall_s": g.wall_s}
-    seconds.update(
-        (f"{name}_s", float(value)) for name, value in zip(BUCKETS, g.seconds, strict=True)
-    )
+    split = None  # seconds by bucket name, and wall
+    if g is not None:
+        split = {"wall": g.wall_s, **dict(zip(BUCKETS, map(float, g.seconds), strict=True))}
+    gpus = est.gpus
     return {
         "job": est.job,
-        "window_start": iso(g.since_s),
-        "window_end": iso(g.until_s),
+        "window_start": None if g is None else iso(g.since_s),
+        "window_end": None if g is None else iso(g.until_s),
         "since_s": since_s,
-        **seconds,
-        "goodput": g.goodput,
-        "goodput_range": list(g.goodput_range),
-        "checkpoint_is_lower_bound": g.checkpoint_is_lower_bound,
-        "measured_by": measured_by(g),
-        "n_saves": g.n_saves,
-        "n_interruptions": g.n_interruptions,
-        "gpus": est.gpus,
+        **{f"{name}_s": None if split is None else split[name] for name in ("wall", *BUCKETS)},
+        "goodput": None if g is None else g.goodput,
+        "goodput_range": [None, None] if g is None else list(g.goodput_range),
+        "checkpoint_is_lower_bound": None if g is None else g.checkpoint_is_lower_bound,
+        "measured_by": None if g is None else measured_by(g),
+        "n_saves": None if g is None else g.n_saves,
+        "n_interruptions": None if g is None else g.n_interruptions,
+        "gpus": gpus,
         "gpu_hours": None
-        if est.gpus is None
-        else {name: seconds[f"{name}_s"] * est.gpus / 3600.0 for name in (*BUCKETS, "wall")},
+        if gpus is None or split is None
+        else {name: split[name] * gpus / 3600.0 for name in (*BUCKETS, "wall")},
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
         "untimed_files": untimed_files(est),
         "notes": [render_note(note) for note in split_notes(est)],
         "note_data": [note.to_json() for note in split_notes(est)],
         "by_day": list(by_day),
+        "insufficient_data": insufficient,
     }
 
 
