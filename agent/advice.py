@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ckpt_advisor.agent.contracts import iso
+from ckpt_advisor.agent.marks import setting_is_lower_bound
 from ckpt_advisor.rules.model import JobEstimate
 
 log = logging.getLogger(__name__)
@@ -43,17 +44,19 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
     ``drift``. ``current_interval_s``, ``step_time_s`` and the range over the plausible C
     (``recommended_interval_range_s``) say what the advice rests on; so do C and whether it is
     a lower bound (``checkpoint_cost_s``, ``checkpoint_cost_is_lower_bound``,
-    ``checkpoint_cost_range_s``: ``[low, high]``, ``high`` null when C has no upper bound), and
-    how old the data is: ``newest_event`` (ISO 8601) and ``newest_event_age_s``, the seconds
-    from it to ``computed_at``. A job seen through its timing file alone has an event only at
-    each save, so its age runs up to one save spacing (``current_interval_s`` plus C) while it
-    is healthy: it is a fact to compare with that spacing, not a staleness verdict (the
-    callbacks judge the advice's own age, by ``computed_at``).
+    ``checkpoint_cost_range_s``: ``[low, high]``, ``high`` null when C has no upper bound),
+    whether the setting is to be read ``or more`` (``recommended_setting_is_lower_bound``, as
+    in ``estimates``), and how old the data is: ``newest_event`` (ISO 8601) and
+    ``newest_event_age_s``, the seconds from it to ``computed_at``. A job seen through its
+    timing file alone has an event only at each save, so its age runs up to one save spacing
+    (``current_interval_s`` plus C) while it is healthy: it is a fact to compare with that
+    spacing, not a staleness verdict (the callbacks judge the advice's own age, by
+    ``computed_at``).
     """
     range_s = est.recommended_interval_range_s
     cost_range_s = est.checkpoint_cost_range_s
     newest_s = est.newest_event_s
-    return {
+    out = {
         "version": ADVICE_VERSION,
         "job": est.job,
         "status": str(est.status),
@@ -73,6 +76,8 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
         "newest_event_age_s": None if newest_s is None else max(0.0, est.computed_at_s - newest_s),
         "tiers": tier_advice(est),
     }
+    out["recommended_setting_is_lower_bound"] = setting_is_lower_bound(out)
+    return out
 
 
 def tier_advice(est: JobEstimate) -> dict[str, dict[str, float | int | None]]:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckpt_advisor.agent.marks import setting_is_lower_bound
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.rules.model import Action, Decision, JobEstimate, Note, NoteCode, Reason
@@ -152,10 +153,11 @@ def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[st
 
 def goodput_json(
     est: JobEstimate,
-    g: Goodput,
+    g: Goodput | None,
     *,
     since_s: float | None,
     by_day: Sequence[dict[str, Any]],
+    insufficient: str | None = None,
 ) -> dict[str, Any]:
     """The ``goodput --json`` object: the window (``window_start``, ``window_end``, the asked
     ``since_s``), ``wall_s`` split into ``productive_s``, ``checkpoint_s``, ``lost_s``,
@@ -165,46 +167,60 @@ def goodput_json(
     bucket when the job's ``gpus`` is known, the simulated goodput at the current and the
     recommended interval (as in ``estimates``), the files with no timestamps (``untimed_files``:
     :func:`untimed_files`), the estimate's notes about the split's clock (``notes`` and
-    ``note_data``, as in ``estimates``, of :func:`split_notes`) and the same split per UTC
-    day (``by_day``)."""
+    ``note_data``, as in ``estimates``, of :func:`split_notes`), the same split per UTC
+    day (``by_day``) and ``insufficient_data``: null, or, with no split (``g`` None: no wall
+    time, as when every event is dated when read), why; every figure of the split is then null
+    (``goodput_range`` ``[null, null]``, ``measured_by`` and ``gpu_hours`` too) and ``by_day``
+    empty, the estimate's own figures as ever."""
     from ckpt_advisor.agent.goodput import measured_by
     from ckpt_advisor.rules.goodput import BUCKETS
 
-    seconds = {"wall_s": g.wall_s}
-    seconds.update(
-        (f"{name}_s", float(value)) for name, value in zip(BUCKETS, g.seconds, strict=True)
-    )
+    split = None  # seconds by bucket name, and wall
+    if g is not None:
+        split = {"wall": g.wall_s, **dict(zip(BUCKETS, map(float, g.seconds), strict=True))}
+    gpus = est.gpus
     return {
         "job": est.job,
-        "window_start": iso(g.since_s),
-        "window_end": iso(g.until_s),
+        "window_start": None if g is None else iso(g.since_s),
+        "window_end": None if g is None else iso(g.until_s),
         "since_s": since_s,
-        **seconds,
-        "goodput": g.goodput,
-        "goodput_range": list(g.goodput_range),
-        "checkpoint_is_lower_bound": g.checkpoint_is_lower_bound,
-        "measured_by": measured_by(g),
-        "n_saves": g.n_saves,
-        "n_interruptions": g.n_interruptions,
-        "gpus": est.gpus,
+        **{f"{name}_s": None if split is None else split[name] for name in ("wall", *BUCKETS)},
+        "goodput": None if g is None else g.goodput,
+        "goodput_range": [None, None] if g is None else list(g.goodput_range),
+        "checkpoint_is_lower_bound": None if g is None else g.checkpoint_is_lower_bound,
+        "measured_by": None if g is None else measured_by(g),
+        "n_saves": None if g is None else g.n_saves,
+        "n_interruptions": None if g is None else g.n_interruptions,
+        "gpus": gpus,
         "gpu_hours": None
-        if est.gpus is None
-        else {name: seconds[f"{name}_s"] * est.gpus / 3600.0 for name in (*BUCKETS, "wall")},
+        if gpus is None or split is None
+        else {name: split[name] * gpus / 3600.0 for name in (*BUCKETS, "wall")},
         "goodput_current": est.goodput_current,
         "goodput_recommended": est.goodput_recommended,
         "untimed_files": untimed_files(est),
         "notes": [render_note(note) for note in split_notes(est)],
         "note_data": [note.to_json() for note in split_notes(est)],
         "by_day": list(by_day),
+        "insufficient_data": insufficient,
     }
 
 
 def estimates_json(
     rows: Sequence[dict[str, Any]], silences: dict[str, float]
 ) -> list[dict[str, Any]]:
-    """The ``estimates --json`` list: each stored estimate as stored, plus ``silenced_until``
-    (when the job's running silence ends, ISO 8601, or null: ``silence --job``)."""
-    return [{**row, "silenced_until": iso(silences.get(row["job"]))} for row in rows]
+    """The ``estimates --json`` list: each stored estimate as stored, plus
+    ``recommended_setting_is_lower_bound`` (the setting is to be read ``or more``, as the table
+    prints it: :func:`agent.marks.setting_is_lower_bound`, from the row's own bounds, so an
+    estimate stored before the key was added has it too) and ``silenced_until`` (when the
+    job's running silence ends, ISO 8601, or null: ``silence --job``)."""
+    return [
+        {
+            **row,
+            "recommended_setting_is_lower_bound": setting_is_lower_bound(row),
+            "silenced_until": iso(silences.get(row["job"])),
+        }
+        for row in rows
+    ]
 
 
 def untimed_files(est: JobEstimate) -> dict[str, int]:
@@ -294,7 +310,9 @@ def backtest_json(
 ) -> dict[str, Any]:
     """The ``simulate --job --json`` object: the job's recorded lives replayed
     (:func:`rules.simulate.replay`) with its C and R at each tried interval (``intervals``,
-    in order) and, with a grid, the ``best`` of the grid. Needs C and M known."""
+    in order) and, with a grid, the ``best`` of the grid; whether the C and the M it ran at are
+    lower bounds (``checkpoint_cost_is_lower_bound``, ``mtbf_is_lower_bound``, as in
+    ``estimates``). Needs C and M known."""
     from ckpt_advisor.rules.simulate import replay
 
     assert est.mtbf_s is not None and est.checkpoint_cost_s is not None
@@ -312,7 +330,13 @@ def backtest_json(
         for t in [*tried_s, *grid_s]
     ]
     out = _simulation("backtest", est.mtbf_s, est.checkpoint_cost_s, restart_s, rows, tried_s)
-    out.update(job=est.job, n_failures=len(est.lives_s), current_interval_s=est.current_interval_s)
+    out.update(
+        job=est.job,
+        n_failures=len(est.lives_s),
+        current_interval_s=est.current_interval_s,
+        checkpoint_cost_is_lower_bound=est.checkpoint_cost_is_lower_bound,
+        mtbf_is_lower_bound=est.mtbf_is_lower_bound,
+    )
     return out
 
 

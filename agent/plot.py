@@ -9,8 +9,11 @@ picture must make plain at a glance:
 - the interval's unit is picked from the range drawn (seconds, minutes or hours), and the log
   axis is labelled at 1-2-5 steps only, so labels never run into each other;
 - when C is only a lower bound, the curve is drawn over the plausible C (a shaded band between
-  the curves at its ends, or the curve at the bound, labelled so, when C has no upper bound),
-  and the recommended range is open to the right when the interval's is;
+  the curves at its ends, or the curve at the bound, labelled so, when C has no upper bound);
+  when C or M is one, they are marked so in the title (``C ≥ 43s``, ``M ≥ 5h 49m``), the
+  recommended range is open to the right when the interval's is, with the recommended interval
+  ``≥``, and the waste at each interval is marked as the bound it is (``≥`` at a lower-bound C,
+  ``≤`` at a lower-bound M, left out at both: :func:`agent.marks.bound_mark`);
 - a job with insufficient data says so on the plot (and why), curve or no curve.
 
 matplotlib is imported inside :func:`draw` (with the non-interactive Agg backend), so the CLI and
@@ -27,6 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from ckpt_advisor.agent.marks import (
+    at_least,
+    bound_mark,
+    cost_text,
+    interval_is_bounded,
+    interval_is_open_above,
+    mtbf_text,
+)
 from ckpt_advisor.agent.units import format_duration
 from ckpt_advisor.rules.interval import exponential_waste_fraction
 
@@ -135,8 +146,9 @@ def figure(row: dict[str, Any]) -> tuple[Any, Curve]:
     """The matplotlib figure of a job's waste curve, and the curve (the caller closes it).
 
     Marks the current interval, the recommended one and its band: the optimum's confidence band,
-    or, when C is a lower bound, Daly's interval over M's interval and the plausible C (open to
-    the right when C has no upper bound). ``row`` is one ``estimates --json`` object.
+    or, when C or M is a lower bound, Daly's interval over M's interval and the plausible C (open
+    to the right from the recommended interval when it has no upper end). ``row`` is one
+    ``estimates --json`` object.
     """
     import matplotlib
 
@@ -147,9 +159,8 @@ def figure(row: dict[str, Any]) -> tuple[Any, Curve]:
     drawn = curve(row)
     scale = dict((name, s) for name, s, _ in UNITS)[drawn.axis_unit]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    lower = bool(row.get("checkpoint_cost_is_lower_bound"))
     if drawn.interval_s:
-        _draw_curve(ax, row, drawn, scale, lower)
+        _draw_curve(ax, row, drawn, scale)
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
@@ -175,13 +186,13 @@ def figure(row: dict[str, Any]) -> tuple[Any, Curve]:
         )
     ax.set_xlabel(f"checkpoint interval, compute time between saves ({drawn.axis_unit})")
     ax.set_ylabel("time lost (%)")
-    title = _title(row, lower) + (" — insufficient data" if drawn.insufficient else "")
+    title = _title(row) + (" — insufficient data" if drawn.insufficient else "")
     ax.set_title(title, fontsize="medium")
     fig.tight_layout()
     return fig, drawn
 
 
-def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float, lower: bool) -> None:
+def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float) -> None:
     mtbf_s, cost_s = float(row["mtbf_s"]), float(row["checkpoint_cost_s"])
     restart_s = row.get("restart_cost_s") or 0.0
     x = [t / scale for t in drawn.interval_s]
@@ -196,26 +207,22 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float, lower:
             alpha=0.3,
             label=f"waste for C from {format_duration(cost_s)} to {format_duration(high_c)}",
         )
-    label = "waste (Daly, exponential failures)"
-    if lower:
-        label = (
-            f"waste if C is {format_duration(cost_s)} (a lower bound: more if C is)"
-            if drawn.waste_upper is None
-            else f"waste at C's lower bound, {format_duration(cost_s)}"
-        )
+    label = _curve_label(row, banded=drawn.waste_upper is not None)
     rough = drawn.insufficient is not None  # drawn, but not to be trusted yet
     ax.plot(x, waste, color="grey" if rough else "black", linestyle=":" if rough else "-",
             label=label + (" (too little data to trust)" if rough else ""))  # fmt: skip
-    band = row.get("recommended_interval_range_s") if lower else None
-    if band and band[1] is None and row.get("recommended_interval_s"):
-        band = [row["recommended_interval_s"], None]  # open: at least the interval at C's bound
+    bounded, open_above = interval_is_bounded(row), interval_is_open_above(row)
+    band = row.get("recommended_interval_range_s") if bounded else None
+    if open_above and row.get("recommended_interval_s"):
+        band = [row["recommended_interval_s"], None]  # at least the interval at the bounds
     band = band or row.get("recommended_interval_ci_s")
     if band:
         right = band[1] if band[1] is not None else drawn.interval_s[-1]
-        what = "recommended range" if lower else "optimum's confidence band"
+        what = "recommended range" if bounded else "optimum's confidence band"
         if band[1] is None:
-            what += f": ≥ {format_duration(band[0])}"
+            what += f": {at_least(format_duration(band[0]), True)}"
         ax.axvspan(band[0] / scale, right / scale, color="tab:green", alpha=0.15, label=what)
+    mark = bound_mark(row, grows_with_cost=True)  # waste at the bounds: None, no bound either way
     for key, colour, name in (
         ("recommended_interval_s", "tab:green", "recommended"),
         ("current_interval_s", "tab:red", "current"),
@@ -223,23 +230,37 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float, lower:
         value = row.get(key)
         if value:
             w = exponential_waste_fraction(value, mtbf_s, cost_s, restart_s)
-            ax.axvline(
-                value / scale,
-                color=colour,
-                linestyle="--",
-                label=f"{name}: {format_duration(value)}, {w:.1%}",
-            )
+            shown = at_least(format_duration(value), open_above and name == "recommended")
+            shown += "" if mark is None else f", {mark}{w:.1%}"
+            ax.axvline(value / scale, color=colour, linestyle="--", label=f"{name}: {shown}")
 
 
-def _title(row: dict[str, Any], lower: bool) -> str:
-    cost = row.get("checkpoint_cost_s")
-    shown = format_duration(cost)
-    if lower and cost is not None:
-        high = (row.get("checkpoint_cost_range_s") or [None, None])[1]
-        shown = f"≥ {shown}" if high is None else f"{shown}–{format_duration(high)}"
+def _curve_label(row: dict[str, Any], *, banded: bool) -> str:
+    """The curve's legend entry: Daly's waste, or the C and M it is drawn at that are lower
+    bounds, and which way the waste goes with each (``banded``: C has a plausible upper end, the
+    band between the curves at its ends is drawn too)."""
+    c, m = format_duration(row["checkpoint_cost_s"]), format_duration(row["mtbf_s"])
+    c_low, m_low = (
+        bool(row.get("checkpoint_cost_is_lower_bound")),
+        bool(row.get("mtbf_is_lower_bound")),
+    )
+    if banded:
+        also = f", if M is {m} (a lower bound: less if M is)" if m_low else ""
+        return f"waste at C's lower bound, {c}{also}"
+    if c_low and m_low:
+        return f"waste if C is {c} and M is {m} (lower bounds: more if C is, less if M is)"
+    if c_low:
+        return f"waste if C is {c} (a lower bound: more if C is)"
+    if m_low:
+        return f"waste if M is {m} (a lower bound: less if M is)"
+    return "waste (Daly, exponential failures)"
+
+
+def _title(row: dict[str, Any]) -> str:
+    """``JOB: M 6h 00m, C ≥ 43s, R 10m 00s``: C and M marked where bounded (agent/marks.py)."""
     restart = row.get("restart_cost_s")
     r = "R not measured (0 assumed)" if restart is None else f"R {format_duration(restart)}"
-    return f"{row.get('job')}: M {format_duration(row.get('mtbf_s'))}, C {shown}, {r}"
+    return f"{row.get('job')}: M {mtbf_text(row)}, C {cost_text(row)}, {r}"
 
 
 def _wrap(text: str, width: int = 60) -> str:

@@ -20,6 +20,7 @@ from ckpt_advisor.agent.cli.common import (
     read_store,
     require_job,
 )
+from ckpt_advisor.agent.marks import at_least
 from ckpt_advisor.agent.units import format_duration
 
 MAX_SIMULATED_FAILURES = 2_000_000
@@ -311,10 +312,10 @@ def simulate(
         else f"{replicates} simulated jobs of {days:g} days, lives "
         + ("exponential" if shape == 1.0 else f"Weibull of shape {shape:g}")
     )
-    click.echo(
-        f"{head}; M {format_duration(mtbf)}, C {format_duration(cost)}, "
-        f"R {format_duration(restart)}"
-    )
+    # a backtest runs at the job's C and M, either of which may be a lower bound
+    m = at_least(format_duration(mtbf), bool(out.get("mtbf_is_lower_bound")))
+    c = at_least(format_duration(cost), bool(out.get("checkpoint_cost_is_lower_bound")))
+    click.echo(f"{head}; M {m}, C {c}, R {format_duration(restart)}")
     labels = [
         "Daly",
         *(["given"] * len(intervals)),

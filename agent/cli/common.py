@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ckpt_advisor.agent.marks import at_least, interval_is_bounded, setting_is_lower_bound
 from ckpt_advisor.agent.units import format_duration, format_in, parse_duration_s
 
 if TYPE_CHECKING:
@@ -284,53 +285,28 @@ def event_table(
     table(title, columns, [[row[c] for c in columns] for row in map(cells, rows)])
 
 
-def cost_cell(r: dict[str, Any]) -> str:
-    """C of an ``estimates --json`` row, or ``≥ 43s`` / ``43s–2m 01s`` when it is a lower bound
-    from log lines (``estimates``, ``status``)."""
-    cost = format_duration(r["checkpoint_cost_s"])
-    if not r.get("checkpoint_cost_is_lower_bound") or r["checkpoint_cost_s"] is None:
-        return cost
-    high = (r.get("checkpoint_cost_range_s") or [None, None])[1]
-    return f"≥ {cost}" if high is None else f"{cost}–{format_duration(high)}"
-
-
-def mtbf_cell(r: dict[str, Any]) -> str:
-    """M of an ``estimates --json`` row, ``≥ 5h 49m`` when it is a lower bound (running time of
-    files without timestamps not all measured)."""
-    mtbf = format_duration(r["mtbf_s"])
-    return f"≥ {mtbf}" if r.get("mtbf_is_lower_bound") and r["mtbf_s"] is not None else mtbf
-
-
-def _bounded(r: dict[str, Any]) -> bool:
-    """Whether the recommended interval of a row is a range or a lower bound: C or M is a
-    lower bound."""
-    return bool(r.get("checkpoint_cost_is_lower_bound") or r.get("mtbf_is_lower_bound"))
-
-
 def best_cell(r: dict[str, Any]) -> str:
     """The recommended interval; when C or M is a lower bound, the range over the plausible C
     and M's interval, or ``≥`` the interval at the bound when it has no upper end (as the
     message says)."""
     best = format_duration(r["recommended_interval_s"])
     bounds = r.get("recommended_interval_range_s")
-    if not _bounded(r) or not bounds or best == "-":
+    if not interval_is_bounded(r) or not bounds or best == "-":
         return best
     low, high = bounds
     if high is None:
-        return f"≥ {best}"
+        return at_least(best, True)
     return f"{format_duration(low)}–{format_duration(high)}"
 
 
 def setting_cell(r: dict[str, Any]) -> str:
     """The recommended setting (``save_steps=500``), with ``or more`` when the interval has no
-    upper bound (C or M a lower bound without one: :func:`best_cell` shows ``≥``), ``-``
-    unknown."""
+    upper bound (C or M a lower bound without one: :func:`best_cell` shows ``≥``;
+    :func:`agent.marks.setting_is_lower_bound`), ``-`` unknown."""
     setting = r.get("recommended_setting")
     if not setting:
         return "-"
-    bounds = r.get("recommended_interval_range_s")
-    open_above = _bounded(r) and (not bounds or bounds[1] is None)
-    return f"{setting} or more" if open_above else str(setting)
+    return f"{setting} or more" if setting_is_lower_bound(r) else str(setting)
 
 
 def short_time(iso: str | None) -> str:

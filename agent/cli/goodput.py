@@ -89,14 +89,15 @@ def goodput(
         fail(str(exc))
     spans = est.goodput_spans
     untimed = next((n for n in est.notes if n.code is NoteCode.NO_TIMESTAMPS), None)
-    if untimed is not None and (spans is None or spans.last_s is None):
-        fail(f"{job}: no wall time to split: {render_note(untimed)}")  # every event host-dated
-    if spans is None or spans.last_s is None:
-        fail(f"job {job!r} has no events with a time: nothing to account for")
-    until_s = spans.last_s
-    g = spans.breakdown(since_s=-float("inf") if since is None else until_s - since)
-    if untimed is not None and g.wall_s == 0.0:
-        fail(f"{job}: no wall time to split: {render_note(untimed)}")
+    unmeasured = None if untimed is None else f"no wall time to split: {render_note(untimed)}"
+    g = None
+    if spans is not None and spans.last_s is not None:
+        g = spans.breakdown(since_s=-float("inf") if since is None else spans.last_s - since)
+    if spans is None or g is None or (unmeasured is not None and g.wall_s == 0.0):
+        # every event dated when read (the untimed files), or none with a time at all
+        why = unmeasured or "no events with a time: nothing to account for"
+        _no_split(est, why, since, as_json=as_json, asked=bool(plot_path or spans_path))
+        return
     days = by_period(spans, since_s=g.since_s, until_s=g.until_s)
     if spans_path:
         try:
@@ -167,6 +168,23 @@ def goodput(
     click.echo(_simulated_line(est))
     for line in written:  # what the command did, after the table: stdout
         click.echo(line)
+
+
+def _no_split(
+    est: JobEstimate, why: str, since: float | None, *, as_json: bool, asked: bool
+) -> None:
+    """A job with no wall time to split: the reason on stderr, exit 1; with --json, first the
+    goodput object with its split null and ``insufficient_data`` saying why (exit 0, as
+    ``estimates --json`` prints ``[]`` with no estimate, unless a --plot or --spans file
+    ``asked`` for cannot be written: exit 1)."""
+    from ckpt_advisor.agent.contracts import goodput_json
+
+    if as_json:
+        out = goodput_json(est, None, since_s=since, by_day=[], insufficient=why)
+        click.echo(json.dumps(out, indent=2))
+        if not asked:
+            return
+    fail(f"{est.job}: {why}")
 
 
 def _simulated_line(est: JobEstimate) -> str:

@@ -12,14 +12,12 @@ from ckpt_advisor.agent.cli.common import (
     EXIT_CONFIG,
     best_cell,
     config_option,
-    cost_cell,
     db_option,
     duration,
     event_table,
     examples,
     fail,
     load_config,
-    mtbf_cell,
     open_store,
     print_json_lines,
     read_store,
@@ -29,6 +27,7 @@ from ckpt_advisor.agent.cli.common import (
     table,
     until_cell,
 )
+from ckpt_advisor.agent.marks import bound_mark, cost_text, mtbf_text
 from ckpt_advisor.agent.units import ci_label, format_duration
 
 if TYPE_CHECKING:
@@ -168,7 +167,8 @@ def estimates(
             if not history
             else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
         )
-        + "; ≥: a lower bound (C from log lines, M with untimed running time)"
+        + "; ≥: a lower bound (C from log lines, M with untimed running time); goodput ≤ at"
+        + " such a C, ≥ at such an M, - at both"
         + (
             "; tiers: a two-tier job's advised fast interval × saves per persistent save)"
             if columns.index("tiers") in shown
@@ -274,8 +274,8 @@ def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
     return [
         r["job"],
         r["status"],
-        cost_cell(r),
-        mtbf_cell(r),
+        cost_text(r),
+        mtbf_text(r),
         f"{own}{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),
@@ -283,7 +283,7 @@ def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
         best_cell(r),
         _pair_cell(r.get("tiers")),
         setting_cell(r),
-        _goodput_change(r.get("goodput_current"), r.get("goodput_recommended")),
+        _goodput_change(r),
     ]
 
 
@@ -295,11 +295,16 @@ def _pair_cell(tiers: dict[str, Any] | None) -> str:
     return f"{format_duration(tiers['fast_interval_s'])} ×{tiers['saves_per_persistent']}"
 
 
-def _goodput_change(now: float | None, best: float | None) -> str:
-    """Simulated goodput now → at the recommended interval (``72.4%→80.1%``), ``-`` unknown."""
-    if best is None:
+def _goodput_change(r: dict[str, Any]) -> str:
+    """Simulated goodput now → at the recommended interval (``72.4%→80.1%``), each ``≤`` at a
+    lower-bound C (``≤ 69.6%→≤ 72.6%``: the more C, the less goodput) and ``≥`` at a
+    lower-bound M (:func:`agent.marks.bound_mark`); ``-`` unknown, or at lower bounds of both
+    (no bound either way)."""
+    now, best = r.get("goodput_current"), r.get("goodput_recommended")
+    mark = bound_mark(r, grows_with_cost=False)
+    if best is None or mark is None:
         return "-"
-    return f"{'?' if now is None else f'{now:.1%}'}→{best:.1%}"
+    return f"{'?' if now is None else f'{mark}{now:.1%}'}→{mark}{best:.1%}"
 
 
 class _EventKinds(click.Choice[str]):

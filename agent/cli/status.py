@@ -14,7 +14,6 @@ import click
 from ckpt_advisor.agent.cli.common import (
     best_cell,
     config_option,
-    cost_cell,
     db_option,
     db_path,
     duration,
@@ -24,6 +23,7 @@ from ckpt_advisor.agent.cli.common import (
     table,
     until_cell,
 )
+from ckpt_advisor.agent.marks import cost_text
 from ckpt_advisor.agent.units import format_ago
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _print_jobs(latest: list[dict[str, Any]], now_s: float) -> None:
         computed = row.get("computed_at")
         when = datetime.fromisoformat(computed).timestamp() if computed else None
         why = row.get("decision_text") or "-"
-        cost = cost_cell(row) if "checkpoint_cost_s" in row else "-"
+        cost = cost_text(row) if "checkpoint_cost_s" in row else "-"
         best = best_cell(row) if "recommended_interval_s" in row else "-"
         rows.append([row["job"], row.get("status") or "-", format_ago(when, now_s), cost, best])
         reasons.append((row["job"], why))

@@ -340,6 +340,40 @@ def test_logs_without_timestamps_are_named_not_split(tmp_path: Path) -> None:
     assert timed["untimed_files"] == {}
 
 
+def test_goodput_json_without_wall_time_says_why(tmp_path: Path) -> None:
+    """The captured Lightning runs alone (no timestamps: every event dated when read): goodput
+    --json prints its object, every figure of the split null, with insufficient_data saying
+    why in the words the text's error gives, exit 0 (as estimates --json prints [] with no
+    estimate); with --plot, nothing is drawn: the same object, then exit 1."""
+    db = str(tmp_path / "s.db")
+    _run("ingest", str(REAL / "lightning_crash.log"), str(REAL / "lightning_resume.log"),
+         "--job", "pl", "--db", db)  # fmt: skip
+    text = CliRunner().invoke(main, ["goodput", "--job", "pl", "--db", db])
+    assert (text.exit_code, text.stdout) == (1, "")
+    out = json.loads(_run("goodput", "--job", "pl", "--db", db, "--json"))
+    assert f"pl: {out['insufficient_data']}\n" in text.stderr
+    assert out["insufficient_data"].startswith(
+        f"no wall time to split: no timestamps in {REAL / 'lightning_crash.log'} (first event "
+        "at line 19)"
+    )
+    split = ("window_start", "window_end", "wall_s", "productive_s", "checkpoint_s", "lost_s")
+    split += ("restart_s", "idle_s", "goodput", "checkpoint_is_lower_bound", "measured_by")
+    split += ("n_saves", "n_interruptions", "gpu_hours")
+    assert {key: out[key] for key in split} == dict.fromkeys(split)
+    assert (out["goodput_range"], out["by_day"], out["job"]) == ([None, None], [], "pl")
+    assert out["untimed_files"] == {
+        str(REAL / "lightning_crash.log"): 19,
+        str(REAL / "lightning_resume.log"): 19,
+    }
+    png = tmp_path / "badput.png"
+    drawn = CliRunner().invoke(
+        main, ["goodput", "--job", "pl", "--db", db, "--json", "--plot", str(png)]
+    )
+    assert drawn.exit_code == 1 and json.loads(drawn.stdout) == out and not png.exists()
+    timed = json.loads(_run("goodput", "--job", "j", "--db", _hf_only(tmp_path), "--json"))
+    assert timed["insufficient_data"] is None and timed["wall_s"] > 0
+
+
 def test_a_log_read_in_the_wrong_zone_is_split_on_its_timing_files_clock(tmp_path: Path) -> None:
     """The HF capture and its timing file (both written in UTC), the log read as New York
     time: the log's times are moved the 5 h between the two sources onto the timing file's

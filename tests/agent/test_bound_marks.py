@@ -1,0 +1,207 @@
+"""A figure resting on a bounded C or M is printed as a bound (agent/marks.py), on stores
+backfilled from real captures: the HF Trainer crash and resume runs (C from "saved in" lines: a
+lower bound), Megatron's saves beside Lightning's crash log without timestamps (C measured,
+M a lower bound: the Lightning run's time is only steps × its step time), and the HF crash log
+beside the same Lightning log (both lower bounds); and, for contrast, a generated week of an HF
+job with its timing file (C and M measured)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+from click.testing import CliRunner
+
+from ckpt_advisor.agent.advice import advice_json
+from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.plot import figure
+from ckpt_advisor.agent.store import open_reader
+from ckpt_advisor.agent.synth import simulate
+
+REAL = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
+MEGATRON = Path(__file__).parents[1] / "parsers" / "fixtures" / "megatron" / "megatron_2026.log"
+LOGS = {
+    "c_bound": (REAL / "hf_trainer_crash.log", REAL / "hf_trainer_resume.log"),
+    "m_bound": (MEGATRON, REAL / "lightning_crash.log"),
+    "both": (REAL / "hf_trainer_crash.log", REAL / "lightning_crash.log"),
+}
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env={"COLUMNS": "250"})
+    return result.exit_code, result.stdout
+
+
+@pytest.fixture(scope="module")
+def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """One store per case of LOGS, and ``exact``: a week of a generated HF job (M = 6 h,
+    C = 4 min, saving every 1,200 steps) with its timing file; each job named as its case."""
+    week = tmp_path_factory.mktemp("week")
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, seed=3)
+    (week / "train.log").write_text("".join(text for _, text in job.log))
+    (week / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
+    out = {}
+    for name, logs in {**LOGS, "exact": (week / "train.log", week / "ckpt_timings.jsonl")}.items():
+        db = str(tmp_path_factory.mktemp(name) / "s.db")
+        assert _run("ingest", *map(str, logs), "--job", name, "--db", db)[0] == 0
+        out[name] = db
+    return out
+
+
+def _estimate(db: str) -> dict[str, Any]:
+    code, out = _run("estimates", "--db", db, "--json")
+    assert code == 0
+    [row] = json.loads(out)
+    return row
+
+
+def _table_row(db: str, job: str) -> str:
+    code, out = _run("estimates", "--db", db)
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.strip().startswith(f"{job} ")]
+    return row
+
+
+def test_the_stores_bound_what_their_names_say(dbs: dict[str, str]) -> None:
+    """Which of C and M each store knows only from below, with the goodput simulated at them."""
+    bounds = {}
+    for job, db in dbs.items():
+        est = _estimate(db)
+        assert est["goodput_current"] is not None and est["goodput_recommended"] is not None
+        bounds[job] = (est["checkpoint_cost_is_lower_bound"], est["mtbf_is_lower_bound"])
+    assert bounds == {
+        "c_bound": (True, False),
+        "m_bound": (False, True),
+        "both": (True, True),
+        "exact": (False, False),
+    }
+
+
+def test_the_goodput_column_is_a_bound_the_way_c_or_m_bounds_it(dbs: dict[str, str]) -> None:
+    """At a lower-bound C (0.037 s) the goodput simulated now and at the recommended interval
+    (69.6% and 72.6%) are upper bounds: '≤ 69.6%→≤ 72.6%'; at a lower-bound M (1m 05s)
+    lower bounds: '≥ 61.5%→≥ 71.1%'; at both, no bound either way: '-'. The title says so."""
+    shown = {}
+    for job, db in dbs.items():
+        est = _estimate(db)
+        now, best = est["goodput_current"], est["goodput_recommended"]
+        shown[job] = (f"{now:.1%}", f"{best:.1%}", _table_row(db, job).rstrip())
+    assert shown["c_bound"][:2] == ("69.6%", "72.6%")
+    assert shown["c_bound"][2].endswith("  ≤ 69.6%→≤ 72.6%")
+    assert shown["m_bound"][:2] == ("61.5%", "71.1%")
+    assert shown["m_bound"][2].endswith("  ≥ 61.5%→≥ 71.1%")
+    assert shown["both"][2].endswith(" or more   -")
+    assert shown["exact"][:2] == ("76.4%", "82.1%")
+    assert shown["exact"][2].endswith("  save_steps=480   76.4%→82.1%")
+    _, table = _run("estimates", "--db", dbs["both"])
+    assert "; goodput ≤ at such a C, ≥ at such an M, - at both)" in table.splitlines()[0]
+
+
+def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> None:
+    """Where the table prints the setting with "or more" (the interval open above: C or M a
+    lower bound), estimates --json and the advice file say so in
+    recommended_setting_is_lower_bound; recommended_setting keeps its value."""
+    settings = {}
+    for job, db in dbs.items():
+        est = _estimate(db)
+        advice = advice_json(Estimator().estimate(open_reader(db), job, time.time()))
+        assert advice["recommended_setting"] == est["recommended_setting"]
+        settings[job] = (
+            est["recommended_setting"],
+            est["recommended_setting_is_lower_bound"],
+            advice["recommended_setting_is_lower_bound"],
+            f"  {est['recommended_setting']} or more  " in _table_row(db, job),
+        )
+    assert settings == {
+        "c_bound": ("save_steps=9", True, True, True),
+        "m_bound": ("--save-interval 22", True, True, True),
+        "both": ("save_steps=5", True, True, True),
+        "exact": ("save_steps=480", False, False, False),
+    }
+
+
+def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, str]) -> None:
+    """simulate --job replays each job at its estimated C and M: the header shows each as a
+    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says. (--days and
+    --replicates only keep the captures' seconds-long M under the Monte Carlo's size limit.)"""
+    heads, flags = {}, {}
+    for job, db in dbs.items():
+        args = ("simulate", "--job", job, "--db", db, "--days", "0.01", "--replicates", "2")
+        code, out = _run(*args)
+        assert code == 0
+        heads[job] = out.splitlines()[0]
+        code, out = _run(*args, "--json")
+        shown = json.loads(out)
+        flags[job] = (shown["checkpoint_cost_is_lower_bound"], shown["mtbf_is_lower_bound"])
+    assert heads == {
+        "c_bound": "backtest of c_bound (1 interruptions); M 20s, C ≥ 0.037s, R 6.07s",
+        "m_bound": "backtest of m_bound (0 interruptions); M ≥ 1m 05s, C 3.41s, R 0s",
+        "both": "backtest of both (1 interruptions); M ≥ 5.62s, C ≥ 0.0545s, R 0s",
+        "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
+    }
+    assert flags == {
+        "c_bound": (True, False),
+        "m_bound": (False, True),
+        "both": (True, True),
+        "exact": (False, False),
+    }
+
+
+def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
+    """The waste curve of each store's estimate: the title marks C and M where they are lower
+    bounds; where either is, the recommended range is open (the recommended interval '≥') and
+    each interval's waste is marked the way the bound moves it (more C, more waste: '≥'; more
+    M, less: '≤'; both: no figure); the curve says at which bounds it is drawn. Measured C
+    and M draw as before."""
+    drawn = {}
+    for job, db in dbs.items():
+        fig, _ = figure(_estimate(db))
+        try:
+            ax = fig.axes[0]
+            legend = [t.get_text() for t in ax.get_legend().get_texts()]
+            drawn[job] = (ax.get_title().split(", R ")[0], legend)
+        finally:
+            plt.close(fig)
+    rough = " (too little data to trust)"
+    assert drawn["c_bound"] == (
+        "c_bound: M 20s, C ≥ 0.037s",
+        [
+            "waste if C is 0.037s (a lower bound: more if C is)" + rough,
+            "recommended range: ≥ 1.2s",
+            "recommended: ≥ 1.2s, ≥ 30.1%",
+            "current: 3.74s, ≥ 33.0%",
+        ],
+    )
+    assert drawn["m_bound"] == (
+        "m_bound: M ≥ 1m 05s, C 3.41s",
+        [
+            "waste if M is 1m 05s (a lower bound: less if M is)" + rough,
+            "recommended range: ≥ 19s",
+            "recommended: ≥ 19s, ≤ 29.0%",
+            "current: 48s, ≤ 38.6%",
+        ],
+    )
+    assert drawn["both"] == (
+        "both: M ≥ 5.62s, C ≥ 0.0545s",
+        [
+            "waste if C is 0.0545s and M is 5.62s (lower bounds: more if C is, less if M is)"
+            + rough,
+            "recommended range: ≥ 0.747s",
+            "recommended: ≥ 0.747s",
+            "current: 4.07s",
+        ],
+    )
+    assert drawn["exact"] == (
+        "exact: M 5h 14m, C 4m 00s",
+        [
+            "waste (Daly, exponential failures)",
+            "optimum's confidence band",
+            "recommended: 47m 30s, 17.9%",
+            "current: 2h 00m, 23.7%",
+        ],
+    )
