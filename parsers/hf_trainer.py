@@ -21,6 +21,17 @@ What is recognised:
   ``Continuing training from global step S`` (4.x) → ``resume`` at step S. ``Loading model
   from …/checkpoint-50.`` comes before it in the same resume and gives nothing;
   ``Loading best model from …`` (end of training) gives nothing either.
+* Under DeepSpeed (``TrainingArguments(deepspeed=…)``), the engine writes the model and
+  optimizer states after HF's own lines, inside the same save, and prints its own stamped lines
+  (``parsers/deepspeed.py``: ``[Torch] Checkpoint <tag> is about to be saved!``, ``Saving model
+  checkpoint: <dir>/global_step<N>/…``, ``[Torch] Saving <file>...``, and in 0.16 ``[Torch]
+  Checkpoint <tag> is ready now!``): each such line of the open save is one of its sub-steps,
+  as a "saved in" line, and gives its time (a save whose HF lines print no time, transformers'
+  default format, starts at the first of them: what HF wrote before is not seen). DeepSpeed's
+  lines before HF's first (its engine starts before ``***** Running training *****``) made the
+  file DeepSpeed's: HF takes it over at its first line of its own (:attr:`Stack.absorbs`).
+  Real captures: ``tests/parsers/fixtures/hf_deepspeed/`` (deepspeed 0.16.9 with transformers
+  4.46.3, 0.19.8 with 5.24.0).
 * The training tqdm bar (no description, total = ``Total optimization steps``) counts global
   steps: a line whose last bar state shows a new step gives one ``step`` event with
   ``duration_s`` = tqdm's smoothed seconds per step, and ``time`` = the time of a record
@@ -31,9 +42,10 @@ What is recognised:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from ckpt_advisor.parsers import deepspeed
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.stack import Header, ParseContext, Pattern, Record, Stack, parse_step
 from ckpt_advisor.parsers.text import Bar
@@ -147,6 +159,20 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
+ENGINE_HEADERS = tuple(replace(h, identifies_stack=False) for h in deepspeed.DeepSpeed.headers)
+"""DeepSpeed's record prefixes, for their time: the engine's lines in a Trainer's log."""
+
+ENGINE_SAVE_LINES = tuple(
+    replace(p, name=f"deepspeed_{p.name}", kind=None, identifies_stack=False)
+    for p in deepspeed.PATTERNS
+    if p.name in ("about_to_be_saved", "saving_model_checkpoint", "torch_saving", "ready_now")
+)
+"""DeepSpeed's save lines (``parsers/deepspeed.py``), as sub-steps of the Trainer's save."""
+_ENGINE_TAG_LINES = frozenset(
+    p for p in ENGINE_SAVE_LINES if p.name in ("deepspeed_about_to_be_saved", "deepspeed_ready_now")
+)
+"""Those that name the save by its tag (``global_step10``), not by a path in its directory."""
+
 _EXPLICIT_HEAD = re.compile(EXPLICIT_FORMAT.regex.pattern.removesuffix("(?P<msg>.*)"))
 """:data:`EXPLICIT_FORMAT` up to its message, matched at a line's start (there the header can
 be read one way only: its file name ends at the first ``]``): the message is the rest."""
@@ -171,8 +197,9 @@ class HfTrainer(Stack):
     """HF Trainer stack: the pattern table plus save start/end pairing and the training bar."""
 
     name = "hf_trainer"
-    headers = (EXPLICIT_FORMAT, EXAMPLES_FORMAT)
-    patterns = PATTERNS
+    headers = (EXPLICIT_FORMAT, EXAMPLES_FORMAT, *ENGINE_HEADERS)
+    patterns = (*PATTERNS, *ENGINE_SAVE_LINES)
+    absorbs = ("deepspeed",)
     step_in_path = _CHECKPOINT_STEP
     reads_bars = True
 
@@ -209,11 +236,14 @@ class HfTrainer(Stack):
         """Pair saves with their last "saved in" line; other messages go by the table."""
         hit = self.match(record.msg)
         events: list[Event] = []
-        if self._save is not None and record.header is not None and not record.continued:
-            if hit is not None and hit[0] is SAVED_IN and self._save.contains(hit[1]["path"]):
+        save = self._save
+        if save is not None and record.header is not None and not record.continued:
+            if hit is not None and self._sub_step(save, *hit):
                 end_time = self.time_of(record)
                 if end_time is not None:
-                    self._save.end = (record.line, end_time)
+                    if save.start_time is None and hit[0] in ENGINE_SAVE_LINES:
+                        save.start_time = end_time  # HF's own lines print no time
+                    save.end = (record.line, end_time)
                 return events
             events.extend(self._close_save())
         if hit is None:
@@ -231,6 +261,15 @@ class HfTrainer(Stack):
             if pattern.kind in (EventKind.RUN_START, EventKind.RESUME):
                 self._step_event = None  # a new run may show a step the last one showed
         return events
+
+    @staticmethod
+    def _sub_step(save: _Save, pattern: Pattern, m: re.Match[str]) -> bool:
+        """Whether a record matching ``pattern`` is a part of the open ``save``: a "saved in"
+        line or a DeepSpeed save line with a path in its directory, or a DeepSpeed line that
+        names the save by its tag (``global_step<N>`` of the save's step, when known)."""
+        if pattern in _ENGINE_TAG_LINES:
+            return save.step is None or m["path"] == f"global_step{save.step}"
+        return (pattern is SAVED_IN or pattern in ENGINE_SAVE_LINES) and save.contains(m["path"])
 
     def is_training_bar(self, bar: Bar) -> bool:
         """The bar without a description whose total is ``Total optimization steps`` (the

@@ -141,6 +141,9 @@ class LogParser(StreamParser):
             self._stack is not None and self._stack.reads_bars,
             self._stack is not None and self._fallback is None,
         )
+        self._absorbers: tuple[Stack | StackCandidate, ...] = ()
+        """Candidates that read the detected stack's lines as their own (:attr:`Stack.absorbs`):
+        the file becomes the first one's at its first line that it identifies."""
         self._clock = stacks[0].context.clock or FileClock()
         self._inert: dict[str, None] = {}
         self._held: list[Event] = []
@@ -166,8 +169,8 @@ class LogParser(StreamParser):
                 return self._dated(custom_events)
         events: list[Event] = []
         wanted = self._wanted(line)
-        if self._stack is None and wanted:  # detect before the bar, which precedes the record
-            for piece in records(line):
+        if (self._stack is None or self._absorbers) and wanted:  # before the bar, which
+            for piece in records(line):  # precedes the record glued to it
                 if self._detect(piece):
                     break
         inert_bar = self._bar(events, line, lineno)
@@ -390,16 +393,22 @@ class LogParser(StreamParser):
     def _detect(self, piece: str) -> bool:
         # a stack's own record prefix wins over another stack's wording in the message (a
         # NeMo record quoting a Lightning warning path is NeMo's)
-        by_header = [stack for stack in self._candidates if stack.detects_by_header(piece)]
-        for candidate in by_header or self._candidates:
+        candidates = self._absorbers or self._candidates
+        by_header = [stack for stack in candidates if stack.detects_by_header(piece)]
+        for candidate in by_header or candidates:
             if candidate.detects(piece):
                 stack = candidate.stack() if isinstance(candidate, StackCandidate) else candidate
-                self._stack, self._candidates = stack, (stack,)
+                absorbers = tuple(c for c in self._candidates if stack.name in c.absorbs)
+                self._stack, self._absorbers = stack, absorbers
+                self._candidates = (stack,)
                 self._name = stack.name
                 self._fallback = None  # the file's own stack reads it from here on
-                self._keywords = _keywords_of((stack.keywords,))
+                # while another stack may take the file over, its lines are selected and
+                # every keyword line is fed whole, to be offered to it (:meth:`_feed`)
+                keywords = (stack.keywords, *(c.keywords for c in absorbers))
+                self._keywords = _keywords_of(keywords)
                 self._keyword_search = _keyword_search(self._keywords)
-                self._filter = _line_filter(self._keywords, stack.reads_bars, True)
+                self._filter = _line_filter(self._keywords, stack.reads_bars, not absorbers)
                 return True
         return False
 

@@ -40,6 +40,7 @@ class StackEntry:
         header_literals: keywords of its headers that identify it (``identifies_stack``).
         shared: those of ``keywords`` that no pattern identifying it has (header keywords,
             wording other stacks print too); the others are its identifying patterns'.
+        absorbs: :attr:`Stack.absorbs`.
     """
 
     name: str
@@ -48,6 +49,7 @@ class StackEntry:
     keywords: tuple[str, ...]
     header_literals: tuple[str, ...]
     shared: tuple[str, ...] = ()
+    absorbs: tuple[str, ...] = ()
 
     @property
     def pattern_literals(self) -> tuple[str, ...]:
@@ -70,6 +72,7 @@ ENTRIES: tuple[StackEntry, ...] = (
         (
             " >> ",
             " - ",
+            "] [Rank ",
             "Saving model checkpoint to ",
             " saved in ",
             "Total optimization steps = ",
@@ -77,9 +80,23 @@ ENTRIES: tuple[StackEntry, ...] = (
             "Resuming training from checkpoint with epoch ",
             "Continuing training from global step ",
             "Training completed.",
+            " is about to be saved!",
+            "Saving model checkpoint: ",
+            "[Torch] Saving ",
+            " is ready now!",
         ),
         (" >> ",),
-        (" >> ", " - ", " saved in "),
+        (
+            " >> ",
+            " - ",
+            " saved in ",
+            "] [Rank ",
+            " is about to be saved!",
+            "Saving model checkpoint: ",
+            "[Torch] Saving ",
+            " is ready now!",
+        ),
+        ("deepspeed",),
     ),
     StackEntry(
         "accelerate",
@@ -222,13 +239,14 @@ class StackCandidate:
     after detection consults a candidate.
     """
 
-    __slots__ = ("_detect_literals", "_stack", "context", "entry", "keywords", "name")
+    __slots__ = ("_detect_literals", "_stack", "absorbs", "context", "entry", "keywords", "name")
 
     def __init__(self, entry: StackEntry, context: ParseContext) -> None:
         self.entry = entry
         self.context = context
         self.name = entry.name
         self.keywords = entry.keywords
+        self.absorbs = entry.absorbs
         self._detect_literals = entry.header_literals + entry.pattern_literals
         self._stack: Stack | None = None
         """The built stack, once needed: only asked whether it detects a piece (no state)."""

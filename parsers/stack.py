@@ -191,6 +191,10 @@ class Stack:
     headers: ClassVar[tuple[Header, ...]] = ()
     patterns: ClassVar[tuple[Pattern, ...]]
     step_in_path: ClassVar[re.Pattern[str] | None] = None
+    absorbs: ClassVar[tuple[str, ...]] = ()
+    """Stacks whose lines this one reads as its own where both print into one file (HF
+    Trainer's DeepSpeed engine): a file detected as one of them is this stack's from its first
+    line this stack identifies (:class:`parsers.logs.LogParser`)."""
     reads_bars: ClassVar[bool] = False
     """True when the stack reads its progress bar: :meth:`on_bar` is called with the last bar
     state (:meth:`last_bar`) of each line that shows a rate; a bar :meth:`is_training_bar`

@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
 def test_each_entry_holds_its_stack_classes_own_literals(entry: StackEntry) -> None:
     """Each entry names a stack class of its name whose prefilter keywords, and identifying
-    header and pattern keywords, are exactly the entry's (what ``auto`` selects lines and
-    skips imports by)."""
+    header and pattern keywords, and the stacks it absorbs, are exactly the entry's (what
+    ``auto`` selects lines and skips imports by)."""
     stack = entry.load()
-    assert stack.name == entry.name
+    assert (stack.name, stack.absorbs) == (entry.name, entry.absorbs)
     assert _class_tables(stack).keywords == entry.keywords
     headers = tuple(dict.fromkeys(h.keyword for h in stack.headers if h.identifies_stack))
     patterns = tuple(dict.fromkeys(p.keyword for p in stack.patterns if p.identifies_stack))
