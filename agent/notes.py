@@ -124,13 +124,16 @@ def _no_timestamps(note: Note) -> str:
 
 def _host_dated_failures(note: Note) -> str:
     v = note.values
-    files = ", ".join(note.by_name) or "a file without timestamps"
+    named = [f"{source} (from line {line})" for source, line in note.by_name.items()]
+    files = ", ".join(named) or "a file without timestamps"
+    where = files if len(named) < 2 else f"one or more of {files}"
     n_failures, n_runs = int(v["n_failures"]), int(v["n_runs"])
     counted = (
-        f"{_count(n_failures)} interruption(s) in {files} count in M, though no time of theirs "
-        "is measured (no restart, lost work or goodput span ends at them)"
+        f"{_count(n_failures)} interruption(s) count in M though no time of theirs is measured "
+        "(no restart, lost work or goodput span ends at them): their lines came before any "
+        f"time their file printed, in {where}"
         if n_failures
-        else f"M counts running time of {files}"
+        else f"M counts running time of {where}"
     )
     running = (
         f"; {d(v['exposure_s'])} of running time over {_count(n_runs)} run(s) is measured as "

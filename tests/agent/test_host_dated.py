@@ -88,6 +88,11 @@ def test_mixed_job_measures_only_placed_times(
     assert note.by_name == {str(lightning): 19}
     assert note.values["n_failures"] == 1 and note.values["n_runs"] == 1
     assert note.values["exposure_s"] == pytest.approx(LIGHTNING_EXPOSURE_S, abs=1e-6)
+    assert render_note(note).startswith(
+        "1 interruption(s) count in M though no time of theirs is measured (no restart, lost "
+        "work or goodput span ends at them): their lines came before any time their file "
+        f"printed, in {lightning} (from line 19); "
+    )
     assert "steps × the step time the file printed" in render_note(note)
     # simulated goodput rests on these C and M and no restart cost
     assert est.goodput_current is not None and est.daly_interval_s is not None
