@@ -126,18 +126,28 @@ def backfill_specs(
     return [WatchSpec(job, (str(Path(p).resolve()),), fmt=fmt, custom=custom) for p in paths]
 
 
+def job_zone(config: Config, job: str) -> str:
+    """The zone ``job``'s stamps printed without an offset are read in: its ``[[jobs]]
+    timezone``, else ``[parse] timezone``."""
+    zones = [j.timezone for j in config.jobs if j.name == job and j.timezone is not None]
+    return zones[0] if zones else config.parse.timezone
+
+
 def watch_specs(config: Config) -> list[WatchSpec]:
-    """The tailer's globs for every configured job: its logs (with the job's format and custom
-    patterns), then its timing files."""
+    """The tailer's globs for every configured job: its logs (with the job's format, custom
+    patterns and time zone), then its timing files."""
+    from zoneinfo import ZoneInfo
+
     from ckpt_advisor.agent.tail import WatchSpec
 
     specs = []
     for job in config.jobs:
+        tz = None if job.timezone is None else ZoneInfo(job.timezone)
         if job.logs:
             custom = tuple(pattern.compiled() for pattern in job.patterns)
-            specs.append(WatchSpec(job.name, tuple(job.logs), fmt=job.format, custom=custom))
+            specs.append(WatchSpec(job.name, tuple(job.logs), fmt=job.format, custom=custom, tz=tz))
         if job.timings:  # a timing file is known by its records (``auto``), not by its glob
-            specs.append(WatchSpec(job.name, tuple(job.timings)))
+            specs.append(WatchSpec(job.name, tuple(job.timings), tz=tz))
     return specs
 
 

@@ -23,6 +23,19 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def known_zone(value: str) -> str:
+    """``value`` if it names an IANA time zone.
+
+    Raises:
+        ValueError: it names none (the message says what was given).
+    """
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as UTC)") from None
+    return value
+
+
 class ParseConfig(Section):
     """``[parse]``: how log text is read."""
 
@@ -32,13 +45,7 @@ class ParseConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(
-                f"unknown time zone {value!r} (use an IANA name such as UTC)"
-            ) from None
-        return value
+        return known_zone(value)
 
 
 class PatternConfig(Section):
@@ -88,6 +95,14 @@ class JobConfig(Section):
     """GPUs the job runs on: waste in GPU-hours per day, and the worth-it threshold."""
     patterns: list[PatternConfig] = Field(default_factory=list)
     """Custom ``[[jobs.patterns]]`` for lines no built-in parser knows."""
+    timezone: str | None = None
+    """IANA zone of this job's timestamps printed without an offset, where its nodes' differs
+    from ``[parse] timezone`` (unset: that one)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_job_zone(cls, value: str | None) -> str | None:
+        return None if value is None else known_zone(value)
 
     @field_validator("format")
     @classmethod

@@ -151,8 +151,8 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="The daemon's config: its store (unless --db), [estimation] policy, [parse] timezone "
-    "(unless --tz) and the job's gpus, nodes and patterns.",
+    help="The daemon's config: its store (unless --db), [estimation] policy, the job's "
+    "timezone or [parse] timezone (unless --tz), and the job's gpus, nodes and patterns.",
 )
 @format_option
 @tz_option
@@ -196,14 +196,14 @@ def ingest(
     """
     from zoneinfo import ZoneInfo
 
-    from ckpt_advisor.agent.app import backfill_specs, estimator_of, utc_now
+    from ckpt_advisor.agent.app import backfill_specs, estimator_of, job_zone, utc_now
     from ckpt_advisor.agent.contracts import estimate_json
     from ckpt_advisor.agent.store import StoreError
     from ckpt_advisor.agent.tail import Tailer
 
     config = load_config(config_path) if config_path else None
     if config is not None and ctx.get_parameter_source("tz") is ParameterSource.DEFAULT:
-        tz = ZoneInfo(config.parse.timezone)
+        tz = ZoneInfo(job_zone(config, job))
     readable = [path for path in files if _readable(path)]
     if not readable:
         fail("no file to ingest (each is named above)")

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +45,9 @@ class WatchSpec:
     fmt: str = "auto"
     custom: tuple[parsers.CustomPattern, ...] = ()
     """Custom log patterns from the job's config (``[[jobs.patterns]]``)."""
+    tz: tzinfo | None = None
+    """The zone of the job's stamps printed without an offset (``[[jobs]] timezone``); None:
+    the tailer's (``[parse] timezone``)."""
 
 
 def discover(

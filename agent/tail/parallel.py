@@ -255,7 +255,7 @@ class ParallelBackfill:
         committed = f.state.offset
 
         def task(origin: tuple[int, int], cut: int, end: int, flush: bool) -> RangeTask:
-            tz = self._reader._tz
+            tz = self._reader.zone(f.spec)
             return RangeTask(f.spec, f.path, f.fmt, tz, buffer, *origin, cut, end, flush)
 
         if size - committed < SPLIT_BYTES:

@@ -161,7 +161,7 @@ class Reader:
             log.warning("%s: %s reads this file; not read here", path, state.shared_with)
         elif state.offset:
             log.info("resuming %s at byte %d (line %d)", path, state.offset, state.lineno)
-        parser = parsers.make_parser(fmt, tz=self._tz, patterns=spec.custom)
+        parser = parsers.make_parser(fmt, tz=self.zone(spec), patterns=spec.custom)
         f = OpenFile(
             spec,
             path,
@@ -313,8 +313,12 @@ class Reader:
         f.clock = _file_clock(f.fd)
         f.stale = False
 
+    def zone(self, spec: WatchSpec) -> tzinfo:
+        """The zone the files of ``spec`` are read in: the job's, else the tailer's."""
+        return spec.tz or self._tz
+
     def _parser(self, f: OpenFile) -> parsers.StreamParser:
-        return parsers.make_parser(f.fmt, tz=self._tz, patterns=f.spec.custom)
+        return parsers.make_parser(f.fmt, tz=self.zone(f.spec), patterns=f.spec.custom)
 
     @staticmethod
     def _reset(f: OpenFile, state: FileState, parser: parsers.StreamParser) -> None:

@@ -115,3 +115,43 @@ def test_backtest_with_a_config_uses_its_window(week: Path, tmp_path: Path) -> N
     wide, _ = _run("simulate", "--job", "week", "--db", str(tmp_path / "c.db"), "--json")
     narrow, _ = _run("simulate", "--job", "week", "--config", str(config), "--json")
     assert 0 < json.loads(narrow)["n_failures"] < json.loads(wide)["n_failures"]
+
+
+def test_a_jobs_timezone_reads_its_stamps_there(tmp_path: Path) -> None:
+    """One config, two jobs on the same HF capture (stamps printed without an offset): the job
+    whose nodes log in New York time (`[[jobs]] timezone`) has its events 5 h later in UTC
+    than the one read in `[parse] timezone`, in the daemon's tailer and through ingest
+    --config (unless --tz says otherwise)."""
+    from datetime import UTC, datetime, timedelta
+
+    from ckpt_advisor.agent.app import watch_specs
+    from ckpt_advisor.agent.config import load_config
+    from ckpt_advisor.agent.store import open_store
+    from ckpt_advisor.agent.tail import Tailer
+
+    capture = Path(__file__).parents[1] / "parsers" / "fixtures" / "hf_trainer"
+    for job in ("ny", "utc"):
+        (tmp_path / job).mkdir()
+        (tmp_path / job / "train.log").write_bytes((capture / "hf_trainer_446.log").read_bytes())
+    config_file = tmp_path / "c.toml"
+    config_file.write_text(
+        f'[store]\npath = "{tmp_path / "d.db"}"\n'
+        f'[[jobs]]\nname = "ny"\nlogs = ["{tmp_path}/ny/*.log"]\ntimezone = "America/New_York"\n'
+        f'[[jobs]]\nname = "utc"\nlogs = ["{tmp_path}/utc/*.log"]\n'
+    )
+    config = load_config(config_file)
+    store = open_store(tmp_path / "d.db")
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    tailer = Tailer(store, watch_specs(config), clock=lambda: now, tz=UTC, backfill=True)
+    tailer.scan()
+    tailer.close()
+    first = {job: store.events(job=job)[0].event for job in ("ny", "utc")}
+    assert first["utc"].time == datetime(
+        2026, 11, 29, 23, 6, 56, 302000, tzinfo=UTC
+    )  # its run_start
+    assert first["ny"].time == first["utc"].time + timedelta(hours=5)
+    ingest = ["ingest", str(tmp_path / "ny" / "train.log"), "--job", "ny", "--config"]
+    for db, tz, hours in (("i.db", (), 5), ("t.db", ("--tz", "UTC"), 0)):
+        _run(*ingest, str(config_file), "--db", str(tmp_path / db), *tz)
+        got = open_store(tmp_path / db).events(job="ny")[0].event.time
+        assert got == first["utc"].time + timedelta(hours=hours)
