@@ -107,8 +107,8 @@ def _stamp_zone(note: Note) -> str:
         f"{'ahead of' if offset_s > 0 else 'behind'} the Unix times it prints on the same lines "
         f"(from line {line}): its times, printed without a zone, were read in the wrong one; its "
         "Unix times were moved onto its stamps' clock, so its spans hold, but its times are off "
-        "by that against other sources and now: set --tz (ingest) or [parse] timezone (the "
-        "daemon) to the nodes' zone"
+        "by that against other sources and now: set --tz (ingest), or the job's timezone or "
+        "[parse] timezone (the daemon), to the nodes' zone"
     )
 
 
@@ -249,7 +249,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
             "in the wrong one (or the timing file's, written without one, were local times); "
             "the log's were moved by that onto the timing file's clock, so what is measured "
             "between the two holds, but the log's times as stored and shown are off: set --tz "
-            "(ingest) or [parse] timezone (the daemon) to the nodes' zone"
+            "(ingest), or the job's timezone or [parse] timezone (the daemon), to the nodes' zone"
         )
     ),
     NoteCode.HOST_DATED_FAILURES: _host_dated_failures,

@@ -143,8 +143,8 @@ def test_a_log_read_in_the_wrong_zone_beside_its_timing_file_is_moved_onto_it(
         "the log's times, printed without a zone, were read in the wrong one (or the timing "
         "file's, written without one, were local times); the log's were moved by that onto the "
         "timing file's clock, so what is measured between the two holds, but the log's times as "
-        "stored and shown are off: set --tz (ingest) or [parse] timezone (the daemon) to the "
-        "nodes' zone"
+        "stored and shown are off: set --tz (ingest), or the job's timezone or [parse] "
+        "timezone (the daemon), to the nodes' zone"
     ) in wrong["notes"]
     right = _estimate(tmp_path / "utc", log, timings)
     assert not any("timing file's at the same steps" in note for note in right["notes"])
