@@ -31,18 +31,24 @@ class ConfigError(Exception):
     """A configuration problem; the message names the file and the key."""
 
 
-def default_db_path() -> Path:
-    """Where the store lives when nothing says otherwise.
+def default_db() -> tuple[Path, str]:
+    """Where the store lives when nothing says otherwise, and the variable that said so
+    (``$CKPT_ADVISOR_DB``, ``$STATE_DIRECTORY``), or ``""`` for the built-in default.
 
     ``$CKPT_ADVISOR_DB`` if set; else systemd's ``$STATE_DIRECTORY`` (``StateDirectory=``);
     else ``$XDG_STATE_HOME/ckpt-advisor/ckpt-advisor.db`` (``~/.local/state`` by default).
     """
     if env := os.environ.get("CKPT_ADVISOR_DB"):
-        return Path(env)
+        return Path(env), "$CKPT_ADVISOR_DB"
     if state := os.environ.get("STATE_DIRECTORY"):
-        return Path(state.split(":")[0]) / "ckpt-advisor.db"
+        return Path(state.split(":")[0]) / "ckpt-advisor.db", "$STATE_DIRECTORY"
     xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db"
+    return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db", ""
+
+
+def default_db_path() -> Path:
+    """The path of :func:`default_db`."""
+    return default_db()[0]
 
 
 DAY_S = 86400.0

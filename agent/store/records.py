@@ -8,6 +8,7 @@ numbers, aware UTC datetimes in events.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: the read-only commands start without the parsers
@@ -19,6 +20,14 @@ if TYPE_CHECKING:  # annotations only: the read-only commands start without the 
 
 class StoreError(Exception):
     """The store cannot be opened, read or written; the message names the database."""
+
+
+class NoStoreHere(StoreError):
+    """There is no SQLite store at the path given (:attr:`path`); the message names it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: no database here")
+        self.path = path
 
 
 class LeaseLost(StoreError):
