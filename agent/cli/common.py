@@ -30,8 +30,9 @@ EXIT_CONFIG = 2
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``ckpt-advisor: message`` on stderr and exit with ``code`` (2: bad input)."""
-    click.echo(f"ckpt-advisor: {message}", err=True)
+    """Print ``ckpt-advisor: message`` on stderr (:func:`warn`) and exit with ``code`` (2: bad
+    input)."""
+    warn(message)
     sys.exit(code)
 
 
@@ -42,8 +43,9 @@ def examples(*commands: str) -> str:
 
 
 def warn(message: str) -> None:
-    """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on)."""
-    click.echo(f"ckpt-advisor: {message}", err=True)
+    """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on), each line
+    of a message of several (one per config error) prefixed alike."""
+    click.echo("\n".join(f"ckpt-advisor: {line}" for line in message.splitlines()), err=True)
 
 
 def load_config(path: str) -> Config:

@@ -20,7 +20,7 @@ from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.contracts import estimate_json
 from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, heartbeat_path, write_heartbeat
 from ckpt_advisor.agent.store import open_store
-from tests.agent.helpers import make_odd_paths
+from tests.agent.helpers import make_odd_paths, unreadable_file
 from tests.samples import drifting_estimate
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -331,3 +331,33 @@ def test_events_number_two_failures_at_one_line_of_a_rewritten_file_apart(tmp_pa
         ("2026-11-29", 1, [f"{log}:46"]),
         ("2026-11-30", 2, [f"{log}:46"]),
     ]
+
+
+def test_a_file_this_user_cannot_read_is_named_and_skipped(tmp_path: Path) -> None:
+    """`parse` and `ingest` of a log beside one this user may not read: the unreadable one is
+    named and skipped like a FIFO, the log is read, and the exit is 1 at the end (click refused
+    the whole command before: "Path '…' is not readable", exit 2, nothing read)."""
+    good, bad = tmp_path / "a.log", tmp_path / "unreadable.log"
+    good.write_bytes((FIXTURES / "lightning_crash.log").read_bytes())
+    bad.write_bytes(good.read_bytes())
+    prefix = unreadable_file(bad)
+    parsed = subprocess.run([*prefix, *CLI, "parse", "--json", str(good), str(bad)],
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (parsed.returncode, parsed.stderr.splitlines()) == (
+        1,
+        [
+            f"ckpt-advisor: {bad}: Permission denied: skipped",
+            "ckpt-advisor: 1 of 2 file(s) skipped (named above)",
+        ],
+    )
+    kinds = [json.loads(line)["kind"] for line in parsed.stdout.splitlines()]
+    assert kinds.count("checkpoint_start") == 3 and kinds.count("failure") == 1
+    db = str(tmp_path / "s.db")
+    ingested = subprocess.run(
+        [*prefix, *CLI, "ingest", str(good), str(bad), "--job", "lt", "--db", db],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ingested.returncode == 1
+    assert ingested.stdout.startswith("lt: 98 line(s) read, 6 event(s) stored from 1 file(s)")
+    assert ingested.stderr.splitlines()[0] == f"ckpt-advisor: {bad}: Permission denied: skipped"
+    assert ingested.stderr.splitlines()[-1] == "ckpt-advisor: 1 of 2 file(s) skipped (named above)"
