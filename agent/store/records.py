@@ -7,7 +7,7 @@ numbers, aware UTC datetimes in events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,9 @@ class FileState:
     """Fleet mode: another agent reads this very file (its first bytes match: a shared
     filesystem that two agents' globs both reach); this agent stores none of its events. The
     text names that agent and its path."""
+    updated_s: float | None = field(default=None, compare=False)
+    """When this state was last committed (Unix seconds: the file was read then, maybe by an
+    earlier process); None for a file not stored yet. Not part of the state's equality."""
 
 
 @dataclass(frozen=True, slots=True)
