@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.contracts import estimate_json
@@ -60,6 +61,8 @@ class Advisor:
         currency: the symbol put before money amounts in messages.
         rule: the decision step (:func:`rules.drift.decide`; tests pass a scripted one).
         plots: attach the waste-curve plot to messages (the notifier uploads files: Slack).
+        config_path: the daemon's config file, named (``--config``) in the commands the
+            messages suggest.
 
     A config reload calls :meth:`configure`: the same object (and its lock) goes on with the
     new estimator, so a run in progress and the next one never overlap.
@@ -74,12 +77,14 @@ class Advisor:
         currency: str = "$",
         rule: Rule = decide,
         plots: bool = False,
+        config_path: Path | None = None,
     ) -> None:
         self.store = store
         self.estimator = estimator
         self.currency = currency
         self.rule = rule
         self.plots = plots
+        self.config_path = config_path
         self._clock = clock
         self._deciding = threading.Lock()  # one read-decide-record at a time (see run_job)
         self._said: dict[str, tuple[object, ...]] = {}  # the decision last logged per job
@@ -157,7 +162,9 @@ class Advisor:
         if decision.action is Action.RESOLVE:
             return format_resolve(est, decision), [], None if last is None else int(last["id"])
         previous = _sent(last) if decision.action is Action.REPEAT else None
-        message = format_message(est, decision, previous=previous, currency=currency)
+        message = format_message(
+            est, decision, previous=previous, currency=currency, config=self.config_path
+        )
         message["facts"] = Sent.of(est).to_json()
         replies: list[tuple[str, dict[str, Any]]] = [("detail", format_details(est, decision))]
         if self.plots:

@@ -151,8 +151,10 @@ def watch_specs(config: Config) -> list[WatchSpec]:
     return specs
 
 
-def make_notifier(config: Config) -> Notifier:
+def make_notifier(config: Config, config_path: Path | None = None) -> Notifier:
     """Slack when a token and a channel are configured; otherwise the daemon's own log.
+    ``config_path`` (the file ``config`` was read from) is named in the commands its warnings
+    suggest.
 
     Raises:
         ConfigError: the token is malformed (:meth:`Config.slack_token`).
@@ -166,6 +168,7 @@ def make_notifier(config: Config) -> Notifier:
             config.slack.channel,
             base_url=config.slack.base_url,
             timeout_s=config.slack.timeout,
+            config_path=config_path,
         )
     if token and not config.slack.channel:
         log.warning(
@@ -176,15 +179,17 @@ def make_notifier(config: Config) -> Notifier:
     return LogNotifier(logging.getLogger("ckpt_advisor.recommendations"))
 
 
-def parts_of(config: Config, *, notifier: Notifier | None = None) -> Parts:
-    """What the daemon runs with under ``config``: globs, estimator, notifier (``notifier``, or
-    the one ``[slack]`` gives), the send deadline (three attempts: 429 retry, connect retry,
-    plus the longest Retry-After slept through), and whether messages carry plots (Slack
-    only)."""
+def parts_of(
+    config: Config, *, notifier: Notifier | None = None, config_path: Path | None = None
+) -> Parts:
+    """What the daemon runs with under ``config`` (read from ``config_path``): globs,
+    estimator, notifier (``notifier``, or the one ``[slack]`` gives), the send deadline (three
+    attempts: 429 retry, connect retry, plus the longest Retry-After slept through), and
+    whether messages carry plots (Slack only)."""
     from ckpt_advisor.agent.daemon.loop import Parts
     from ckpt_advisor.agent.notify.slack import SlackNotifier
 
-    notifier = notifier or make_notifier(config)
+    notifier = notifier or make_notifier(config, config_path)
     return Parts(
         config=config,
         specs=watch_specs(config),
@@ -209,10 +214,12 @@ def build_daemon(
 ) -> Daemon:
     """The daemon of ``config``, each adapter overridable (tests pass real-but-local ones).
 
-    ``config_path`` is the file SIGHUP re-reads. A ``notifier`` passed in is kept across
-    reloads; the default one is rebuilt from the reloaded ``[slack]``. The default store is
-    opened here (:func:`open_configured_store`; upgraded if older: systemd is told and given
-    the time; a PostgreSQL server that is away is retried by the running daemon).
+    ``config_path`` is the file SIGHUP re-reads, and the ``--config`` of the commands that
+    messages and warnings suggest (made absolute: they are copied into other shells). A
+    ``notifier`` passed in is kept across reloads; the default one is rebuilt from the
+    reloaded ``[slack]``. The default store is opened here (:func:`open_configured_store`;
+    upgraded if older: systemd is told and given the time; a PostgreSQL server that is away is
+    retried by the running daemon).
 
     Raises:
         StoreError: the store cannot be opened.
@@ -226,18 +233,19 @@ def build_daemon(
     from ckpt_advisor.agent.store.schema import UPGRADE_S_PER_MILLION_EVENTS
 
     notify = systemd or SystemdNotifier()
+    path = Path(config_path).absolute() if config_path is not None else None
 
     def upgrading(n_events: int) -> None:  # systemd must wait for the rewrite of the events
         notify.status(f"upgrading the store: {n_events} events")
         notify.extend_timeout(START_EXTEND_S + n_events * UPGRADE_S_PER_MILLION_EVENTS / 1e6)
 
     return Daemon(
-        parts_of(config, notifier=notifier),
+        parts_of(config, notifier=notifier, config_path=path),
         store=store or open_configured_store(config, on_upgrade=upgrading),
         clock=clock or utc_now,
         systemd=notify,
         metrics=metrics or Metrics(),
-        config_path=Path(config_path) if config_path is not None else None,
-        rewire=lambda new: parts_of(new, notifier=notifier),
+        config_path=path,
+        rewire=lambda new: parts_of(new, notifier=notifier, config_path=path),
         mount_table=mount_table or MOUNT_TABLE,
     )

@@ -6,9 +6,11 @@ written as text (``"5m"``, ``"6h"``) or seconds and become float seconds here, o
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from ckpt_advisor.agent.config_jobs import JobConfig, ParseConfig, Section
+from ckpt_advisor.agent.config_jobs import Count, JobConfig, ParseConfig, Section
 from ckpt_advisor.agent.credentials import secret
 from ckpt_advisor.agent.units import parse_duration_s
 
@@ -31,18 +33,24 @@ class ConfigError(Exception):
     """A configuration problem; the message names the file and the key."""
 
 
-def default_db_path() -> Path:
-    """Where the store lives when nothing says otherwise.
+def default_db() -> tuple[Path, str]:
+    """Where the store lives when nothing says otherwise, and the variable that said so
+    (``$CKPT_ADVISOR_DB``, ``$STATE_DIRECTORY``), or ``""`` for the built-in default.
 
     ``$CKPT_ADVISOR_DB`` if set; else systemd's ``$STATE_DIRECTORY`` (``StateDirectory=``);
     else ``$XDG_STATE_HOME/ckpt-advisor/ckpt-advisor.db`` (``~/.local/state`` by default).
     """
     if env := os.environ.get("CKPT_ADVISOR_DB"):
-        return Path(env)
+        return Path(env), "$CKPT_ADVISOR_DB"
     if state := os.environ.get("STATE_DIRECTORY"):
-        return Path(state.split(":")[0]) / "ckpt-advisor.db"
+        return Path(state.split(":")[0]) / "ckpt-advisor.db", "$STATE_DIRECTORY"
     xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db"
+    return Path(xdg) / "ckpt-advisor" / "ckpt-advisor.db", ""
+
+
+def default_db_path() -> Path:
+    """The path of :func:`default_db`."""
+    return default_db()[0]
 
 
 DAY_S = 86400.0
@@ -143,13 +151,13 @@ class EstimationConfig(Section):
 
     confidence: float = Field(default=0.9, gt=0, lt=1)
     """Level of every confidence interval (C, M, the recommended interval)."""
-    cost_window_saves: int = Field(default=20, ge=1, le=10_000)
+    cost_window_saves: Count = Field(default=20, ge=1, le=10_000)
     """C is the median of this many most recent saves."""
     mtbf_window: Seconds = Field(default=30 * DAY_S, gt=0, le=3650 * DAY_S)
     """M counts interruptions and running time over this span before the job's newest event."""
-    min_failures: int = Field(default=2, ge=0)
+    min_failures: Count = Field(default=2, ge=0)
     """Interruptions needed before advising."""
-    min_saves: int = Field(default=3, ge=1)
+    min_saves: Count = Field(default=3, ge=1)
     """Timed saves needed before advising."""
     drift_ratio: float = Field(default=1.5, gt=1)
     """Advise when current/recommended is outside [1/ratio, ratio] (and the other conditions)."""
@@ -160,7 +168,7 @@ class EstimationConfig(Section):
     """An unchanged recommendation is posted again only after this long."""
     min_excess_gpu_hours_per_day: float = Field(default=1.0, ge=0)
     """Advise only when the current interval wastes at least this much more (needs ``gpus``)."""
-    min_weibull_failures: int = Field(default=10, ge=2)
+    min_weibull_failures: Count = Field(default=10, ge=2)
     """Interruptions needed before a Weibull fit of the times between them is tried."""
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
     """If set, messages also give the excess waste in money per day."""
@@ -302,6 +310,17 @@ class Config(Section):
         return token
 
 
+def _message(err: Mapping[str, Any]) -> str:
+    """One pydantic error in words: an unknown key, a count that is not a TOML integer (with
+    the value as written), else pydantic's message."""
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "int_type":
+        written = json.dumps(err["input"], default=str)  # as TOML writes it: true, "64", 64.0
+        return f"must be an integer such as 64 (no quotes, no decimal point), got {written}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 def _key_path(loc: tuple[int | str, ...]) -> str:
     """Render a pydantic error location as a TOML key, e.g. ``jobs[0].logs``."""
     out = ""
@@ -322,8 +341,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         lines = []
         for err in exc.errors():
             key = _key_path(tuple(err["loc"]))
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            msg = msg.removeprefix("Value error, ")
+            msg = _message(err)
             lines.append(f"{source}: {key}: {msg}" if key else f"{source}: {msg}")
         raise ConfigError("\n".join(lines)) from None
 

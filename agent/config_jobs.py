@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 
 from ckpt_advisor import parsers
 from ckpt_advisor.parsers.events import EventKind
 from ckpt_advisor.rules.tiers import with_overrides
+
+Count = Annotated[int, Strict()]
+"""A count (GPUs, nodes, saves, failures): a TOML integer; ``true``, ``"64"`` or ``64.0`` is
+refused, naming the key, where pydantic's lax mode would read 1 or 64."""
 
 
 class Section(BaseModel):
@@ -91,7 +96,7 @@ class JobConfig(Section):
     format: str = "auto"
     """Parser for the logs: ``auto`` (detected per file) or a stack name (``ckpt-advisor
     parse --help`` lists them)."""
-    gpus: int | None = Field(default=None, ge=1)
+    gpus: Count | None = Field(default=None, ge=1)
     """GPUs the job runs on: waste in GPU-hours per day, and the worth-it threshold."""
     patterns: list[PatternConfig] = Field(default_factory=list)
     """Custom ``[[jobs.patterns]]`` for lines no built-in parser knows."""
@@ -112,7 +117,7 @@ class JobConfig(Section):
             raise ValueError(f"unknown format {value!r}; known formats: {known}")
         return value
 
-    nodes: int | None = Field(default=None, ge=1)
+    nodes: Count | None = Field(default=None, ge=1)
     """Nodes the job runs on: M per node, rescaled when the job is resized."""
     survival: dict[str, str] = Field(default_factory=dict)
     """For a job that saves to two tiers: failure class -> the least durable tier whose copy

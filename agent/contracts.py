@@ -431,7 +431,8 @@ def status_json(
     latest: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The ``status --json`` object: the health verdict, whether the daemon's process is
-    running, its heartbeat file as it is, the lagging files, what waits in the outbox, the
+    running, its heartbeat file as it is, the lagging files, the files that look binary
+    (``binary``: ``job``, ``path``, ``why``), what waits in the outbox, the
     running silences (job → when each ends, ISO 8601), and each job's state with the decision
     behind it (``jobs``: ``job``, ``status``, ``computed_at``, ``decision``,
     ``decision_text``, from the latest stored estimates)."""
@@ -441,6 +442,7 @@ def status_json(
         "running": verdict.running,
         "daemon": heartbeat.to_json() if heartbeat else None,
         "lagging": [f.path for f in verdict.lagging],
+        "binary": [{"job": f.job, "path": f.path, "why": f.binary} for f in verdict.binary],
         "queued": [
             {
                 "id": q.id,

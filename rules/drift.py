@@ -42,7 +42,10 @@ def decide(
       (``already_posted``);
     - it RESOLVEs once ``r`` is back inside the tighter band
       ``[1/policy.resolve_ratio, policy.resolve_ratio]``; between that band and drift nothing
-      changes (``hysteresis``), so a job hovering at the threshold does not flap.
+      changes (``hysteresis``), so a job hovering at the threshold does not flap;
+    - an open episode whose ``r`` is still beyond drift but whose status is ``ok`` stays open
+      and gives NONE with the verdict's reason (within the optimum's confidence band, below
+      the GPU-hour threshold): that, not hysteresis, is what holds the message.
 
     Args:
         estimate: the job's latest estimate (``status``, ``reason``, ``drift_ratio`` and
@@ -69,6 +72,8 @@ def decide(
         values = {"ratio": ratio, "resolve_ratio": policy.resolve_ratio}
         return Decision(Action.RESOLVE, Reason(ReasonCode.RESOLVED, values), AlertState())
     if not drifting:
+        if not policy.within_band(ratio):  # still off, but the verdict's reason holds it
+            return Decision(Action.NONE, verdict, state)
         values = {
             "ratio": ratio,
             "resolve_ratio": policy.resolve_ratio,

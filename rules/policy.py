@@ -148,7 +148,7 @@ class EstimationPolicy:
             }
             reason = Reason(ReasonCode.INSUFFICIENT_DATA, counts, missing=tuple(missing))
             return Verdict(Status.INSUFFICIENT_DATA, reason)
-        if 1.0 / self.drift_ratio <= ratio <= self.drift_ratio:
+        if self.within_band(ratio):
             values = {"ratio": ratio, "drift_ratio": self.drift_ratio}
             return Verdict(Status.OK, Reason(ReasonCode.WITHIN_BAND, values))
         if current_s is not None and band_s is not None and band_s[0] <= current_s <= band_s[1]:
@@ -168,6 +168,10 @@ class EstimationPolicy:
         if excess_gpu_hours_per_day is not None:
             values["excess_gpu_hours_per_day"] = excess_gpu_hours_per_day
         return Verdict(Status.DRIFT, Reason(ReasonCode.DRIFT, values))
+
+    def within_band(self, ratio: float) -> bool:
+        """True when ``ratio`` is inside ``[1/drift_ratio, drift_ratio]``: not drift by ratio."""
+        return 1.0 / self.drift_ratio <= ratio <= self.drift_ratio
 
     def resolved(self, ratio: float) -> bool:
         """True when ``ratio`` is back inside ``[1/resolve_ratio, resolve_ratio]``."""

@@ -31,8 +31,9 @@ EXIT_CONFIG = 2
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``ckpt-advisor: message`` on stderr and exit with ``code`` (2: bad input)."""
-    click.echo(f"ckpt-advisor: {message}", err=True)
+    """Print ``ckpt-advisor: message`` on stderr (:func:`warn`) and exit with ``code`` (2: bad
+    input)."""
+    warn(message)
     sys.exit(code)
 
 
@@ -43,8 +44,9 @@ def examples(*commands: str) -> str:
 
 
 def warn(message: str) -> None:
-    """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on)."""
-    click.echo(f"ckpt-advisor: {message}", err=True)
+    """Print ``ckpt-advisor: message`` on stderr (a diagnostic; the command goes on), each line
+    of a message of several (one per config error) prefixed alike."""
+    click.echo("\n".join(f"ckpt-advisor: {line}" for line in message.splitlines()), err=True)
 
 
 def load_config(path: str) -> Config:
@@ -159,11 +161,35 @@ def require_job(job: str | None, known: list[str]) -> None:
 
 
 def read_store_or_raise(db: str | None, config: str | None) -> StoreReader:
-    """:func:`read_store` that raises :class:`StoreError` instead of exiting."""
-    from ckpt_advisor.agent.store import open_reader
+    """:func:`read_store` that raises :class:`StoreError` instead of exiting; for a SQLite
+    file that is not there, the message says what named it and how to name the right one."""
+    from ckpt_advisor.agent.store import NoStoreHere, StoreError, open_reader
 
     target, password = store_target(db, config)
-    return open_reader(target, password=password)
+    try:
+        return open_reader(target, password=password)
+    except NoStoreHere as exc:
+        raise StoreError(
+            f"{exc} ({store_origin(db, config)}); has the daemon or ingest run? To read the "
+            "daemon's store, give its config (--config FILE), or --db PATH, or set "
+            "$CKPT_ADVISOR_DB=PATH"
+        ) from None
+
+
+def store_origin(db: str | None, config: str | None) -> str:
+    """What named the SQLite file a command opens, in words: ``--db``, the ``[store] path`` of
+    the config, ``$CKPT_ADVISOR_DB`` or ``$STATE_DIRECTORY``, or the built-in default."""
+    from ckpt_advisor.agent.config import default_db
+
+    if db:
+        return "from --db"
+    if config and "path" in load_config(config).store.model_fields_set:
+        return f"the [store] path of {config}"
+    variable = default_db()[1]
+    unset = f"{config} sets no [store] path" if config else "no --db or --config"
+    if variable:
+        return f"from {variable}: {unset}"
+    return f"the default: {unset}, no $CKPT_ADVISOR_DB"
 
 
 def duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

@@ -30,6 +30,11 @@ from ckpt_advisor.agent.cli.common import (
     warn,
 )
 
+LOG_FILES = click.Path(readable=False)
+"""The files ``parse`` and ``ingest`` read: one this user may not read is named and skipped when
+opened (:func:`_open_log`), as one that is not a regular file is, not refused by click (exit 2,
+no file read)."""
+
 
 @click.command(
     epilog=examples(
@@ -38,7 +43,7 @@ from ckpt_advisor.agent.cli.common import (
         "ckpt-advisor parse --misses train.log     # error-looking lines nothing recognised",
     )
 )
-@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.argument("files", nargs=-1, required=True, type=LOG_FILES)
 @format_option
 @tz_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
@@ -53,8 +58,8 @@ def parse(files: tuple[str, ...], fmt: str, tz: tzinfo, as_json: bool, misses: b
     Lines that looked like data but could not be read (a bad timing record, an impossible
     timestamp) are counted on stderr with their reasons, and so are lines longer than the
     line-length limit (1 MiB, skipped as the daemon skips them). A path that is not a regular
-    file (a FIFO is never opened), or a file that looks binary, is skipped with a warning; the
-    exit code is then 1, after the other files' events.
+    file (a FIFO is never opened), a file this user may not read, or one that looks binary, is
+    skipped with a warning; the exit code is then 1, after the other files' events.
     """
     from ckpt_advisor import parsers
     from ckpt_advisor.agent.contracts import event_json
@@ -144,7 +149,7 @@ def _print_parsed(rows: list[dict[str, Any]], *, misses: bool, as_json: bool) ->
         "ckpt-advisor ingest huge.log --job llama-70b --workers 1   # one core only",
     )
 )
-@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.argument("files", nargs=-1, required=True, type=LOG_FILES)
 @click.option("--job", required=True, callback=job_name, help="Job to store the events under.")
 @db_option
 @click.option(
@@ -191,8 +196,9 @@ def ingest(
     A last line that no newline ends yet is not read (it may still be being written): a warning
     gives its bytes, and a later ingest reads it once it ends. The summary goes to stdout;
     warnings and the progress bar (on a terminal) to stderr. A path
-    that is not a regular file, or a file that looks binary, is skipped with a warning naming
-    it, and the exit code is then 1 (after the others are stored).
+    that is not a regular file, a file this user may not read, or one that looks binary, is
+    skipped with a warning naming it, and the exit code is then 1 (after the others are
+    stored).
     """
     from zoneinfo import ZoneInfo
 

@@ -141,6 +141,11 @@ def _print_status(
             f"  lagging: {f.path} ({f.job}): {f.lag_bytes:,} bytes behind, last read "
             f"{format_ago(f.last_read_s, now_s)}"
         )
+    for f in verdict.binary:
+        click.echo(
+            f"  looks binary: {f.path} ({f.job}): {f.binary}; no events expected, no lag "
+            "counted; narrow the glob"
+        )
     click.echo(f"{len(queued)} message(s) queued for Slack")
     for q in queued:
         click.echo(

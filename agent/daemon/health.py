@@ -133,7 +133,9 @@ class Health:
         if positions is not None or self._lags is None:
             positions = positions or []
             self.metrics.set_files(positions)
-            self._lags = [FileLag(p.job, p.path, p.lag_bytes, p.last_read_s) for p in positions]
+            self._lags = [
+                FileLag(p.job, p.path, p.lag_bytes, p.last_read_s, p.binary) for p in positions
+            ]
         problem = self.problem()
         self.metrics.healthy.set(0 if problem else 1)
         self.write_heartbeat(problem, self._lags)

@@ -37,12 +37,15 @@ def heartbeat_path(db_path: str | os.PathLike[str]) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class FileLag:
-    """One followed file as of the last scan: bytes behind and last read (Unix seconds)."""
+    """One followed file as of the last scan: bytes behind, last read (Unix seconds, by the
+    daemon or, before its first read, by an earlier one), and why it looks binary (then it
+    never lags), or None."""
 
     job: str
     path: str
     lag_bytes: int
     last_read_s: float | None
+    binary: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +133,14 @@ def pid_alive(pid: int) -> bool:
 class Verdict:
     """``healthy`` is False when any ``problems``; ``lagging`` are files behind by any bytes;
     ``running``: the heartbeat's process is alive and has not reported a stop (what it says
-    of itself is current only then)."""
+    of itself is current only then); ``binary``: files that look binary (no events expected:
+    a glob to narrow)."""
 
     healthy: bool
     problems: list[str]
     lagging: list[FileLag]
     running: bool = False
+    binary: list[FileLag] = field(default_factory=list)
 
 
 def assess(
@@ -187,4 +192,5 @@ def assess(
             problems.append(
                 f"{len(queued)} Slack message(s) queued, oldest for {format_duration(oldest_s)}"
             )
-    return Verdict(not problems, problems, lagging, running)
+    binary = [f for f in hb.files if f.binary is not None]
+    return Verdict(not problems, problems, lagging, running, binary)

@@ -107,6 +107,7 @@ class Daemon:
             clock=clock,
             currency=config.estimation.currency,
             plots=parts.plots,
+            config_path=config_path,
         )
         self.outbox = Outbox(
             store,

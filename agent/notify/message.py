@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from slack_sdk.errors import SlackObjectFormationError
@@ -168,6 +169,7 @@ def format_message(
     *,
     previous: Sent | None = None,
     currency: str = "$",
+    config: Path | None = None,
 ) -> dict[str, Any]:
     """The message for a NOTIFY or REPEAT: ``{"text": str, "blocks": list[dict]}``.
 
@@ -182,6 +184,7 @@ def format_message(
         decision: the drift rule's decision (its action names the header).
         previous: what the job's last message said, or None for a first message.
         currency: the symbol put before money amounts.
+        config: the daemon's config file, given to the ``silence`` command as ``--config``.
     """
     e = estimate
     lead, what, rest = action_line(e, currency)
@@ -196,10 +199,10 @@ def format_message(
     blocks.append(
         _context(
             f"As of {_date(as_of(e))} · {escape_slack(changes(e, previous))} · silence: "
-            + _code(silence_command(e.job))
+            + _code(silence_command(e.job, config))
         )
     )
-    return _payload(blocks, _joined(main_lines(e, decision, previous, currency)))
+    return _payload(blocks, _joined(main_lines(e, decision, previous, currency, config)))
 
 
 def _joined(lines: Sequence[str]) -> str:

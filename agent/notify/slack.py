@@ -18,6 +18,7 @@ import base64
 import hashlib
 from collections.abc import Callable
 from http.client import HTTPException
+from pathlib import Path
 from typing import Any, Final, cast
 from urllib.error import URLError
 
@@ -32,6 +33,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from ckpt_advisor.agent.notify.base import NotifyError, NotifyErrorKind
+from ckpt_advisor.agent.notify.wording import cli_command
 
 METADATA_EVENT: Final = "ckpt_advisor_outbox"
 UPLOAD_SCOPE: Final = "files:write"
@@ -152,6 +154,7 @@ class SlackNotifier:
         base_url: str = "https://slack.com/api/",
         timeout_s: float = 10.0,
         max_retry_after_s: float = 30.0,
+        config_path: Path | None = None,
     ) -> None:
         """Build the client; no request is made here.
 
@@ -162,11 +165,14 @@ class SlackNotifier:
                 differ; tests point it at a loopback fake).
             timeout_s: seconds per HTTP attempt (connect and read).
             max_retry_after_s: the longest ``Retry-After`` to sleep through inside :meth:`send`.
+            config_path: the daemon's config file, named (``--config``) in the command its
+                errors suggest.
         """
         self.channel = channel
         self.channel_id: str | None = channel if channel[:1] in ("C", "G") else None
         self.base_url = base_url
         self.timeout_s = timeout_s
+        self.config_path = config_path
         self._client = WebClient(
             token=token,
             base_url=base_url,
@@ -250,10 +256,11 @@ class SlackNotifier:
             response = self._call("files_upload_v2", request)
         except NotifyError as exc:
             if exc.slack_error == "missing_scope":
+                slack_test = cli_command("slack-test", config=self.config_path)
                 raise NotifyError(
                     NotifyErrorKind.PERMANENT,
                     f"{exc.message}: the bot token lacks {UPLOAD_SCOPE}, so the waste-curve plot "
-                    "is not attached (`ckpt-advisor slack-test` lists the scopes)",
+                    f"is not attached (`{slack_test}` lists the scopes)",
                     slack_error="missing_scope",
                 ) from None
             raise

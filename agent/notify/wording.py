@@ -25,6 +25,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ckpt_advisor.agent.notes import render_note
@@ -302,9 +303,16 @@ def changes(e: JobEstimate, previous: Sent | None) -> str:
     return f"{since}: " + ", ".join(moves) if moves else f"unchanged {since}"
 
 
-def silence_command(job: str) -> str:
-    """The command that keeps a job quiet for a day (the job name quoted for a shell)."""
-    return f"ckpt-advisor silence --job {shlex.quote(one_line(job))} --for 24h"
+def cli_command(*args: str, config: Path | None = None) -> str:
+    """``ckpt-advisor ARGS…`` quoted for a shell, ending ``--config PATH`` when ``config`` is
+    the daemon's config file: a command copied from a message or the daemon's log then reads
+    the daemon's store, not the default one."""
+    return shlex.join(["ckpt-advisor", *args, *(["--config", str(config)] if config else [])])
+
+
+def silence_command(job: str, config: Path | None = None) -> str:
+    """The command that keeps a job quiet for a day (:func:`cli_command`)."""
+    return cli_command("silence", "--job", one_line(job), "--for", "24h", config=config)
 
 
 def as_of(e: JobEstimate) -> float:
@@ -313,13 +321,19 @@ def as_of(e: JobEstimate) -> float:
 
 
 def main_lines(
-    e: JobEstimate, decision: Decision, previous: Sent | None, currency: str = "$"
+    e: JobEstimate,
+    decision: Decision,
+    previous: Sent | None,
+    currency: str = "$",
+    config: Path | None = None,
 ) -> Sequence[str]:
     """The message's words as plain lines, in order: title, action, the lower bound of C (when
-    it is one), C, M, context. The log notifier writes them joined; Slack's fallback too."""
+    it is one), C, M, context (its silence command with ``--config config`` when given). The
+    log notifier writes them joined; Slack's fallback too."""
     lead, what, rest = action_line(e, currency)
     lines = [title(e, decision.action), lead + what + rest]
     if (bound := lower_bound_line(e)) is not None:
         lines.append(bound)
-    context = f"As of {utc(as_of(e))}; {changes(e, previous)}; silence: {silence_command(e.job)}"
+    silence = silence_command(e.job, config)
+    context = f"As of {utc(as_of(e))}; {changes(e, previous)}; silence: {silence}"
     return [*lines, cost_evidence(e), mtbf_evidence(e), context]

@@ -7,7 +7,8 @@ numbers, aware UTC datetimes in events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: the read-only commands start without the parsers
@@ -19,6 +20,14 @@ if TYPE_CHECKING:  # annotations only: the read-only commands start without the 
 
 class StoreError(Exception):
     """The store cannot be opened, read or written; the message names the database."""
+
+
+class NoStoreHere(StoreError):
+    """There is no SQLite store at the path given (:attr:`path`); the message names it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: no database here")
+        self.path = path
 
 
 class LeaseLost(StoreError):
@@ -59,6 +68,9 @@ class FileState:
     """Fleet mode: another agent reads this very file (its first bytes match: a shared
     filesystem that two agents' globs both reach); this agent stores none of its events. The
     text names that agent and its path."""
+    updated_s: float | None = field(default=None, compare=False)
+    """When this state was last committed (Unix seconds: the file was read then, maybe by an
+    earlier process); None for a file not stored yet. Not part of the state's equality."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,14 +66,17 @@ class FollowedFiles:
         os.close(self.by_key.pop(key).fd)
 
     def positions(self) -> list[FilePosition]:
-        """The read position and current size of every file, sorted by path."""
+        """The read position and current size of every file, sorted by path, with when it was
+        last read and why it looks binary."""
         out = []
         for f in sorted(self.by_key.values(), key=lambda f: f.path):
             try:
                 size = os.fstat(f.fd).st_size
             except OSError:
                 continue
-            out.append(FilePosition(f.spec.job, f.path, f.state.offset, size, f.last_read_s))
+            out.append(
+                FilePosition(f.spec.job, f.path, f.state.offset, size, f.last_read_s, f.binary)
+            )
         return out
 
     def read(self, key: FileKey, stats: ScanStats, st: os.stat_result | None = None) -> None:

@@ -39,7 +39,8 @@ class OpenFile:
     skip_pos: int | None = None
     """Inside an overlong line: where to go on reading it."""
     last_read_s: float | None = None
-    """Clock time new bytes were last read."""
+    """Clock time new bytes were last read: by this process, else (from the open) as the
+    store remembers it, an earlier process's last commit (``FileState.updated_s``)."""
     flushed: bool = False
     """The parser's pending state was flushed at ``pos`` (nothing is pending)."""
     idle_since_s: float = 0.0
@@ -52,6 +53,11 @@ class OpenFile:
     stale: bool = False
     """A read failed after the parser saw lines that were not committed: the in-memory state
     is to be rebuilt from the store (a replay through ``fd``) before the next read."""
+    binary: str | None = None
+    """Why the file looks binary (:func:`inputs.binary_reason` of its first bytes: a
+    checkpoint or a ``.gz`` under a broad glob), or None. It is read all the same (a real log
+    with garbage at its start loses nothing, docs/RELIABILITY.md scenario 10), but what
+    follows its last newline is no line to wait for."""
 
     @property
     def left_globs(self) -> bool:
@@ -65,7 +71,9 @@ class FilePosition:
 
     ``size_bytes - offset_bytes`` is the lag: bytes written but not yet read (an incomplete
     last line stays there until its newline arrives). ``last_read_s`` is the Unix time new
-    bytes were last read from the file, None if none were since the daemon started.
+    bytes were last read from the file: by this process, else as the store remembers it (an
+    earlier process's last commit); None if it was never read. ``binary``: why the file looks
+    binary, or None.
     """
 
     job: str
@@ -73,8 +81,10 @@ class FilePosition:
     offset_bytes: int
     size_bytes: int
     last_read_s: float | None
+    binary: str | None = None
 
     @property
     def lag_bytes(self) -> int:
-        """Bytes behind the end of the file (never negative)."""
-        return max(0, self.size_bytes - self.offset_bytes)
+        """Bytes behind the end of the file (never negative; 0 for a file that looks binary:
+        its bytes after its last newline are no line that is being written)."""
+        return 0 if self.binary else max(0, self.size_bytes - self.offset_bytes)

@@ -139,8 +139,7 @@ class Reader:
         already there are history. ``name``: the name the file had under its glob, ``path``
         by default; it is the name stored, so a file rotated away is found again by it at the
         next start. The format is the spec's: with ``auto`` the parser tells a timing file
-        from a log by its content, whatever its name or glob. A file read for the first time
-        that looks binary (``inputs.binary_reason``) is read all the same, with a warning.
+        from a log by its content, whatever its name or glob.
 
         Raises:
             OSError: the file cannot be opened or read (``inputs.NotRegularFile``: it is a
@@ -151,8 +150,6 @@ class Reader:
         try:
             st = os.fstat(fd)
             state = identity.identify(self.store, fd, st, spec.job, name or path)
-            if not state.offset and (why := binary_reason(os.pread(fd, BINARY_SNIFF_BYTES, 0))):
-                log.warning("%s looks binary (%s): no events expected; narrow the glob", path, why)
         except BaseException:
             os.close(fd)
             raise
@@ -172,6 +169,7 @@ class Reader:
             _file_clock(fd),
             live_from=1 << 62 if self._backfill else 0 if live else st.st_size,
             replay_to=0,
+            last_read_s=state.updated_s,
             idle_since_s=self._clock().timestamp(),
         )
         self._reset(f, state, parser)
@@ -186,7 +184,8 @@ class Reader:
     def read(self, f: OpenFile, stats: ScanStats) -> None:
         """Read ``f``'s new complete lines (after a replay of what an earlier run committed),
         commit their events with the new offset (every :data:`COMMIT_EVERY_BYTES` and at the
-        end), and flush the parser when due.
+        end), and flush the parser when due. Read from its start, the file is sniffed
+        (:meth:`_sniff`).
 
         Raises:
             OSError: the file cannot be read.
@@ -209,7 +208,9 @@ class Reader:
         if truncated:
             stats.truncations += 1
             self._rewind(f, size)
-        elif self.parallel is not None and self.parallel.take(f, size, stats):
+        if f.pos == 0 and f.skip_pos is None:
+            self._sniff(f)
+        if not truncated and self.parallel is not None and self.parallel.take(f, size, stats):
             return
         misses_before = f.parser.misses
         pending: list[Event] = []
@@ -291,6 +292,17 @@ class Reader:
         for ev in f.parser.finish():
             pending.append(f.clock.date(ev, live=live, now=self._clock))
         f.flushed = True
+
+    @staticmethod
+    def _sniff(f: OpenFile) -> None:
+        """Set ``f.binary`` (:attr:`OpenFile.binary`) from its first bytes, about to be read
+        from its start, warning when it starts to look binary. At each read from the start, so
+        a file created empty is judged once it has bytes, and one rewritten as text is
+        again."""
+        why = binary_reason(os.pread(f.fd, BINARY_SNIFF_BYTES, 0))
+        if why is not None and f.binary is None:
+            log.warning("%s looks binary (%s): no events expected; narrow the glob", f.path, why)
+        f.binary = why
 
     def _rewind(self, f: OpenFile, size: int) -> None:
         """``f`` was truncated or rewritten: read it again from 0, fresh parser and file clock."""

@@ -5,9 +5,14 @@ Each builds real values; none stands in for a component."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ckpt_advisor.agent.advisor import Advice
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
@@ -99,3 +104,25 @@ def make_odd_paths(directory: Path, nowhere: Path) -> None:
     (directory / "dangling.log").symlink_to(nowhere)
     (directory / "loop1.log").symlink_to(directory / "loop2.log")
     (directory / "loop2.log").symlink_to(directory / "loop1.log")
+
+
+WITHOUT_DAC = (
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+)
+"""setpriv's options that take from root the two capabilities that let it read any file."""
+
+
+def unreadable_file(path: Path) -> list[str]:
+    """Make ``path`` (an existing file) unreadable with mode 000 and return the command prefix
+    under which a subprocess cannot read it: none for a user other than root; for root, whom
+    file modes do not stop, ``setpriv`` without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (the
+    same uid: the test's tmp dirs stay reachable). Skips the test when neither works."""
+    path.chmod(0)
+    prefix = ["setpriv", *WITHOUT_DAC] if os.geteuid() == 0 else []
+    if prefix and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no file is unreadable to this test")
+    probe = [*prefix, sys.executable, "-c", "import sys; open(sys.argv[1], 'rb')", str(path)]
+    if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        pytest.skip(f"{path} with mode 000 is still readable here (setpriv could not drop)")
+    return prefix

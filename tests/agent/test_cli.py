@@ -143,6 +143,44 @@ def test_bad_input_exits_nonzero_with_a_message_naming_it(
     assert message in result.stderr + result.stdout
 
 
+POINT_AT_STORE = (
+    "has the daemon or ingest run? To read the daemon's store, give its config (--config "
+    "FILE), or --db PATH, or set $CKPT_ADVISOR_DB=PATH\n"
+)
+
+
+def test_a_missing_store_is_named_with_what_named_it_and_how_to_name_another(
+    tmp_path: Path,
+) -> None:
+    """``status``, ``estimates``, ``plot`` and ``silence`` where no store is: the error names
+    the file, what it came from (the default, ``$CKPT_ADVISOR_DB``, the config's ``[store]
+    path`` or one it lacks, ``--db``) and the three ways to point at the daemon's store."""
+    home = tmp_path / "home"
+    default = home / ".local" / "state" / "ckpt-advisor" / "ckpt-advisor.db"
+    (tmp_path / "set.toml").write_text(f'[store]\npath = "{tmp_path / "d.db"}"\n')
+    (tmp_path / "unset.toml").write_text('[agent]\nname = "a"\n')
+    bare = {"HOME": str(home), "XDG_STATE_HOME": None, "STATE_DIRECTORY": None}
+    cases = [
+        (["status"], {}, f"{default}: no database here (the default: no --db or --config, "
+         "no $CKPT_ADVISOR_DB)"),
+        (["plot", "--job", "j", "-o", "p.png"], {}, f"{default}: no database here"),
+        (["silence", "--job", "j", "--for", "24h"], {}, f"{default}: no database here"),
+        (["estimates"], {"CKPT_ADVISOR_DB": "/nowhere/e.db"},
+         "/nowhere/e.db: no database here (from $CKPT_ADVISOR_DB: no --db or --config)"),
+        (["estimates", "--config", str(tmp_path / "set.toml")], {},
+         f"{tmp_path / 'd.db'}: no database here (the [store] path of {tmp_path / 'set.toml'})"),
+        (["estimates", "--config", str(tmp_path / "unset.toml")], {},
+         f"{default}: no database here (the default: {tmp_path / 'unset.toml'} sets no "
+         "[store] path, no $CKPT_ADVISOR_DB)"),
+        (["events", "--db", "/nowhere/s.db"], {}, "/nowhere/s.db: no database here (from --db)"),
+    ]  # fmt: skip
+    for args, env, named in cases:
+        result = CliRunner(env={"CKPT_ADVISOR_DB": None, **bare, **env}).invoke(main, args)
+        assert (result.exit_code, result.stdout) == (1, ""), args
+        assert result.stderr.startswith(f"ckpt-advisor: {named}"), args
+        assert result.stderr.endswith(POINT_AT_STORE), args
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

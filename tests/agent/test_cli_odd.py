@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
 import time
 import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -20,7 +22,8 @@ from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.contracts import estimate_json
 from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, heartbeat_path, write_heartbeat
 from ckpt_advisor.agent.store import open_store
-from tests.agent.helpers import make_odd_paths
+from tests.agent.helpers import make_odd_paths, unreadable_file
+from tests.agent.processes import start_daemon, until
 from tests.samples import drifting_estimate
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -331,3 +334,79 @@ def test_events_number_two_failures_at_one_line_of_a_rewritten_file_apart(tmp_pa
         ("2026-11-29", 1, [f"{log}:46"]),
         ("2026-11-30", 2, [f"{log}:46"]),
     ]
+
+
+def test_a_file_this_user_cannot_read_is_named_and_skipped(tmp_path: Path) -> None:
+    """`parse` and `ingest` of a log beside one this user may not read: the unreadable one is
+    named and skipped like a FIFO, the log is read, and the exit is 1 at the end (click refused
+    the whole command before: "Path '…' is not readable", exit 2, nothing read)."""
+    good, bad = tmp_path / "a.log", tmp_path / "unreadable.log"
+    good.write_bytes((FIXTURES / "lightning_crash.log").read_bytes())
+    bad.write_bytes(good.read_bytes())
+    prefix = unreadable_file(bad)
+    parsed = subprocess.run([*prefix, *CLI, "parse", "--json", str(good), str(bad)],
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (parsed.returncode, parsed.stderr.splitlines()) == (
+        1,
+        [
+            f"ckpt-advisor: {bad}: Permission denied: skipped",
+            "ckpt-advisor: 1 of 2 file(s) skipped (named above)",
+        ],
+    )
+    kinds = [json.loads(line)["kind"] for line in parsed.stdout.splitlines()]
+    assert kinds.count("checkpoint_start") == 3 and kinds.count("failure") == 1
+    db = str(tmp_path / "s.db")
+    ingested = subprocess.run(
+        [*prefix, *CLI, "ingest", str(good), str(bad), "--job", "lt", "--db", db],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ingested.returncode == 1
+    assert ingested.stdout.startswith("lt: 98 line(s) read, 6 event(s) stored from 1 file(s)")
+    assert ingested.stderr.splitlines()[0] == f"ckpt-advisor: {bad}: Permission denied: skipped"
+    assert ingested.stderr.splitlines()[-1] == "ckpt-advisor: 1 of 2 file(s) skipped (named above)"
+
+
+def _status(db: Path) -> tuple[str, dict[str, Any]]:
+    text = subprocess.run([*CLI, "status", "--db", str(db)], capture_output=True, text=True)
+    js = subprocess.run([*CLI, "status", "--db", str(db), "--json"], capture_output=True, text=True)
+    return text.stdout, json.loads(js.stdout)
+
+
+def test_status_names_a_binary_match_and_an_earlier_daemon_s_last_read(tmp_path: Path) -> None:
+    """A glob matching a log (its last 28 bytes not a line yet) and a gzip of 923 bytes: the
+    gzip is listed as looking binary, never as lagging ("1,009 bytes behind, last read never"
+    before), and the log's last read, in a second daemon that has read nothing new, is the
+    first daemon's (the store's ``files.updated_s``; "never" before)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    log, gz = runs / "a.log", runs / "model.bin"
+    log.write_bytes((FIXTURES / "hf_trainer_crash.log").read_bytes() + b"x" * 28)
+    gz.write_bytes(gzip.compress(bytes(range(256)) * 3, mtime=0))
+    db = tmp_path / "s.db"
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[store]\npath = "{db}"\n[schedule]\npoll_every = "0.2s"\n'
+        f'[[jobs]]\nname = "j"\nlogs = ["{runs}/*"]\n'
+    )
+    binary = f"NUL bytes in its first {gz.stat().st_size:,} bytes"
+    lags: dict[str, Any] = {}
+    for run in ("first", "second"):
+        daemon = start_daemon(config)
+        try:
+            assert until(lambda: len(_status(db)[1]["daemon"]["files"]) == 2)
+            text, report = _status(db)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=20) == 0
+        lags[run] = {Path(f["path"]).name: f for f in report["daemon"]["files"]}
+        assert report["healthy"] is True and report["lagging"] == [str(log)]
+        assert report["binary"] == [{"job": "j", "path": str(gz), "why": binary}]
+        assert (lags[run]["model.bin"]["lag_bytes"], lags[run]["a.log"]["lag_bytes"]) == (0, 28)
+        assert f"  lagging: {log} (j): 28 bytes behind, last read " in text
+        assert "last read never" not in text
+        assert (
+            f"  looks binary: {gz} (j): {binary}; no events expected, no lag counted; narrow "
+            "the glob\n"
+        ) in text
+    first, second = lags["first"]["a.log"]["last_read_s"], lags["second"]["a.log"]["last_read_s"]
+    assert first <= second < first + 5  # the first daemon's commit, as the store keeps it

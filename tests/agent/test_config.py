@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from ckpt_advisor.agent.cli import main
 from ckpt_advisor.agent.config import ConfigError, load_config, parse_config
 from ckpt_advisor.agent.config_reference import config_reference
 
@@ -225,3 +227,28 @@ def test_job_survival_overrides_reach_the_estimate_and_bad_tiers_are_named() -> 
     bad = {"name": "j", "survival": {"node_failure": "ram"}}
     with pytest.raises(ConfigError, match=r"c\.toml: jobs\[0\]\.survival: node_failure: tier"):
         parse_config({"jobs": [bad]}, "c.toml")
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"), [("true", "true"), ('"64"', '"64"'), ("64.0", "64.0")]
+)
+def test_counts_are_toml_integers_and_every_error_line_is_prefixed(
+    tmp_path: Path, written: str, shown: str
+) -> None:
+    """``gpus = true`` (read as 1 GPU), ``gpus = "64"`` and ``gpus = 64.0`` were accepted
+    (pydantic's lax mode); now each count key (``gpus``, ``nodes``, the ``[estimation]``
+    counts) is refused naming it and the value as written, and ``check-config`` exits 2 with
+    each of the errors on its own ``ckpt-advisor:`` line (only the first was prefixed)."""
+    config = tmp_path / "c.toml"
+    counts = ("cost_window_saves", "min_failures", "min_saves", "min_weibull_failures")
+    config.write_text(
+        "[estimation]\n" + "".join(f"{key} = {written}\n" for key in counts)
+        + f'[[jobs]]\nname = "j"\ngpus = {written}\nnodes = {written}\n'
+    )  # fmt: skip
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    must = f"must be an integer such as 64 (no quotes, no decimal point), got {shown}"
+    keys = [f"estimation.{key}" for key in counts] + ["jobs[0].gpus", "jobs[0].nodes"]
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [f"ckpt-advisor: {config}: {key}: {must}" for key in keys]
+    config.write_text('[[jobs]]\nname = "j"\ngpus = 64\nnodes = 8\n')
+    assert (load_config(config).jobs[0].gpus, load_config(config).jobs[0].nodes) == (64, 8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.rules.interval import daly_interval_s
 from tests.agent.fake_slack import FakeSlack
 from tests.agent.helpers import TOKEN_ENV
-from tests.agent.processes import wait_started
+from tests.agent.processes import until, wait_started
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 
@@ -200,3 +201,53 @@ def test_bad_config_exits_2_naming_key(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert f"{config}: schedule.estimate_evry: unknown key" in proc.stderr
+
+
+def test_commands_the_daemon_prints_carry_its_config(tmp_path: Path) -> None:
+    """The daemon started as ``run --config config.toml`` from its config's folder, with a
+    store elsewhere and a token without files:write: the message's silence hint and the log's
+    warning about the plot name the config by its absolute path, and the hint, pasted into a
+    shell elsewhere (no store at the default path), silences the job."""
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=240.0, interval_steps=1200, step_time_s=6.0, seed=3)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "train.log").write_text("".join(text for _, text in job.log))
+    (staging / "ckpt_timings.jsonl").write_text("".join(text for _, text in job.timings))
+    env = {k: v for k, v in os.environ.items() if k not in ("CKPT_ADVISOR_DB", "STATE_DIRECTORY")}
+    env |= {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": ""}
+    with FakeSlack(scopes=("chat:write", "channels:history")) as slack:
+        config = _write_config(tmp_path, slack)
+        env[TOKEN_ENV] = slack.token
+        log = tmp_path / "daemon.log"
+        with log.open("w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ckpt_advisor.agent", "run", "--config", config.name],
+                cwd=config.parent,
+                env=env,
+                stderr=stderr,
+                text=True,
+            )
+            try:
+                assert until(lambda: "ckpt-advisor starting" in log.read_text(), 60.0)
+                shutil.copytree(staging, tmp_path / "runs" / "job-1234")
+                assert until(lambda: "files:write" in log.read_text(), 60.0)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=20) == 0
+        [top] = [
+            r.body
+            for r in slack.requests
+            if r.path.endswith("/chat.postMessage") and "thread_ts" not in r.body
+        ]
+    hint = f"ckpt-advisor silence --job llama-8b --for 24h --config {config}"
+    assert top["blocks"][-1]["elements"][0]["text"].endswith(f"silence: `{hint}`")
+    assert top["text"].endswith(f"silence: {hint}")
+    assert f"(`ckpt-advisor slack-test --config {config}` lists the scopes)" in log.read_text()
+    pasted = subprocess.run(
+        [sys.executable, "-m", "ckpt_advisor.agent", *shlex.split(hint)[1:]],
+        cwd=tmp_path / "home",
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert (pasted.returncode, pasted.stdout.split(" until ")[0]) == (0, "llama-8b: silenced")

@@ -17,11 +17,13 @@ from click.testing import CliRunner
 
 from ckpt_advisor.agent.advisor import Advisor
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notify.wording import mtbf_evidence
 from ckpt_advisor.agent.store import StoreReader, open_store
+from ckpt_advisor.agent.synth import simulate
 from ckpt_advisor.agent.units import format_duration
-from ckpt_advisor.rules.model import JobEstimate, Reason, ReasonCode, Status
-from ckpt_advisor.rules.policy import DEFAULT_POLICY
+from ckpt_advisor.rules.model import Action, JobEstimate, Reason, ReasonCode, Status
+from ckpt_advisor.rules.policy import DEFAULT_POLICY, JobFacts
 from tests.samples import drifting_estimate
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
@@ -193,3 +195,41 @@ def test_each_change_of_a_decision_is_logged_once(
         "small: no message: 2.34× the optimum, but the change would save 0.4 GPU-h/day, below "
         "the 1 GPU-h/day threshold",
     ]
+
+
+def test_an_open_episode_held_by_the_gpu_hour_threshold_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A week of a job saving every 45 min where ~15 min is best (C = 20 s, M = 6 h): on 8 GPUs
+    it drifts and is posted; resized to 1 GPU it is still 3.16× off but the change would save
+    0.74 GPU-h/day. The daemon's log and ``estimates`` name the GPU-hour threshold with both
+    numbers, not hysteresis (3.16 is not between the 1.3× and 1.5× bands)."""
+    job = simulate(mtbf_s=6 * 3600.0, cost_s=20.0, interval_steps=450, seed=3)
+    (tmp_path / "train.log").write_text("".join(text for _, text in job.log))
+    (tmp_path / "t.jsonl").write_text("".join(text for _, text in job.timings))
+    db = str(tmp_path / "s.db")
+    files = [str(tmp_path / "train.log"), str(tmp_path / "t.jsonl")]
+    assert _run("ingest", *files, "--job", "week", "--db", db)[0] == 0
+    now = datetime(2027, 1, 1, tzinfo=UTC)
+    eight = Estimator(sizes={"week": JobFacts(gpus=8, units=8)})
+    advisor = Advisor(open_store(db), estimator=eight, clock=lambda: now)
+    with caplog.at_level(logging.INFO, logger="ckpt_advisor.agent.advisor"):
+        assert advisor.run_job("week").decision.action is Action.NOTIFY
+        advisor.configure(Estimator(sizes={"week": JobFacts(gpus=1, units=1)}), currency="$")
+        held = advisor.run_job("week").decision
+    assert (held.action, held.reason.code) == (Action.NONE, ReasonCode.BELOW_THRESHOLD)
+    assert held.next_state.in_drift  # the episode stays open: no "back within range"
+    why = (
+        "3.16× the optimum, but the change would save 0.74 GPU-h/day, below the 1 GPU-h/day "
+        "threshold"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "week: notify: drift: 3.16× the optimum (beyond 1.5×), 5.9 GPU-h/day to gain",
+        f"week: no message: {why}",
+    ]
+    _, table = _run("estimates", "--db", db)
+    assert f"\nwhy:\n  week: {why}\n" in table and "hysteresis" not in table
+    _, out = _run("estimates", "--db", db, "--json")
+    [est] = json.loads(out)
+    assert est["decision"]["code"] == "below_threshold"
+    assert est["decision"]["min_excess_gpu_hours_per_day"] == 1.0

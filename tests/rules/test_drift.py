@@ -215,6 +215,26 @@ def test_a_job_off_its_optimum_but_below_the_gpu_hour_threshold_says_so() -> Non
     }
 
 
+def test_an_open_episode_far_off_but_held_by_its_verdict_gives_the_verdict_s_reason() -> None:
+    """Posted at 2x; then 3.03x off but worth 0.29 GPU-hour a day, or inside the optimum's
+    confidence band: the episode stays open and the reason is the verdict's (below the
+    threshold, with both numbers; within confidence), never hysteresis, which is kept for a
+    ratio between the resolve band and drift (1.4x)."""
+    state = decide(at(2.0), AlertState(), 100.0).next_state
+    below = judged(dataclasses.replace(at(3.03), excess_gpu_hours_per_day=0.29))
+    held = decide(below, state, 200.0)
+    assert (held.action, held.next_state) == (Action.NONE, state)
+    assert held.reason.to_json() == {
+        "code": "below_threshold",
+        "ratio": 3.03,
+        "excess_gpu_hours_per_day": 0.29,
+        "min_excess_gpu_hours_per_day": 1.0,
+    }
+    wide = judged(dataclasses.replace(at(3.03), recommended_interval_ci_s=(3500.0, 30000.0)))
+    assert decide(wide, state, 200.0).reason.code is ReasonCode.WITHIN_CONFIDENCE
+    assert decide(at(1.4), state, 200.0).reason.code is ReasonCode.HYSTERESIS
+
+
 def test_insufficient_data_names_what_is_missing() -> None:
     """Without C the reason names the checkpoint cost; with one interruption of two needed it
     names the failures and gives both counts."""

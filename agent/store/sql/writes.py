@@ -158,6 +158,7 @@ class SqlStore(FleetTables, OutboxTables):
             truncations=truncations,
             finished=finished,
             shared_with=shared,
+            updated_s=now_s,
         )
 
     _null: Any = None

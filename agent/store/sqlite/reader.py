@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_advisor.agent.store.queries import SqlQueries
-from ckpt_advisor.agent.store.records import StoreError
+from ckpt_advisor.agent.store.records import NoStoreHere, StoreError
 from ckpt_advisor.agent.store.schema import check_schema
 from ckpt_advisor.agent.store.sqlite.access import CORRUPT_ADVICE, explain, open_read_only
 
@@ -91,13 +91,14 @@ class SqliteReader(SqliteSql):
         writable and no WAL holds changes: :func:`access.open_read_only`).
 
         Raises:
-            StoreError: there is no file, it cannot be read (the message says why and what to
-                do), it is damaged (with the recovery, :data:`CORRUPT_ADVICE`), not a
-                ckpt-advisor database, or from a newer ckpt-advisor. The message names the path.
+            StoreError: there is no file (:class:`NoStoreHere`), it cannot be read (the
+                message says why and what to do), it is damaged (with the recovery,
+                :data:`CORRUPT_ADVICE`), not a ckpt-advisor database, or from a newer
+                ckpt-advisor. The message names the path.
         """
         db = Path(path)
         if not db.exists():
-            raise StoreError(f"{db}: no database here (has the daemon or ingest run?)")
+            raise NoStoreHere(db)
         try:
             self._conn = open_read_only(db)
             version = schema_version(self._conn)
