@@ -21,6 +21,9 @@ from ckpt_advisor.agent.units import format_duration
 AT_LEAST, AT_MOST = "≥ ", "≤ "
 """The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
 
+NO_BOUND = "C and M are both lower bounds: no bound either way"
+"""Why a figure that :func:`bound_mark` gives None for is not shown (``-``)."""
+
 
 def at_least(text: str, is_lower_bound: bool) -> str:
     """``text`` (a figure as shown), after :data:`AT_LEAST` when it is a lower bound:
@@ -58,6 +61,17 @@ def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
     if not (cost_low or mtbf_low):
         return ""
     return AT_LEAST if cost_low == grows_with_cost else AT_MOST
+
+
+def replay_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str:
+    """The mark of a figure replayed from the job's own recorded lives at its C (a backtest's
+    waste or goodput, :func:`rules.simulate.replay`): it rests on C alone (M does not enter a
+    replay), so :data:`AT_LEAST` or :data:`AT_MOST` as it grows or falls with C when C is a
+    lower bound (:func:`bound_mark` with M taken as measured), else ``""``. At a lower-bound M
+    the lives replayed are the timed running time only: the figure is that replay's, not a
+    bound of the job's (the untimed files' running time and interruptions are not in it)."""
+    cost_only = {"checkpoint_cost_is_lower_bound": row.get("checkpoint_cost_is_lower_bound")}
+    return bound_mark(cost_only, grows_with_cost=grows_with_cost) or ""
 
 
 def interval_is_bounded(row: Mapping[str, Any]) -> bool:

@@ -127,21 +127,24 @@ def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> Non
 
 def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, str]) -> None:
     """simulate --job replays each job at its estimated C and M: the header shows each as a
-    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says. (--days and
-    --replicates only keep the captures' seconds-long M under the Monte Carlo's size limit.)"""
+    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says; at a lower-bound M it
+    says how many of the interruptions M counts the replay holds (only the timed running
+    time is replayed). The README's command, with --sweep, runs on the captures' M of
+    seconds: no Monte Carlo size limit applies to a replay."""
     heads, flags = {}, {}
     for job, db in dbs.items():
-        args = ("simulate", "--job", job, "--db", db, "--days", "0.01", "--replicates", "2")
+        args = ("simulate", "--job", job, "--db", db, "--sweep")
         code, out = _run(*args)
         assert code == 0
         heads[job] = out.splitlines()[0]
         code, out = _run(*args, "--json")
         shown = json.loads(out)
         flags[job] = (shown["checkpoint_cost_is_lower_bound"], shown["mtbf_is_lower_bound"])
+    replayed = "interruptions replayed: the timed running time only)"
     assert heads == {
         "c_bound": "backtest of c_bound (1 interruptions); M 20s, C ≥ 0.037s, R 6.07s",
-        "m_bound": "backtest of m_bound (0 interruptions); M ≥ 1m 05s, C 3.41s, R 0s",
-        "both": "backtest of both (1 interruptions); M ≥ 5.62s, C ≥ 0.0545s, R 0s",
+        "m_bound": f"backtest of m_bound (0 of 1 {replayed}; M ≥ 1m 05s, C 3.41s, R 0s",
+        "both": f"backtest of both (1 of 2 {replayed}; M ≥ 5.62s, C ≥ 0.0545s, R 0s",
         "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
     }
     assert flags == {
@@ -150,6 +153,58 @@ def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, st
         "both": (True, True),
         "exact": (False, False),
     }
+
+
+def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, str]) -> None:
+    """Each row of the backtest: the replay's waste and goodput rest on C alone (the job's own
+    lives are replayed, M does not enter), '≥' and '≤' at a lower-bound C (more C, more waste);
+    the first-order formula rests on C and M: '≥' at a lower-bound C, '≤' at a lower-bound M,
+    '-' at both, said under the rows. Measured C and M print as before."""
+    rows = {}
+    for job, db in dbs.items():
+        code, out = _run("simulate", "--job", job, "--db", db, "--sweep")
+        assert code == 0
+        rows[job] = out.splitlines()[1:]
+    assert rows["c_bound"] == [
+        "Daly           1.2s  waste ≥ 26.36% (first-order formula ≥ 35.74%), goodput ≤ 73.64%",
+        "current       3.74s  waste ≥ 29.12% (first-order formula ≥ 39.86%), goodput ≤ 70.88%",
+        "best          2.97s  waste ≥ 23.77% (first-order formula ≥ 38.23%), goodput ≤ 76.23%",
+    ]
+    assert rows["m_bound"] == [
+        "Daly            19s  waste 10.83% (first-order formula ≤ 32.55%), goodput 89.17%",
+        "current         48s  waste 5.41% (first-order formula ≤ 43.78%), goodput 94.59%",
+        "best         1m 01s  waste 0.00% (first-order formula ≤ 52.61%), goodput 100.00%",
+    ]
+    assert rows["both"] == [
+        "Daly         0.747s  waste ≥ 9.38% (first-order formula -), goodput ≤ 90.62%",
+        "current       4.07s  waste ≥ 10.25% (first-order formula -), goodput ≤ 89.75%",
+        "best          2.19s  waste ≥ 3.51% (first-order formula -), goodput ≤ 96.49%",
+        "first-order formula -: C and M are both lower bounds: no bound either way",
+    ]
+    assert rows["exact"] == [
+        "Daly        47m 30s  waste 17.49% (first-order formula 19.36%), goodput 82.51%",
+        "current      2h 00m  waste 24.91% (first-order formula 25.81%), goodput 75.09%",
+        "best        41m 21s  waste 16.82% (first-order formula 19.63%), goodput 83.18%",
+    ]
+
+
+def test_a_backtest_refuses_the_monte_carlos_options(dbs: dict[str, str]) -> None:
+    """A backtest draws nothing at random: --days, --replicates (and the other Monte Carlo
+    options) changed nothing in its output, so with --job they are refused (exit 2), while the
+    Monte Carlo keeps its size limit."""
+    code, _ = _run("simulate", "--job", "c_bound", "--db", dbs["c_bound"], "--days", "1")
+    assert code == 2
+    result = CliRunner().invoke(
+        main,
+        ["simulate", "--job", "exact", "--db", dbs["exact"], "--replicates", "2", "--seed", "1"],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "ckpt-advisor: --replicates, --seed: Monte Carlo option(s), not used by a backtest "
+        "(--job replays the job's own interruptions at its estimated C, M and R)"
+    )
+    code, _ = _run("simulate", "--mtbf", "20s", "--cost", "0.037s", "--sweep")
+    assert code == 2  # ~26 million simulated failures: over the limit
 
 
 def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
