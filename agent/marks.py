@@ -14,15 +14,38 @@ the other way, and at lower bounds of both no bound either way (:func:`bound_mar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.units import format_duration
+
+if TYPE_CHECKING:
+    from ckpt_advisor.rules.model import JobEstimate
 
 AT_LEAST, AT_MOST = "≥ ", "≤ "
 """The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
 
 NO_BOUND = "C and M are both lower bounds: no bound either way"
 """Why a figure that :func:`bound_mark` gives None for is not shown (``-``)."""
+
+
+ROW_KEYS = (
+    "checkpoint_cost_s",
+    "checkpoint_cost_is_lower_bound",
+    "checkpoint_cost_range_s",
+    "mtbf_s",
+    "mtbf_is_lower_bound",
+    "recommended_interval_s",
+    "recommended_interval_range_s",
+    "recommended_setting",
+)
+"""The figures of an ``estimates --json`` row the marks read: :func:`estimate_row`."""
+
+
+def estimate_row(est: JobEstimate) -> dict[str, Any]:
+    """The figures of ``est`` the marks read (:data:`ROW_KEYS`), under their ``estimates
+    --json`` names, which are the estimate's field names, for callers that hold the estimate
+    itself (the Slack message, ``goodput``); ranges stay tuples ``(low, high)``."""
+    return {key: getattr(est, key) for key in ROW_KEYS}
 
 
 def at_least(text: str, is_lower_bound: bool) -> str:
@@ -61,6 +84,21 @@ def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
     if not (cost_low or mtbf_low):
         return ""
     return AT_LEAST if cost_low == grows_with_cost else AT_MOST
+
+
+def at_bounds(row: Mapping[str, Any]) -> str:
+    """`` if C is 43s``, `` if M is 5h 49m``, `` if C is 43s and M is 5h 49m``: the lower bounds
+    a figure that is no bound either way (as a difference of two bounds: a gain in points) is
+    computed at, to follow it; ``""`` when neither C nor M is a lower bound (or is unknown)."""
+    at = [
+        f"{name} is {format_duration(row.get(key))}"
+        for name, key, flag in (
+            ("C", "checkpoint_cost_s", "checkpoint_cost_is_lower_bound"),
+            ("M", "mtbf_s", "mtbf_is_lower_bound"),
+        )
+        if row.get(flag) and row.get(key) is not None
+    ]
+    return f" if {' and '.join(at)}" if at else ""
 
 
 def replay_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str:

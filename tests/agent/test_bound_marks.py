@@ -8,6 +8,7 @@ job with its timing file (C and M measured)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,51 @@ def test_a_backtest_refuses_the_monte_carlos_options(dbs: dict[str, str]) -> Non
     )
     code, _ = _run("simulate", "--mtbf", "20s", "--cost", "0.037s", "--sweep")
     assert code == 2  # ~26 million simulated failures: over the limit
+
+
+def test_goodputs_simulated_line_marks_the_goodput_as_a_bound(dbs: dict[str, str]) -> None:
+    """goodput's last line, the goodput simulated with the job's C, M and R: '≤' at a
+    lower-bound C, '≥' at a lower-bound M, the recommended interval as the estimates table
+    shows it, the gain (no bound) said at the bound it is computed at; at both, no figure."""
+    lines = {}
+    for job, db in dbs.items():
+        code, out = _run("goodput", "--job", job, "--db", db)
+        assert code == 0
+        lines[job] = out.splitlines()[-1].removeprefix("simulated with this job's C, M and R: ")
+    assert lines == {
+        "c_bound": "goodput ≤ 69.6% at the current interval (3.74s), ≤ 72.6% at the recommended "
+        "interval (≥ 1.2s): +3.0 points if C is 0.037s",
+        "m_bound": "goodput ≥ 61.5% at the current interval (48s), ≥ 71.1% at the recommended "
+        "interval (≥ 19s): +9.6 points if M is 1m 05s",
+        "both": "- (C and M are both lower bounds: no bound either way)",
+        "exact": "goodput 76.4% at the current interval (2h 00m), 82.1% at the recommended "
+        "interval (47m 30s): +5.7 points",
+    }
+
+
+def test_goodputs_gpu_hours_are_the_range_its_time_and_share_are(
+    dbs: dict[str, str], tmp_path: Path
+) -> None:
+    """With the job's gpus (512), each bucket's GPU-hours are the same range as its time and
+    share where log saves make it a bound (productive's 2.5 was its upper end, checkpoint's 0.0
+    its lower end), one figure where it is measured; --json's gpu_hours keep their values."""
+    config = tmp_path / "gpus.toml"
+    config.write_text('[[jobs]]\nname = "c_bound"\nlogs = ["/nowhere/*.log"]\ngpus = 512\n')
+    args = ("goodput", "--job", "c_bound", "--db", dbs["c_bound"], "--config", str(config))
+    code, out = _run(*args)
+    assert code == 0
+    rows = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()]
+    assert rows[2][:4] == ["bucket", "time", "share", "GPU-h"]
+    assert {name: cells for name, *cells, _ in rows[4:9]} == {
+        "productive": ["16s – 17s", "63.6% – 69.9%", "2.3 – 2.5"],
+        "checkpoint": ["0.185s – 1.99s", "0.7% – 8.0%", "0.0 – 0.3"],
+        "lost": ["1.02s – 1.24s", "4.1% – 5.0%", "0.1 – 0.2"],
+        "restart": ["6.07s", "24.4%", "0.9"],
+        "idle": ["0s", "0.0%", "0.0"],
+    }
+    shown = json.loads(_run(*args, "--json")[1])
+    assert round(shown["gpu_hours"]["productive"], 1) == 2.5  # the split's own value
+    assert round(shown["gpu_hours"]["checkpoint"], 1) == 0.0
 
 
 def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
