@@ -18,11 +18,17 @@ import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.advice import advice_json
+from ckpt_advisor.agent.app import estimator_of
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.config import load_config
 from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.notify.message import format_details, format_message
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.plot import figure
 from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.rules.model import Action, AlertState, Decision, Reason, ReasonCode
+from tests.agent.fake_slack import FakeSlack
 
 REAL = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 MEGATRON = Path(__file__).parents[1] / "parsers" / "fixtures" / "megatron" / "megatron_2026.log"
@@ -251,6 +257,64 @@ def test_goodputs_gpu_hours_are_the_range_its_time_and_share_are(
     shown = json.loads(_run(*args, "--json")[1])
     assert round(shown["gpu_hours"]["productive"], 1) == 2.5  # the split's own value
     assert round(shown["gpu_hours"]["checkpoint"], 1) == 0.0
+
+
+def test_the_slack_message_and_its_detail_mark_the_bounds(
+    dbs: dict[str, str], fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    """Each store's drift message and its detail (a thread reply), posted with the real
+    slack-sdk client to the loopback Slack, for a job of 64 GPUs: the action's goodput is
+    marked '≤' at a lower-bound C and '≥' at a lower-bound M (it was unmarked there), left
+    out at both; the GPU-hours at stake, no bound, are said at the bounds they are computed
+    at; the detail's setting reads 'or more' as the action's does, its waste and goodput are
+    marked (or '-' at both)."""
+    notifier = SlackNotifier(fake_slack.token, "#training-alerts", base_url=fake_slack.base_url)
+    drift = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
+    notify = Decision(Action.NOTIFY, drift, AlertState(in_drift=True))
+    for job, db in dbs.items():
+        config = tmp_path / f"{job}.toml"
+        config.write_text(f'[[jobs]]\nname = "{job}"\nlogs = ["/nowhere/*.log"]\ngpus = 64\n')
+        est = estimator_of(load_config(str(config))).estimate(open_reader(db), job, time.time())
+        ts = notifier.send(format_message(est, notify))
+        notifier.send(format_details(est, notify), thread_ts=ts)
+    posted, channel = fake_slack.messages, fake_slack.posted
+    assert [m.get("thread_ts") for m in channel[1::2]] == [m["ts"] for m in channel[::2]]
+    shown = {}
+    for job, message, detail in zip(dbs, posted[::2], posted[1::2], strict=True):
+        action = message["blocks"][1]["text"]["text"]
+        facts = detail["blocks"][0]["text"]["text"].splitlines()
+        shown[job] = (action.split("): ", 1)[-1], *facts[1:4])
+    assert shown["c_bound"] == (
+        "goodput ≤ 69.6% → ≤ 72.6%; 45 GPU-h/day at stake if C is 0.037s",
+        "*Recommended interval:* 1.2s (1 s, 9 steps of 0.138s); set save_steps=9 or more; at "
+        "least 0.54s over M's interval and the plausible C",
+        "*Waste:* ≥ 33.0% of run time now, ≥ 30.1% at the recommended interval",
+        "*Goodput:* ≤ 69.6% now, ≤ 72.6% at the recommended interval (simulated with the job's "
+        "own C, M and R)",
+    )
+    assert shown["m_bound"] == (
+        "goodput ≥ 61.5% → ≥ 71.1%; 147 GPU-h/day at stake if M is 1m 05s",
+        "*Recommended interval:* 19s (19 s, 22 steps of 0.85s); set --save-interval 22 or "
+        "more; at least 7.53s",
+        "*Waste:* ≤ 38.6% of run time now, ≤ 29.0% at the recommended interval",
+        "*Goodput:* ≥ 61.5% now, ≥ 71.1% at the recommended interval (simulated with the job's "
+        "own C, M and R)",
+    )
+    assert shown["both"] == (
+        "305 GPU-h/day at stake if C is 0.0545s and M is 5.62s",
+        "*Recommended interval:* 0.747s (1 s, 5 steps of 0.143s); set save_steps=5 or more; at "
+        "least 0.405s over M's interval and the plausible C",
+        "*Waste:* - (C and M are both lower bounds: no bound either way)",
+        "*Goodput:* - (C and M are both lower bounds: no bound either way)",
+    )
+    assert shown["exact"] == (
+        "goodput 76.4% → 82.1%, 88 GPU-h/day at stake",
+        "*Recommended interval:* 47m 30s (2,850 s, 480 steps of 6s); set save_steps=480; range "
+        "40m 32s–56m 17s",
+        "*Waste:* 23.7% of run time now, 17.9% at the recommended interval",
+        "*Goodput:* 76.4% now, 82.1% at the recommended interval (simulated with the job's own "
+        "C, M and R)",
+    )
 
 
 def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
