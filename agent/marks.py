@@ -4,11 +4,13 @@ row that rest on C and M are marked when either is known only from below
 ``mtbf_is_lower_bound``: running time only bounded), for the tables, the plot and the JSON
 contracts alike.
 
-Daly's interval grows with C and with M: at a lower bound of either it is a range, or a lower
-bound when that range has no upper end (``≥ 1.2s``, the setting ``save_steps=9 or more``:
-:func:`interval_is_open_above`). Waste grows with C and falls with M; goodput the other way
-round. A figure computed at a lower-bound C is then a bound one way, at a lower-bound M a bound
-the other way, and at lower bounds of both no bound either way (:func:`bound_mark`).
+The current interval is the save spacing less C: at a lower-bound C it is an upper bound
+(``≤ 3.74s``: :func:`current_text`). Daly's interval grows with C and with M: at a lower bound
+of either it is a range, or a lower bound when that range has no upper end (``≥ 1.2s``, the
+setting ``save_steps=9 or more``: :func:`interval_is_open_above`). Waste grows with C and falls
+with M; goodput the other way round. A figure computed at a lower-bound C is then a bound one
+way, at a lower-bound M a bound the other way, and at lower bounds of both no bound either way
+(:func:`bound_mark`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ ROW_KEYS = (
     "recommended_interval_s",
     "recommended_interval_range_s",
     "recommended_setting",
+    "current_interval_s",
+    "current_interval_is_upper_bound",
 )
 """The figures of an ``estimates --json`` row the marks read: :func:`estimate_row`."""
 
@@ -52,6 +56,20 @@ def at_least(text: str, is_lower_bound: bool) -> str:
     """``text`` (a figure as shown), after :data:`AT_LEAST` when it is a lower bound:
     ``≥ 43s``."""
     return f"{AT_LEAST}{text}" if is_lower_bound else text
+
+
+def at_most(text: str, is_upper_bound: bool) -> str:
+    """``text`` (a figure as shown), after :data:`AT_MOST` when it is an upper bound:
+    ``≤ 3.74s``."""
+    return f"{AT_MOST}{text}" if is_upper_bound else text
+
+
+def current_text(row: Mapping[str, Any]) -> str:
+    """The row's current interval (``2h 00m``), ``≤ 3.74s`` when it is an upper bound (the save
+    spacing less a lower-bound C: ``current_interval_is_upper_bound``); ``-`` unknown."""
+    current = format_duration(row.get("current_interval_s"))
+    upper = bool(row.get("current_interval_is_upper_bound"))
+    return at_most(current, upper and row.get("current_interval_s") is not None)
 
 
 def cost_text(row: Mapping[str, Any]) -> str:

@@ -34,6 +34,7 @@ from ckpt_advisor.agent.marks import (
     at_least,
     bound_mark,
     cost_text,
+    current_text,
     interval_is_bounded,
     interval_is_open_above,
     mtbf_text,
@@ -230,7 +231,11 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float) -> Non
         value = row.get(key)
         if value:
             w = exponential_waste_fraction(value, mtbf_s, cost_s, restart_s)
-            shown = at_least(format_duration(value), open_above and name == "recommended")
+            shown = (
+                at_least(format_duration(value), open_above)
+                if name == "recommended"
+                else current_text(row)
+            )
             shown += "" if mark is None else f", {mark}{w:.1%}"
             ax.axvline(value / scale, color=colour, linestyle="--", label=f"{name}: {shown}")
 

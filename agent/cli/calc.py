@@ -21,7 +21,7 @@ from ckpt_advisor.agent.cli.common import (
     read_store,
     require_job,
 )
-from ckpt_advisor.agent.marks import NO_BOUND, at_least, bound_mark, replay_mark
+from ckpt_advisor.agent.marks import NO_BOUND, at_least, at_most, bound_mark, replay_mark
 from ckpt_advisor.agent.units import format_duration
 
 if TYPE_CHECKING:
@@ -359,8 +359,11 @@ def simulate(
             if formula_mark is None
             else f"{formula_mark}{formula:.2%}"
         )
+        interval = format_duration(r["interval_s"])
+        if label == "current":  # the job's: the save spacing less C, an upper bound at C's
+            interval = at_most(interval, bool(out.get("current_interval_is_upper_bound")))
         click.echo(
-            f"{label:8} {format_duration(r['interval_s']):>10}  waste {waste_mark}"
+            f"{label:8} {interval:>10}  waste {waste_mark}"
             f"{r['waste_fraction']:.2%}{err} (first-order formula {first_order}), goodput "
             f"{good_mark}{r['goodput']:.2%}"
         )

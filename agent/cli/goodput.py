@@ -22,7 +22,13 @@ from ckpt_advisor.agent.cli.common import (
     short_time,
     table,
 )
-from ckpt_advisor.agent.marks import NO_BOUND, at_bounds, bound_mark, estimate_row
+from ckpt_advisor.agent.marks import (
+    NO_BOUND,
+    at_bounds,
+    bound_mark,
+    current_text,
+    estimate_row,
+)
 from ckpt_advisor.agent.units import format_duration
 
 if TYPE_CHECKING:
@@ -211,7 +217,7 @@ def _simulated_line(est: JobEstimate) -> str:
         return f"{head} {at_best}; current interval unknown"
     return (
         f"{head} goodput {mark}{current:.1%} at the current interval "
-        f"({format_duration(est.current_interval_s)}), {at_best}: "
+        f"({current_text(row)}), {at_best}: "
         f"{(best - current) * 100:+.1f} points{at_bounds(row)}"
     )
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ckpt_advisor.agent.marks import NO_BOUND, bound_mark, estimate_row, setting_is_lower_bound
+from ckpt_advisor.agent.marks import (
+    NO_BOUND,
+    at_most,
+    bound_mark,
+    estimate_row,
+    setting_is_lower_bound,
+)
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.notify.wording import cost_evidence, mtbf_evidence, one_line
 from ckpt_advisor.agent.reasons import render_reason
@@ -27,14 +33,28 @@ class Fact:
     text: str
 
 
-def _interval(value_s: float | None, steps: int | None, step_time_s: float | None) -> str:
-    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``."""
+def _interval(
+    value_s: float | None,
+    steps: int | None,
+    step_time_s: float | None,
+    *,
+    upper_bound: bool = False,
+) -> str:
+    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``; with ``upper_bound`` its times
+    ``≤`` (``≤ 3.74s (≤ 4 s, 25 steps)``: the steps are counted)."""
     if value_s is None:
         return "unknown"
-    parts = [f"{value_s:,.0f} s"]
+    parts = [at_most(f"{value_s:,.0f} s", upper_bound)]
     if steps is not None:
         parts.append(f"{steps:,} steps" + (f" of {d(step_time_s)}" if step_time_s else ""))
-    return f"{d(value_s)} ({', '.join(parts)})"
+    return f"{at_most(d(value_s), upper_bound)} ({', '.join(parts)})"
+
+
+def _current(e: JobEstimate) -> str:
+    """The current interval (:func:`_interval`), an upper bound when it is the save spacing
+    less a lower-bound C (``current_interval_is_upper_bound``)."""
+    upper = e.current_interval_is_upper_bound
+    return _interval(e.current_interval_s, e.current_interval_steps, None, upper_bound=upper)
 
 
 def _range(e: JobEstimate) -> str:
@@ -86,7 +106,7 @@ def _setting(e: JobEstimate) -> str:
 def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
     """The detail, grouped (one Slack section each): intervals, C, M, model and why."""
     intervals = [
-        Fact("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
+        Fact("Current interval", _current(e)),
         Fact(
             "Recommended interval",
             _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
@@ -194,5 +214,5 @@ def detail_notes(e: JobEstimate) -> list[str]:
 
 def resolve_line(e: JobEstimate, decision: Decision) -> str:
     """The resolve reply: ``Back within range: 1.10× the optimum …; the interval is 2h 00m``."""
-    now = _interval(e.current_interval_s, e.current_interval_steps, None)
+    now = _current(e)
     return f"{render_reason(decision.reason).capitalize()}; the interval is {now}"

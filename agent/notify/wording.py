@@ -30,6 +30,7 @@ from typing import Any
 from ckpt_advisor.agent.marks import (
     at_bounds,
     bound_mark,
+    current_text,
     estimate_row,
     interval_is_bounded,
     interval_is_open_above,
@@ -161,12 +162,16 @@ def _best_time(e: JobEstimate) -> str | None:
 
 
 def _now(e: JobEstimate) -> str:
-    """``now 1,800 steps = 4h 00m``, ``now 4h 00m`` or ``now unknown``."""
+    """``now 1,800 steps = 4h 00m``, ``now 4h 00m`` or ``now unknown``; the time ``≤`` when it
+    is an upper bound (the save spacing less a lower-bound C; the steps are counted):
+    ``now 25 steps, ≤ 3.74s``."""
     if e.current_interval_s is None:
         return "now unknown"
+    shown = current_text(estimate_row(e))
     if e.current_interval_steps is None:
-        return f"now {d(e.current_interval_s)}"
-    return f"now {_count(e.current_interval_steps)} steps = {d(e.current_interval_s)}"
+        return f"now {shown}"
+    steps = f"now {_count(e.current_interval_steps)} steps"
+    return f"{steps}, {shown}" if e.current_interval_is_upper_bound else f"{steps} = {shown}"
 
 
 def _seconds(value_s: float) -> str:

@@ -174,7 +174,7 @@ def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, s
         rows[job] = out.splitlines()[1:]
     assert rows["c_bound"] == [
         "Daly           1.2s  waste ≥ 26.36% (first-order formula ≥ 35.74%), goodput ≤ 73.64%",
-        "current       3.74s  waste ≥ 29.12% (first-order formula ≥ 39.86%), goodput ≤ 70.88%",
+        "current     ≤ 3.74s  waste ≥ 29.12% (first-order formula ≥ 39.86%), goodput ≤ 70.88%",
         "best          2.97s  waste ≥ 23.77% (first-order formula ≥ 38.23%), goodput ≤ 76.23%",
     ]
     assert rows["m_bound"] == [
@@ -184,7 +184,7 @@ def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, s
     ]
     assert rows["both"] == [
         "Daly         0.747s  waste ≥ 9.38% (first-order formula -), goodput ≤ 90.62%",
-        "current       4.07s  waste ≥ 10.25% (first-order formula -), goodput ≤ 89.75%",
+        "current     ≤ 4.07s  waste ≥ 10.25% (first-order formula -), goodput ≤ 89.75%",
         "best          2.19s  waste ≥ 3.51% (first-order formula -), goodput ≤ 96.49%",
         "first-order formula -: C and M are both lower bounds: no bound either way",
     ]
@@ -224,7 +224,8 @@ def test_goodputs_simulated_line_marks_the_goodput_as_a_bound(dbs: dict[str, str
         assert code == 0
         lines[job] = out.splitlines()[-1].removeprefix("simulated with this job's C, M and R: ")
     assert lines == {
-        "c_bound": "goodput ≤ 69.6% at the current interval (3.74s), ≤ 72.6% at the recommended "
+        "c_bound": "goodput ≤ 69.6% at the current interval (≤ 3.74s), ≤ 72.6% at the "
+        "recommended "
         "interval (≥ 1.2s): +3.0 points if C is 0.037s",
         "m_bound": "goodput ≥ 61.5% at the current interval (48s), ≥ 71.1% at the recommended "
         "interval (≥ 19s): +9.6 points if M is 1m 05s",
@@ -317,6 +318,77 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
     )
 
 
+def test_the_current_interval_at_a_lower_bound_c_is_an_upper_bound(
+    dbs: dict[str, str], fake_slack: FakeSlack
+) -> None:
+    """The current interval is the save spacing less C: at a lower-bound C (the HF captures,
+    and beside the Lightning log) it is an upper bound, shown '≤ 3.74s' in the estimates
+    table (its title says why), the Slack action ('now 25 steps, ≤ 3.74s') and detail, and
+    said by current_interval_is_upper_bound in estimates --json, the advice file and the
+    backtest's --json, current_interval_s keeping its value; a measured C (Megatron's, a
+    timing file) leaves it as it was."""
+    notifier = SlackNotifier(fake_slack.token, "#training-alerts", base_url=fake_slack.base_url)
+    drift = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
+    notify = Decision(Action.NOTIFY, drift, AlertState(in_drift=True))
+    shown = {}
+    for job, db in dbs.items():
+        row = _estimate(db)
+        est = Estimator().estimate(open_reader(db), job, time.time())
+        backtest = json.loads(_run("simulate", "--job", job, "--db", db, "--json")[1])
+        ts = notifier.send(format_message(est, notify))
+        notifier.send(format_details(est, notify), thread_ts=ts)
+        message, detail = fake_slack.messages[-2:]
+        shown[job] = (
+            round(row["current_interval_s"], 2),
+            row["current_interval_is_upper_bound"],
+            advice_json(est)["current_interval_is_upper_bound"],
+            backtest["current_interval_is_upper_bound"],
+            re.split(r"\s{2,}", _table_row(db, job))[8],
+            message["blocks"][1]["text"]["text"].split("; ")[1].split(")")[0],
+            detail["blocks"][0]["text"]["text"].splitlines()[0],
+        )
+    assert shown == {
+        "c_bound": (
+            3.74,
+            True,
+            True,
+            True,
+            "≤ 3.74s",
+            "now 25 steps, ≤ 3.74s",
+            "*Current interval:* ≤ 3.74s (≤ 4 s, 25 steps)",
+        ),
+        "m_bound": (
+            47.68,
+            False,
+            False,
+            False,
+            "48s",
+            "now 20 steps = 48s",
+            "*Current interval:* 48s (48 s, 20 steps)",
+        ),
+        "both": (
+            4.07,
+            True,
+            True,
+            True,
+            "≤ 4.07s",
+            "now 25 steps, ≤ 4.07s",
+            "*Current interval:* ≤ 4.07s (≤ 4 s, 25 steps)",
+        ),
+        "exact": (
+            7200.0,
+            False,
+            False,
+            False,
+            "2h 00m",
+            "now 1,200 steps = 2h 00m",
+            "*Current interval:* 2h 00m (7,200 s, 1,200 steps)",
+        ),
+    }
+    _, table = _run("estimates", "--db", dbs["c_bound"])
+    assert "; now ≤ at such a C (the save spacing less C); goodput ≤" in table.splitlines()[0]
+
+
 def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
     """The waste curve of each store's estimate: the title marks C and M where they are lower
     bounds; where either is, the recommended range is open (the recommended interval '≥') and
@@ -339,7 +411,7 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             "waste if C is 0.037s (a lower bound: more if C is)" + rough,
             "recommended range: ≥ 1.2s",
             "recommended: ≥ 1.2s, ≥ 30.1%",
-            "current: 3.74s, ≥ 33.0%",
+            "current: ≤ 3.74s, ≥ 33.0%",
         ],
     )
     assert drawn["m_bound"] == (
@@ -358,7 +430,7 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             + rough,
             "recommended range: ≥ 0.747s",
             "recommended: ≥ 0.747s",
-            "current: 4.07s",
+            "current: ≤ 4.07s",
         ],
     )
     assert drawn["exact"] == (
