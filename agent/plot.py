@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,14 @@ def unit_for(high_s: float) -> tuple[str, float]:
     return next((name, scale) for name, scale, top in UNITS if high_s <= top)
 
 
+def empty_curve(job: str, why: str, marks_s: Sequence[float] = ()) -> Curve:
+    """A curve with nothing to draw (C or M unknown, or no estimate stored at all) and ``why``:
+    its axis in the unit of three times the largest of ``marks_s`` (intervals, seconds), of
+    an hour without."""
+    unit = unit_for(max(marks_s) * 3.0 if marks_s else 3600.0)[0]
+    return Curve(job, unit, [], [], None, why)
+
+
 def curve(row: dict[str, Any]) -> Curve:
     """The curve of one ``estimates --json`` object (``mtbf_s`` and ``checkpoint_cost_s``
     known, else an empty curve), over a third of the smallest to three times the largest
@@ -115,9 +124,7 @@ def curve(row: dict[str, Any]) -> Curve:
     insufficient = row.get("decision_text") if row.get("status") == "insufficient_data" else None
     marks = _marks(row)
     if mtbf_s is None or cost_s is None or not marks:
-        unit = unit_for(max(marks) * 3.0 if marks else 3600.0)[0]
-        why = insufficient or "M or C is unknown"
-        return Curve(str(row.get("job")), unit, [], [], None, why)
+        return empty_curve(str(row.get("job")), insufficient or "M or C is unknown", marks)
     low, high = min(marks) / 3.0, max(marks) * 3.0
     intervals_s = [float(t) for t in np.geomspace(low, high, POINTS)]
     restart_s = row.get("restart_cost_s") or 0.0

@@ -431,9 +431,11 @@ def plot(
 ) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's
     confidence band (from its latest stored estimate); a job with insufficient data is marked
-    so on the plot. With --json and no -o, print the curve without drawing it."""
+    so on the plot. With --json and no -o, print the curve without drawing it. A job with no
+    estimate stored yet exits 1; with --json it first prints the object, its curve empty and
+    insufficient_data saying so, and exits 0 unless -o asked for a PNG."""
     from ckpt_advisor.agent.contracts import plot_json
-    from ckpt_advisor.agent.plot import curve, plot_waste_curve
+    from ckpt_advisor.agent.plot import curve, empty_curve, plot_waste_curve
 
     if output is None and not as_json:
         raise click.UsageError(
@@ -443,7 +445,12 @@ def plot(
     rows = store.estimate_history(job=job, latest_only=True)
     if not rows:
         require_job(job, store.jobs())
-        fail(f"no estimate stored for job {job!r}")
+        why = f"no estimate stored for job {job!r}"
+        if as_json:  # what a JSON consumer can parse, as goodput --json with no wall time
+            click.echo(json.dumps(plot_json(None, empty_curve(job, why))))
+            if output is None:
+                return
+        fail(why)  # nothing drawn
     if output is None:
         click.echo(json.dumps(plot_json(None, curve(rows[-1]))))
         return
