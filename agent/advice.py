@@ -41,7 +41,8 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
     file"), read by :func:`rules.adoption.parse_advice` on the training side.
 
     ``status`` and the intervals are the estimate's: the callbacks move the interval only on
-    ``drift``. ``current_interval_s``, ``step_time_s`` and the range over the plausible C
+    ``drift``. ``current_interval_s`` (with ``current_interval_is_upper_bound``, as in
+    ``estimates``), ``step_time_s`` and the range over the plausible C
     (``recommended_interval_range_s``) say what the advice rests on; so do C and whether it is
     a lower bound (``checkpoint_cost_s``, ``checkpoint_cost_is_lower_bound``,
     ``checkpoint_cost_range_s``: ``[low, high]``, ``high`` null when C has no upper bound),
@@ -65,6 +66,7 @@ def advice_json(est: JobEstimate) -> dict[str, Any]:
         "recommended_interval_range_s": None if range_s is None else list(range_s),
         "recommended_setting": est.recommended_setting,
         "current_interval_s": est.current_interval_s,
+        "current_interval_is_upper_bound": est.current_interval_is_upper_bound,
         "current_interval_steps": est.current_interval_steps,
         "step_time_s": est.step_time_s,
         "checkpoint_cost_s": est.checkpoint_cost_s,

@@ -131,6 +131,7 @@ def estimate_json(est: JobEstimate, decision: Decision | None = None) -> dict[st
         "excess_cost_per_day": est.excess_cost_per_day,
         "checkpoint_cost_is_lower_bound": est.checkpoint_cost_is_lower_bound,
         "mtbf_is_lower_bound": est.mtbf_is_lower_bound,
+        "current_interval_is_upper_bound": est.current_interval_is_upper_bound,
         "checkpoint_cost_range_s": _pair(est.checkpoint_cost_range_s),
         "recommended_interval_range_s": _pair(est.recommended_interval_range_s),
         "excess_gpu_hours_per_day_range": _pair(est.excess_gpu_hours_per_day_range),
@@ -211,11 +212,14 @@ def estimates_json(
     """The ``estimates --json`` list: each stored estimate as stored, plus
     ``recommended_setting_is_lower_bound`` (the setting is to be read ``or more``, as the table
     prints it: :func:`agent.marks.setting_is_lower_bound`, from the row's own bounds, so an
-    estimate stored before the key was added has it too) and ``silenced_until`` (when the
-    job's running silence ends, ISO 8601, or null: ``silence --job``)."""
+    estimate stored before the key was added has it too), ``current_interval_is_upper_bound``
+    (as stored; null in an estimate stored before it was recorded: how its interval was
+    measured is not in it) and ``silenced_until`` (when the job's running silence ends,
+    ISO 8601, or null: ``silence --job``)."""
     return [
         {
             **row,
+            "current_interval_is_upper_bound": row.get("current_interval_is_upper_bound"),
             "recommended_setting_is_lower_bound": setting_is_lower_bound(row),
             "silenced_until": iso(silences.get(row["job"])),
         }
@@ -311,8 +315,9 @@ def backtest_json(
     """The ``simulate --job --json`` object: the job's recorded lives replayed
     (:func:`rules.simulate.replay`) with its C and R at each tried interval (``intervals``,
     in order) and, with a grid, the ``best`` of the grid; whether the C and the M it ran at are
-    lower bounds (``checkpoint_cost_is_lower_bound``, ``mtbf_is_lower_bound``, as in
-    ``estimates``). Needs C and M known."""
+    lower bounds and the current interval an upper bound (``checkpoint_cost_is_lower_bound``,
+    ``mtbf_is_lower_bound``, ``current_interval_is_upper_bound``, as in ``estimates``). Needs
+    C and M known."""
     from ckpt_advisor.rules.simulate import replay
 
     assert est.mtbf_s is not None and est.checkpoint_cost_s is not None
@@ -336,6 +341,7 @@ def backtest_json(
         current_interval_s=est.current_interval_s,
         checkpoint_cost_is_lower_bound=est.checkpoint_cost_is_lower_bound,
         mtbf_is_lower_bound=est.mtbf_is_lower_bound,
+        current_interval_is_upper_bound=est.current_interval_is_upper_bound,
     )
     return out
 

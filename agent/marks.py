@@ -4,28 +4,72 @@ row that rest on C and M are marked when either is known only from below
 ``mtbf_is_lower_bound``: running time only bounded), for the tables, the plot and the JSON
 contracts alike.
 
-Daly's interval grows with C and with M: at a lower bound of either it is a range, or a lower
-bound when that range has no upper end (``≥ 1.2s``, the setting ``save_steps=9 or more``:
-:func:`interval_is_open_above`). Waste grows with C and falls with M; goodput the other way
-round. A figure computed at a lower-bound C is then a bound one way, at a lower-bound M a bound
-the other way, and at lower bounds of both no bound either way (:func:`bound_mark`).
+The current interval is the save spacing less C: at a lower-bound C it is an upper bound
+(``≤ 3.74s``: :func:`current_text`). Daly's interval grows with C and with M: at a lower bound
+of either it is a range, or a lower bound when that range has no upper end (``≥ 1.2s``, the
+setting ``save_steps=9 or more``: :func:`interval_is_open_above`). Waste grows with C and falls
+with M; goodput the other way round. A figure computed at a lower-bound C is then a bound one
+way, at a lower-bound M a bound the other way, and at lower bounds of both no bound either way
+(:func:`bound_mark`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_advisor.agent.units import format_duration
 
+if TYPE_CHECKING:
+    from ckpt_advisor.rules.model import JobEstimate
+
 AT_LEAST, AT_MOST = "≥ ", "≤ "
 """The marks put before a lower and an upper bound (``≥ 43s``, ``≤ 79.2%``)."""
+
+NO_BOUND = "C and M are both lower bounds: no bound either way"
+"""Why a figure that :func:`bound_mark` gives None for is not shown (``-``)."""
+
+
+ROW_KEYS = (
+    "checkpoint_cost_s",
+    "checkpoint_cost_is_lower_bound",
+    "checkpoint_cost_range_s",
+    "mtbf_s",
+    "mtbf_is_lower_bound",
+    "recommended_interval_s",
+    "recommended_interval_range_s",
+    "recommended_setting",
+    "current_interval_s",
+    "current_interval_is_upper_bound",
+)
+"""The figures of an ``estimates --json`` row the marks read: :func:`estimate_row`."""
+
+
+def estimate_row(est: JobEstimate) -> dict[str, Any]:
+    """The figures of ``est`` the marks read (:data:`ROW_KEYS`), under their ``estimates
+    --json`` names, which are the estimate's field names, for callers that hold the estimate
+    itself (the Slack message, ``goodput``); ranges stay tuples ``(low, high)``."""
+    return {key: getattr(est, key) for key in ROW_KEYS}
 
 
 def at_least(text: str, is_lower_bound: bool) -> str:
     """``text`` (a figure as shown), after :data:`AT_LEAST` when it is a lower bound:
     ``≥ 43s``."""
     return f"{AT_LEAST}{text}" if is_lower_bound else text
+
+
+def at_most(text: str, is_upper_bound: bool) -> str:
+    """``text`` (a figure as shown), after :data:`AT_MOST` when it is an upper bound:
+    ``≤ 3.74s``."""
+    return f"{AT_MOST}{text}" if is_upper_bound else text
+
+
+def current_text(row: Mapping[str, Any]) -> str:
+    """The row's current interval (``2h 00m``), ``≤ 3.74s`` when it is an upper bound (the save
+    spacing less a lower-bound C: ``current_interval_is_upper_bound``); ``-`` unknown."""
+    current = format_duration(row.get("current_interval_s"))
+    upper = bool(row.get("current_interval_is_upper_bound"))
+    return at_most(current, upper and row.get("current_interval_s") is not None)
 
 
 def cost_text(row: Mapping[str, Any]) -> str:
@@ -58,6 +102,32 @@ def bound_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str | None:
     if not (cost_low or mtbf_low):
         return ""
     return AT_LEAST if cost_low == grows_with_cost else AT_MOST
+
+
+def at_bounds(row: Mapping[str, Any]) -> str:
+    """`` if C is 43s``, `` if M is 5h 49m``, `` if C is 43s and M is 5h 49m``: the lower bounds
+    a figure that is no bound either way (as a difference of two bounds: a gain in points) is
+    computed at, to follow it; ``""`` when neither C nor M is a lower bound (or is unknown)."""
+    at = [
+        f"{name} is {format_duration(row.get(key))}"
+        for name, key, flag in (
+            ("C", "checkpoint_cost_s", "checkpoint_cost_is_lower_bound"),
+            ("M", "mtbf_s", "mtbf_is_lower_bound"),
+        )
+        if row.get(flag) and row.get(key) is not None
+    ]
+    return f" if {' and '.join(at)}" if at else ""
+
+
+def replay_mark(row: Mapping[str, Any], *, grows_with_cost: bool) -> str:
+    """The mark of a figure replayed from the job's own recorded lives at its C (a backtest's
+    waste or goodput, :func:`rules.simulate.replay`): it rests on C alone (M does not enter a
+    replay), so :data:`AT_LEAST` or :data:`AT_MOST` as it grows or falls with C when C is a
+    lower bound (:func:`bound_mark` with M taken as measured), else ``""``. At a lower-bound M
+    the lives replayed are the timed running time only: the figure is that replay's, not a
+    bound of the job's (the untimed files' running time and interruptions are not in it)."""
+    cost_only = {"checkpoint_cost_is_lower_bound": row.get("checkpoint_cost_is_lower_bound")}
+    return bound_mark(cost_only, grows_with_cost=grows_with_cost) or ""
 
 
 def interval_is_bounded(row: Mapping[str, Any]) -> bool:

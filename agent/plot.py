@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from ckpt_advisor.agent.marks import (
     at_least,
     bound_mark,
     cost_text,
+    current_text,
     interval_is_bounded,
     interval_is_open_above,
     mtbf_text,
@@ -106,6 +108,14 @@ def unit_for(high_s: float) -> tuple[str, float]:
     return next((name, scale) for name, scale, top in UNITS if high_s <= top)
 
 
+def empty_curve(job: str, why: str, marks_s: Sequence[float] = ()) -> Curve:
+    """A curve with nothing to draw (C or M unknown, or no estimate stored at all) and ``why``:
+    its axis in the unit of three times the largest of ``marks_s`` (intervals, seconds), of
+    an hour without."""
+    unit = unit_for(max(marks_s) * 3.0 if marks_s else 3600.0)[0]
+    return Curve(job, unit, [], [], None, why)
+
+
 def curve(row: dict[str, Any]) -> Curve:
     """The curve of one ``estimates --json`` object (``mtbf_s`` and ``checkpoint_cost_s``
     known, else an empty curve), over a third of the smallest to three times the largest
@@ -114,9 +124,7 @@ def curve(row: dict[str, Any]) -> Curve:
     insufficient = row.get("decision_text") if row.get("status") == "insufficient_data" else None
     marks = _marks(row)
     if mtbf_s is None or cost_s is None or not marks:
-        unit = unit_for(max(marks) * 3.0 if marks else 3600.0)[0]
-        why = insufficient or "M or C is unknown"
-        return Curve(str(row.get("job")), unit, [], [], None, why)
+        return empty_curve(str(row.get("job")), insufficient or "M or C is unknown", marks)
     low, high = min(marks) / 3.0, max(marks) * 3.0
     intervals_s = [float(t) for t in np.geomspace(low, high, POINTS)]
     restart_s = row.get("restart_cost_s") or 0.0
@@ -230,7 +238,11 @@ def _draw_curve(ax: Any, row: dict[str, Any], drawn: Curve, scale: float) -> Non
         value = row.get(key)
         if value:
             w = exponential_waste_fraction(value, mtbf_s, cost_s, restart_s)
-            shown = at_least(format_duration(value), open_above and name == "recommended")
+            shown = (
+                at_least(format_duration(value), open_above)
+                if name == "recommended"
+                else current_text(row)
+            )
             shown += "" if mark is None else f", {mark}{w:.1%}"
             ax.axvline(value / scale, color=colour, linestyle="--", label=f"{name}: {shown}")
 

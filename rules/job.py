@@ -199,6 +199,9 @@ def estimate_job(
         if too_close is not None
         else current_interval_s(timeline, run_id, saves_now, window=window, cost_s=cost_s)
     )
+    # the spacing less C: the more C, the less compute between saves, so at a lower-bound C
+    # an upper bound (an interval declared or counted in steps below rests on no C)
+    current_is_upper_bound = current_s is not None and cost is not None and cost.is_lower_bound
     across_steps = None  # no run timed two saves: the save steps times the step time
     if current_s is None and declared_s is None and step_s is not None:
         across_steps = interval_steps_across_runs(timeline, saves_now, window=window)
@@ -378,6 +381,7 @@ def estimate_job(
             recommended_interval_steps_range=(
                 None if daly_s is None or range_s is None else steps_range(range_s, step_s)
             ),
+            current_interval_is_upper_bound=current_is_upper_bound,
         ),
         policy,
     )

@@ -314,7 +314,10 @@ class JobEstimate:
     tier and the recommended pair (``tiers``: :func:`rules.tier_estimate.estimate_tiers`; its
     single-tier numbers are then those of the persistent saves alone), else None; the level
     of every confidence interval in it (``confidence``: the policy's, in (0, 1); None in an
-    estimate made before it was recorded), which the agent prints beside each interval.
+    estimate made before it was recorded), which the agent prints beside each interval;
+    whether the current interval is only an upper bound (``current_interval_is_upper_bound``:
+    the measured save spacing less a C that is a lower bound; an interval declared by an
+    adopted advice, counted in steps or a two-tier pattern's is not).
     ``notes`` are typed caveats (:class:`Note`), rendered to sentences by the agent.
     """
 
@@ -373,6 +376,7 @@ class JobEstimate:
     tiers: TierEstimate | None = None
     recommended_interval_steps_range: tuple[int, int | None] | None = None
     confidence: float | None = None
+    current_interval_is_upper_bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)

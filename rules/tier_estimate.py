@@ -247,6 +247,7 @@ def judged_by_pair(est: JobEstimate, policy: EstimationPolicy) -> JobEstimate:
     return replace(
         est,
         current_interval_s=now_persistent,
+        current_interval_is_upper_bound=False,  # the timing records' pattern, not a log's C
         recommended_interval_s=tiers.persistent_interval_s,
         recommended_interval_steps=tiers.persistent_interval_steps,
         recommended_interval_ci_s=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,8 +21,11 @@ from ckpt_advisor.agent.cli.common import (
     read_store,
     require_job,
 )
-from ckpt_advisor.agent.marks import at_least
+from ckpt_advisor.agent.marks import NO_BOUND, at_least, at_most, bound_mark, replay_mark
 from ckpt_advisor.agent.units import format_duration
+
+if TYPE_CHECKING:
+    from ckpt_advisor.rules.model import JobEstimate
 
 MAX_SIMULATED_FAILURES = 2_000_000
 """``simulate`` refuses runs larger than this (memory and minutes on a shared head node)."""
@@ -208,8 +212,18 @@ def _interval_two_tier(
 )
 @click.option("--mtbf", callback=duration, help="Mean time between failures (not with --job).")
 @click.option("--cost", callback=duration, help="Checkpoint cost, blocking (not with --job).")
-@click.option("--restart", default="0", callback=duration, help="Restart cost after a failure.")
-@click.option("--shape", default=1.0, show_default=True, help="Weibull shape (1: exponential).")
+@click.option(
+    "--restart",
+    default="0",
+    callback=duration,
+    help="Restart cost after a failure (not with --job).",
+)
+@click.option(
+    "--shape",
+    default=1.0,
+    show_default=True,
+    help="Weibull shape, 1: exponential (not with --job).",
+)
 @click.option(
     "--interval",
     "intervals",
@@ -218,9 +232,13 @@ def _interval_two_tier(
     help="Interval to try (repeatable); Daly's is always tried.",
 )
 @click.option("--sweep", is_flag=True, help="Also find the best fixed interval on a grid.")
-@click.option("--days", default=30.0, show_default=True, help="Simulated job length.")
-@click.option("--replicates", default=200, show_default=True, help="Simulated jobs.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--days", default=30.0, show_default=True, help="Simulated job length (not with --job)."
+)
+@click.option(
+    "--replicates", default=200, show_default=True, help="Simulated jobs (not with --job)."
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed (not with --job).")
 @click.option("--job", help="Backtest: replay this job's own interruptions from the store.")
 @db_option
 @estimating_config_option
@@ -245,7 +263,9 @@ def simulate(
     Without --job: simulate REPLICATES jobs of DAYS with lives of mean MTBF (exponential, or
     Weibull of SHAPE), C and R, and replay each interval against the same lives. With --job:
     replay the job's own recorded interruptions (running time between them) with its estimated
-    C and R against its current, recommended and given intervals.
+    C and R against its current, recommended and given intervals; nothing is drawn at random,
+    so the Monte Carlo's options (--mtbf, --cost, --restart, --shape, --days, --replicates,
+    --seed) are refused. Figures resting on a lower-bound C or M are marked as bounds.
     """
     from ckpt_advisor.agent.contracts import backtest_json, monte_carlo_json
     from ckpt_advisor.rules.interval import daly_interval_s
@@ -255,6 +275,7 @@ def simulate(
         from ckpt_advisor.agent.app import estimator_of
         from ckpt_advisor.agent.store import StoreError
 
+        _refuse_monte_carlo_options()
         estimator = estimator_of(load_config(config_path) if config_path else None)
         store = read_store(db, config_path)
         require_job(job, store.jobs())
@@ -269,7 +290,7 @@ def simulate(
         restart = est.restart_cost_s or 0.0
     elif mtbf is None or cost is None or mtbf <= 0 or cost <= 0:
         fail("--mtbf and --cost (> 0) are needed without --job", EXIT_CONFIG)
-    if shape < 0.2 or replicates < 2 or days <= 0:
+    elif shape < 0.2 or replicates < 2 or days <= 0:
         fail("--shape must be >= 0.2, --days > 0 and --replicates >= 2", EXIT_CONFIG)
     if any(t <= 0 for t in intervals):
         fail("--interval must be greater than zero", EXIT_CONFIG)
@@ -279,7 +300,7 @@ def simulate(
             "would mostly write checkpoints; see `ckpt-advisor interval` for the numbers",
             EXIT_CONFIG,
         )
-    if (failures := days * 86400 / mtbf * replicates) > MAX_SIMULATED_FAILURES:
+    if job is None and (failures := days * 86400 / mtbf * replicates) > MAX_SIMULATED_FAILURES:
         fail(
             f"that is ~{failures:,.0f} simulated failures (limit {MAX_SIMULATED_FAILURES:,}): "
             "use fewer --days or --replicates",
@@ -307,7 +328,7 @@ def simulate(
         click.echo(json.dumps(out, indent=2))
         return
     head = (
-        f"backtest of {job} ({len(est.lives_s)} interruptions)"
+        _backtest_head(est)
         if job
         else f"{replicates} simulated jobs of {days:g} days, lives "
         + ("exponential" if shape == 1.0 else f"Weibull of shape {shape:g}")
@@ -324,14 +345,62 @@ def simulate(
     rows = list(zip(labels, out["intervals"], strict=True))
     if grid:
         rows.append(("best", out["best"]))
+    # the replay rests on C alone, the first-order formula on C and M (agent/marks.py); the
+    # Monte Carlo's C and M are given, its out has neither bound
+    waste_mark, good_mark = (replay_mark(out, grows_with_cost=up) for up in (True, False))
+    formula_mark = bound_mark(out, grows_with_cost=True)
     for label, r in rows:
         err = f" ± {r['waste_stderr']:.2%}" if r["waste_stderr"] is not None else ""
         formula = r["waste_fraction_formula"]
-        first_order = f"{formula:.2%}" if formula <= 1 else "over 100%: it holds for C ≪ T ≪ M"
-        click.echo(
-            f"{label:8} {format_duration(r['interval_s']):>10}  waste {r['waste_fraction']:.2%}"
-            f"{err} (first-order formula {first_order}), goodput {r['goodput']:.2%}"
+        first_order = (
+            "over 100%: it holds for C ≪ T ≪ M"
+            if formula > 1
+            else "-"
+            if formula_mark is None
+            else f"{formula_mark}{formula:.2%}"
         )
+        interval = format_duration(r["interval_s"])
+        if label == "current":  # the job's: the save spacing less C, an upper bound at C's
+            interval = at_most(interval, bool(out.get("current_interval_is_upper_bound")))
+        click.echo(
+            f"{label:8} {interval:>10}  waste {waste_mark}"
+            f"{r['waste_fraction']:.2%}{err} (first-order formula {first_order}), goodput "
+            f"{good_mark}{r['goodput']:.2%}"
+        )
+    if formula_mark is None:
+        click.echo(f"first-order formula -: {NO_BOUND}")
+
+
+def _refuse_monte_carlo_options() -> None:
+    """Exit 2 when an option only the Monte Carlo uses is given with --job: a backtest replays
+    the job's own lives at its estimated C, M and R, so they would change nothing (its output
+    was the same for --days 0.01 and 1) and the size limit they set does not apply."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [
+        f"--{name}"
+        for name in ("mtbf", "cost", "restart", "shape", "days", "replicates", "seed")
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+    ]
+    if given:
+        fail(
+            f"{', '.join(given)}: Monte Carlo option(s), not used by a backtest (--job replays "
+            "the job's own interruptions at its estimated C, M and R)",
+            EXIT_CONFIG,
+        )
+
+
+def _backtest_head(est: JobEstimate) -> str:
+    """``backtest of JOB (N interruptions)``; at a lower-bound M, how many of the interruptions
+    M counts are replayed (``1 of 2``): only the timed running time is, its lives."""
+    replayed = len(est.lives_s)
+    if not est.mtbf_is_lower_bound:
+        return f"backtest of {est.job} ({replayed} interruptions)"
+    return (
+        f"backtest of {est.job} ({replayed} of {est.n_failures} interruptions replayed: the "
+        "timed running time only)"
+    )
 
 
 @click.command(
@@ -362,9 +431,11 @@ def plot(
 ) -> None:
     """Draw JOB's waste curve with its current and recommended intervals and the optimum's
     confidence band (from its latest stored estimate); a job with insufficient data is marked
-    so on the plot. With --json and no -o, print the curve without drawing it."""
+    so on the plot. With --json and no -o, print the curve without drawing it. A job with no
+    estimate stored yet exits 1; with --json it first prints the object, its curve empty and
+    insufficient_data saying so, and exits 0 unless -o asked for a PNG."""
     from ckpt_advisor.agent.contracts import plot_json
-    from ckpt_advisor.agent.plot import curve, plot_waste_curve
+    from ckpt_advisor.agent.plot import curve, empty_curve, plot_waste_curve
 
     if output is None and not as_json:
         raise click.UsageError(
@@ -374,7 +445,12 @@ def plot(
     rows = store.estimate_history(job=job, latest_only=True)
     if not rows:
         require_job(job, store.jobs())
-        fail(f"no estimate stored for job {job!r}")
+        why = f"no estimate stored for job {job!r}"
+        if as_json:  # what a JSON consumer can parse, as goodput --json with no wall time
+            click.echo(json.dumps(plot_json(None, empty_curve(job, why))))
+            if output is None:
+                return
+        fail(why)  # nothing drawn
     if output is None:
         click.echo(json.dumps(plot_json(None, curve(rows[-1]))))
         return

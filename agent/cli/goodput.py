@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ckpt_advisor.agent.cli.common import (
+    best_cell,
     db_option,
     duration,
     estimating_config_option,
@@ -21,9 +22,18 @@ from ckpt_advisor.agent.cli.common import (
     short_time,
     table,
 )
+from ckpt_advisor.agent.marks import (
+    NO_BOUND,
+    at_bounds,
+    bound_mark,
+    current_text,
+    estimate_row,
+)
 from ckpt_advisor.agent.units import format_duration
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ckpt_advisor.rules.goodput import GoodputSpans
     from ckpt_advisor.rules.model import JobEstimate
 
@@ -122,15 +132,11 @@ def goodput(
     head = ["bucket", "time", "share", *(["GPU-h"] if gpus else []), "measured by"]
     rows = []
     for name in BUCKETS:
-        seconds = out[f"{name}_s"]
         low, high = out["measured_by"][name]["range_s"]
-        shown = format_duration(seconds)
-        if low != high:
-            shown = f"{format_duration(low)} – {format_duration(high)}"
-        share = f"{seconds / g.wall_s:.1%}" if g.wall_s else "-"
-        if g.wall_s and low != high:  # a bound: its share is a range too, as its time
-            share = f"{low / g.wall_s:.1%} – {high / g.wall_s:.1%}"
-        gpu_h = [f"{out['gpu_hours'][name]:,.1f}"] if gpus else []
+        # a bound: its time, share and GPU-hours are each the same range
+        shown = _span(low, high, format_duration)
+        share = _span(low, high, lambda s: f"{s / g.wall_s:.1%}") if g.wall_s else "-"
+        gpu_h = [_span(low, high, lambda s: f"{s * gpus / 3600.0:,.1f}")] if gpus else []
         how = out["measured_by"][name]
         source = how["source"].replace("_", " ") + (
             f", {how['bound']} bound" if how["bound"] else ""
@@ -187,20 +193,32 @@ def _no_split(
     fail(f"{est.job}: {why}")
 
 
+def _span(low: float, high: float, cell: Callable[[float], str]) -> str:
+    """A bucket's figure, ``cell`` of its seconds; ``cell(low) – cell(high)`` when the bucket
+    is a bound (log saves may hide part of their cost: :meth:`rules.goodput.Goodput.range_s`)."""
+    return cell(low) if low == high else f"{cell(low)} – {cell(high)}"
+
+
 def _simulated_line(est: JobEstimate) -> str:
-    """What the recommended interval would change, in one line (or why it is unknown)."""
+    """What the recommended interval would change, in one line (or why it is unknown): each
+    goodput marked as the bound it is at a lower-bound C or M (``≤ 69.6%``), the recommended
+    interval as the table shows it (``≥ 1.2s``), the gain in points, no bound, said at the
+    bounds it is computed at (``+3.0 points if C is 0.037s``); at lower bounds of both, no
+    figure (:func:`agent.marks.bound_mark`)."""
     current, best = est.goodput_current, est.goodput_recommended
     if best is None:
         return "simulated goodput: unknown (C or M is not known yet)"
-    at_best = (
-        f"{best:.1%} at the recommended interval ({format_duration(est.recommended_interval_s)})"
-    )
+    row = estimate_row(est)
+    head = "simulated with this job's C, M and R:"
+    if (mark := bound_mark(row, grows_with_cost=False)) is None:
+        return f"{head} - ({NO_BOUND})"
+    at_best = f"{mark}{best:.1%} at the recommended interval ({best_cell(row)})"
     if current is None:
-        return f"simulated with this job's C, M and R: {at_best}; current interval unknown"
+        return f"{head} {at_best}; current interval unknown"
     return (
-        f"simulated with this job's C, M and R: goodput {current:.1%} at the current interval "
-        f"({format_duration(est.current_interval_s)}), {at_best}: "
-        f"{(best - current) * 100:+.1f} points"
+        f"{head} goodput {mark}{current:.1%} at the current interval "
+        f"({current_text(row)}), {at_best}: "
+        f"{(best - current) * 100:+.1f} points{at_bounds(row)}"
     )
 
 

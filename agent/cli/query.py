@@ -27,7 +27,7 @@ from ckpt_advisor.agent.cli.common import (
     table,
     until_cell,
 )
-from ckpt_advisor.agent.marks import bound_mark, cost_text, mtbf_text
+from ckpt_advisor.agent.marks import bound_mark, cost_text, current_text, mtbf_text
 from ckpt_advisor.agent.units import ci_label, format_duration
 
 if TYPE_CHECKING:
@@ -167,8 +167,8 @@ def estimates(
             if not history
             else f"estimates over the last {format_duration(since)}, oldest first (times UTC"
         )
-        + "; ≥: a lower bound (C from log lines, M with untimed running time); goodput ≤ at"
-        + " such a C, ≥ at such an M, - at both"
+        + "; ≥: a lower bound (C from log lines, M with untimed running time); now ≤ at such a"
+        + " C (the save spacing less C); goodput ≤ at such a C, ≥ at such an M, - at both"
         + (
             "; tiers: a two-tier job's advised fast interval × saves per persistent save)"
             if columns.index("tiers") in shown
@@ -279,7 +279,7 @@ def _estimate_row(r: dict[str, Any], *, shown_level: float | None) -> list[str]:
         f"{own}{format_duration(ci[0])}–{format_duration(ci[1])}" if ci else "-",
         str(r["n_failures"]),
         str(r["n_checkpoints"]),
-        format_duration(r["current_interval_s"]),
+        current_text(r),
         best_cell(r),
         _pair_cell(r.get("tiers")),
         setting_cell(r),

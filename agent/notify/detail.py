@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ckpt_advisor.agent.marks import (
+    NO_BOUND,
+    at_most,
+    bound_mark,
+    estimate_row,
+    setting_is_lower_bound,
+)
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.notify.wording import cost_evidence, mtbf_evidence, one_line
 from ckpt_advisor.agent.reasons import render_reason
@@ -26,14 +33,28 @@ class Fact:
     text: str
 
 
-def _interval(value_s: float | None, steps: int | None, step_time_s: float | None) -> str:
-    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``."""
+def _interval(
+    value_s: float | None,
+    steps: int | None,
+    step_time_s: float | None,
+    *,
+    upper_bound: bool = False,
+) -> str:
+    """``4h 00m (14,400 s, 1,800 steps of 8s)`` or ``unknown``; with ``upper_bound`` its times
+    ``≤`` (``≤ 3.74s (≤ 4 s, 25 steps)``: the steps are counted)."""
     if value_s is None:
         return "unknown"
-    parts = [f"{value_s:,.0f} s"]
+    parts = [at_most(f"{value_s:,.0f} s", upper_bound)]
     if steps is not None:
         parts.append(f"{steps:,} steps" + (f" of {d(step_time_s)}" if step_time_s else ""))
-    return f"{d(value_s)} ({', '.join(parts)})"
+    return f"{at_most(d(value_s), upper_bound)} ({', '.join(parts)})"
+
+
+def _current(e: JobEstimate) -> str:
+    """The current interval (:func:`_interval`), an upper bound when it is the save spacing
+    less a lower-bound C (``current_interval_is_upper_bound``)."""
+    upper = e.current_interval_is_upper_bound
+    return _interval(e.current_interval_s, e.current_interval_steps, None, upper_bound=upper)
 
 
 def _range(e: JobEstimate) -> str:
@@ -49,29 +70,52 @@ def _range(e: JobEstimate) -> str:
 
 
 def _waste(e: JobEstimate) -> str:
+    """``35.0% of run time now, 15.0% at the recommended interval``, each ``≥`` at a
+    lower-bound C, ``≤`` at a lower-bound M, ``-`` at both (:func:`agent.marks.bound_mark`)."""
     now, best = e.waste_fraction_current, e.waste_fraction_recommended
     if now is None or best is None:
         return "unknown"
-    return f"{now:.1%} of run time now, {best:.1%} at the recommended interval"
+    if (mark := bound_mark(estimate_row(e), grows_with_cost=True)) is None:
+        return f"- ({NO_BOUND})"
+    return f"{mark}{now:.1%} of run time now, {mark}{best:.1%} at the recommended interval"
+
+
+def _goodput(e: JobEstimate) -> str | None:
+    """``64.8% now, 85.1% at the recommended interval (simulated …)``, each ``≤`` at a
+    lower-bound C, ``≥`` at a lower-bound M, ``-`` at both; None when unknown."""
+    now, best = e.goodput_current, e.goodput_recommended
+    if now is None or best is None:
+        return None
+    if (mark := bound_mark(estimate_row(e), grows_with_cost=False)) is None:
+        return f"- ({NO_BOUND})"
+    return (
+        f"{mark}{now:.1%} now, {mark}{best:.1%} at the recommended interval (simulated with "
+        "the job's own C, M and R)"
+    )
+
+
+def _setting(e: JobEstimate) -> str:
+    """``; set save_steps=450``, ``or more`` when the interval has no upper end (as the
+    message's setting: :func:`agent.marks.setting_is_lower_bound`); ``""`` without one."""
+    if not e.recommended_setting:
+        return ""
+    more = " or more" if setting_is_lower_bound(estimate_row(e)) else ""
+    return f"; set {one_line(e.recommended_setting)}{more}"
 
 
 def detail_facts(e: JobEstimate, decision: Decision) -> list[list[Fact]]:
     """The detail, grouped (one Slack section each): intervals, C, M, model and why."""
     intervals = [
-        Fact("Current interval", _interval(e.current_interval_s, e.current_interval_steps, None)),
+        Fact("Current interval", _current(e)),
         Fact(
             "Recommended interval",
             _interval(e.recommended_interval_s, e.recommended_interval_steps, e.step_time_s)
-            + (f"; set {one_line(e.recommended_setting)}" if e.recommended_setting else "")
+            + _setting(e)
             + _range(e),
         ),
         Fact("Waste", _waste(e)),
     ]
-    if e.goodput_current is not None and e.goodput_recommended is not None:
-        simulated = (
-            f"{e.goodput_current:.1%} now, {e.goodput_recommended:.1%} at the recommended "
-            "interval (simulated with the job's own C, M and R)"
-        )
+    if (simulated := _goodput(e)) is not None:
         intervals.append(Fact("Goodput", simulated))
     intervals += _tier_facts(e)
     cost = [Fact("Checkpoint cost", cost_evidence(e))]
@@ -170,5 +214,5 @@ def detail_notes(e: JobEstimate) -> list[str]:
 
 def resolve_line(e: JobEstimate, decision: Decision) -> str:
     """The resolve reply: ``Back within range: 1.10× the optimum …; the interval is 2h 00m``."""
-    now = _interval(e.current_interval_s, e.current_interval_steps, None)
+    now = _current(e)
     return f"{render_reason(decision.reason).capitalize()}; the interval is {now}"

@@ -28,6 +28,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ckpt_advisor.agent.marks import (
+    at_bounds,
+    bound_mark,
+    current_text,
+    estimate_row,
+    interval_is_bounded,
+    interval_is_open_above,
+)
 from ckpt_advisor.agent.notes import render_note
 from ckpt_advisor.agent.units import ci_label
 from ckpt_advisor.agent.units import format_duration as d
@@ -119,19 +127,12 @@ def _setting(e: JobEstimate, steps: str) -> str | None:
     return one_line(e.recommended_setting).replace(str(e.recommended_interval_steps), steps, 1)
 
 
-def _bounded(e: JobEstimate) -> bool:
-    """Whether the recommended interval is a range or a lower bound: C or M is a lower bound
-    (Daly's interval grows with both)."""
-    return e.checkpoint_cost_is_lower_bound or e.mtbf_is_lower_bound
-
-
 def _what_to_set(e: JobEstimate) -> tuple[str, bool]:
-    """``(what to set, code?)``: the setting (code: shown as code in Slack) or the interval."""
-    bounded = _bounded(e)
-    steps_range = e.recommended_interval_steps_range if bounded else None
-    open_above = bounded and (
-        e.recommended_interval_range_s is None or e.recommended_interval_range_s[1] is None
-    )
+    """``(what to set, code?)``: the setting (code: shown as code in Slack) or the interval;
+    a range in steps, or ``or more``, when C or M is a lower bound (agent/marks.py)."""
+    row = estimate_row(e)
+    steps_range = e.recommended_interval_steps_range if interval_is_bounded(row) else None
+    open_above = interval_is_open_above(row)
     if e.recommended_interval_steps is not None:
         steps = _count(e.recommended_interval_steps).replace(",", "")
         if steps_range is not None and steps_range[1] is not None:
@@ -151,7 +152,7 @@ def _best_time(e: JobEstimate) -> str | None:
     if e.recommended_interval_s is None:
         return None
     bounds = e.recommended_interval_range_s
-    if _bounded(e) and bounds is not None:
+    if interval_is_bounded(estimate_row(e)) and bounds is not None:
         low_s, high_s = bounds  # open above: at least Daly's interval at the bound of C
         return (
             f"≥ {_seconds(e.recommended_interval_s)}"
@@ -162,12 +163,16 @@ def _best_time(e: JobEstimate) -> str | None:
 
 
 def _now(e: JobEstimate) -> str:
-    """``now 1,800 steps = 4h 00m``, ``now 4h 00m`` or ``now unknown``."""
+    """``now 1,800 steps = 4h 00m``, ``now 4h 00m`` or ``now unknown``; the time ``≤`` when it
+    is an upper bound (the save spacing less a lower-bound C; the steps are counted):
+    ``now 25 steps, ≤ 3.74s``."""
     if e.current_interval_s is None:
         return "now unknown"
+    shown = current_text(estimate_row(e))
     if e.current_interval_steps is None:
-        return f"now {d(e.current_interval_s)}"
-    return f"now {_count(e.current_interval_steps)} steps = {d(e.current_interval_s)}"
+        return f"now {shown}"
+    steps = f"now {_count(e.current_interval_steps)} steps"
+    return f"{steps}, {shown}" if e.current_interval_is_upper_bound else f"{steps} = {shown}"
 
 
 def _seconds(value_s: float) -> str:
@@ -175,49 +180,60 @@ def _seconds(value_s: float) -> str:
     return d(value_s) if value_s < 60 else f"{d(value_s)} = {value_s:,.0f} s"
 
 
-def _goodput(e: JobEstimate) -> str | None:
-    """``goodput 65.0% → 85.0%``: simulated with the job's own C, M and R at the current and
-    the recommended interval (``goodput_current``, ``goodput_recommended``); without them,
-    the points of waste the change saves in Daly's model (``goodput +20.0 points``)."""
+def _goodput(e: JobEstimate) -> tuple[str, str] | None:
+    """``(figure, the bounds it is at)``: ``("goodput 65.0% → 85.0%", "")``, simulated with the
+    job's own C, M and R at the current and the recommended interval (``goodput_current``,
+    ``goodput_recommended``), each marked as the bound it is at a lower-bound C or M
+    (``goodput ≤ 69.6% → ≤ 72.6%``; None at both: no bound either way,
+    :func:`agent.marks.bound_mark`); without them, the points of waste the change saves in
+    Daly's model, a difference that is no bound, with the bounds it is computed at
+    (``("goodput +20.0 points", " if C is 43s")``, :func:`agent.marks.at_bounds`)."""
     now, best = e.goodput_current, e.goodput_recommended
+    row = estimate_row(e)
     if now is not None and best is not None:
-        return f"goodput {now:.1%} → {best:.1%}" if best > now else None
+        mark = bound_mark(row, grows_with_cost=False)
+        if mark is None or best <= now:
+            return None
+        return f"goodput {mark}{now:.1%} → {mark}{best:.1%}", ""
     waste_now, waste_best = e.waste_fraction_current, e.waste_fraction_recommended
     if waste_now is None or waste_best is None or waste_now <= waste_best:
         return None
-    return f"goodput +{100.0 * (waste_now - waste_best):.1f} points"
+    return f"goodput +{100.0 * (waste_now - waste_best):.1f} points", at_bounds(row)
 
 
-def _stake(e: JobEstimate, currency: str) -> str | None:
-    """``307 GPU-h/day ($768/day) at stake``, a range over the plausible C when C is a lower
-    bound with one; None without ``gpus`` or when nothing is gained."""
+def _stake(e: JobEstimate, currency: str) -> tuple[str, str] | None:
+    """``(figure, the bounds it is at)``: ``("307 GPU-h/day ($768/day) at stake", "")``, a range
+    over the plausible C when C is a lower bound with one (then at M's bound alone, if M is
+    one), else at the lower bounds of C and M (:func:`agent.marks.at_bounds`); None without
+    ``gpus`` or when nothing is gained."""
     excess, excess_range = e.excess_gpu_hours_per_day, e.excess_gpu_hours_per_day_range
+    row = estimate_row(e)
     if e.checkpoint_cost_is_lower_bound and excess_range is not None:
         low_h, high_h = excess_range
         if high_h > 0:
-            return f"{_gpu_h(max(low_h, 0.0))}–{_gpu_h(high_h)} GPU-h/day at stake"
+            over_c = at_bounds({**row, "checkpoint_cost_is_lower_bound": False})
+            return f"{_gpu_h(max(low_h, 0.0))}–{_gpu_h(high_h)} GPU-h/day at stake", over_c
     if excess is None or excess <= 0:
         return None
     money = (
         "" if e.excess_cost_per_day is None else f" ({currency}{e.excess_cost_per_day:,.0f}/day)"
     )
-    return f"{_gpu_h(excess)} GPU-h/day{money} at stake"
+    return f"{_gpu_h(excess)} GPU-h/day{money} at stake", at_bounds(row)
 
 
 def gain(e: JobEstimate, currency: str = "$") -> str | None:
     """What the recommended interval buys: ``goodput 65.0% → 85.0%, 307 GPU-h/day at stake``;
-    when C is a lower bound, the goodput at that bound (``if C is 43s``) and the GPU-hours as a
-    range over the plausible C, or at the bound when C has no upper one. None when nothing is
+    at a lower-bound C or M the goodput marked as a bound (``goodput ≥ 61.5% → ≥ 71.1%``), and
+    a figure that is no bound (the points of waste, the GPU-hours) said at the bounds it is
+    computed at (``if C is 43s``, ``if M is 1m 05s``), once after both when they share them;
+    the GPU-hours a range over the plausible C when C has an upper one. None when nothing is
     known to be gained."""
-    goodput, stake = _goodput(e), _stake(e, currency)
-    if goodput is None and stake is None:
+    parts = [part for part in (_goodput(e), _stake(e, currency)) if part is not None]
+    if not parts:
         return None
-    if not e.checkpoint_cost_is_lower_bound or e.checkpoint_cost_s is None:
-        return ", ".join(t for t in (goodput, stake) if t)
-    at_c = f" if C is {d(e.checkpoint_cost_s)}"
-    if e.excess_gpu_hours_per_day_range is not None and stake is not None:
-        return "; ".join(t for t in (goodput and goodput + at_c, stake) if t)
-    return ", ".join(t for t in (goodput, stake) if t) + at_c
+    if len({at for _, at in parts}) == 1:
+        return ", ".join(text for text, _ in parts) + parts[0][1]
+    return "; ".join(text + at for text, at in parts)
 
 
 def action_line(e: JobEstimate, currency: str = "$") -> tuple[str, str, str]:

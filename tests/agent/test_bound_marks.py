@@ -8,6 +8,7 @@ job with its timing file (C and M measured)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,17 @@ import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.advice import advice_json
+from ckpt_advisor.agent.app import estimator_of
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.config import load_config
 from ckpt_advisor.agent.estimate import Estimator
+from ckpt_advisor.agent.notify.message import format_details, format_message
+from ckpt_advisor.agent.notify.slack import SlackNotifier
 from ckpt_advisor.agent.plot import figure
 from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.rules.model import Action, AlertState, Decision, Reason, ReasonCode
+from tests.agent.fake_slack import FakeSlack
 
 REAL = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
 MEGATRON = Path(__file__).parents[1] / "parsers" / "fixtures" / "megatron" / "megatron_2026.log"
@@ -127,21 +134,24 @@ def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> Non
 
 def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, str]) -> None:
     """simulate --job replays each job at its estimated C and M: the header shows each as a
-    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says. (--days and
-    --replicates only keep the captures' seconds-long M under the Monte Carlo's size limit.)"""
+    bound where it is one ('C ≥ 0.037s', 'M ≥ 1m 05s'), as --json says; at a lower-bound M it
+    says how many of the interruptions M counts the replay holds (only the timed running
+    time is replayed). The README's command, with --sweep, runs on the captures' M of
+    seconds: no Monte Carlo size limit applies to a replay."""
     heads, flags = {}, {}
     for job, db in dbs.items():
-        args = ("simulate", "--job", job, "--db", db, "--days", "0.01", "--replicates", "2")
+        args = ("simulate", "--job", job, "--db", db, "--sweep")
         code, out = _run(*args)
         assert code == 0
         heads[job] = out.splitlines()[0]
         code, out = _run(*args, "--json")
         shown = json.loads(out)
         flags[job] = (shown["checkpoint_cost_is_lower_bound"], shown["mtbf_is_lower_bound"])
+    replayed = "interruptions replayed: the timed running time only)"
     assert heads == {
         "c_bound": "backtest of c_bound (1 interruptions); M 20s, C ≥ 0.037s, R 6.07s",
-        "m_bound": "backtest of m_bound (0 interruptions); M ≥ 1m 05s, C 3.41s, R 0s",
-        "both": "backtest of both (1 interruptions); M ≥ 5.62s, C ≥ 0.0545s, R 0s",
+        "m_bound": f"backtest of m_bound (0 of 1 {replayed}; M ≥ 1m 05s, C 3.41s, R 0s",
+        "both": f"backtest of both (1 of 2 {replayed}; M ≥ 5.62s, C ≥ 0.0545s, R 0s",
         "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
     }
     assert flags == {
@@ -150,6 +160,233 @@ def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, st
         "both": (True, True),
         "exact": (False, False),
     }
+
+
+def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, str]) -> None:
+    """Each row of the backtest: the replay's waste and goodput rest on C alone (the job's own
+    lives are replayed, M does not enter), '≥' and '≤' at a lower-bound C (more C, more waste);
+    the first-order formula rests on C and M: '≥' at a lower-bound C, '≤' at a lower-bound M,
+    '-' at both, said under the rows. Measured C and M print as before."""
+    rows = {}
+    for job, db in dbs.items():
+        code, out = _run("simulate", "--job", job, "--db", db, "--sweep")
+        assert code == 0
+        rows[job] = out.splitlines()[1:]
+    assert rows["c_bound"] == [
+        "Daly           1.2s  waste ≥ 26.36% (first-order formula ≥ 35.74%), goodput ≤ 73.64%",
+        "current     ≤ 3.74s  waste ≥ 29.12% (first-order formula ≥ 39.86%), goodput ≤ 70.88%",
+        "best          2.97s  waste ≥ 23.77% (first-order formula ≥ 38.23%), goodput ≤ 76.23%",
+    ]
+    assert rows["m_bound"] == [
+        "Daly            19s  waste 10.83% (first-order formula ≤ 32.55%), goodput 89.17%",
+        "current         48s  waste 5.41% (first-order formula ≤ 43.78%), goodput 94.59%",
+        "best         1m 01s  waste 0.00% (first-order formula ≤ 52.61%), goodput 100.00%",
+    ]
+    assert rows["both"] == [
+        "Daly         0.747s  waste ≥ 9.38% (first-order formula -), goodput ≤ 90.62%",
+        "current     ≤ 4.07s  waste ≥ 10.25% (first-order formula -), goodput ≤ 89.75%",
+        "best          2.19s  waste ≥ 3.51% (first-order formula -), goodput ≤ 96.49%",
+        "first-order formula -: C and M are both lower bounds: no bound either way",
+    ]
+    assert rows["exact"] == [
+        "Daly        47m 30s  waste 17.49% (first-order formula 19.36%), goodput 82.51%",
+        "current      2h 00m  waste 24.91% (first-order formula 25.81%), goodput 75.09%",
+        "best        41m 21s  waste 16.82% (first-order formula 19.63%), goodput 83.18%",
+    ]
+
+
+def test_a_backtest_refuses_the_monte_carlos_options(dbs: dict[str, str]) -> None:
+    """A backtest draws nothing at random: --days, --replicates (and the other Monte Carlo
+    options) changed nothing in its output, so with --job they are refused (exit 2), while the
+    Monte Carlo keeps its size limit."""
+    code, _ = _run("simulate", "--job", "c_bound", "--db", dbs["c_bound"], "--days", "1")
+    assert code == 2
+    result = CliRunner().invoke(
+        main,
+        ["simulate", "--job", "exact", "--db", dbs["exact"], "--replicates", "2", "--seed", "1"],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "ckpt-advisor: --replicates, --seed: Monte Carlo option(s), not used by a backtest "
+        "(--job replays the job's own interruptions at its estimated C, M and R)"
+    )
+    code, _ = _run("simulate", "--mtbf", "20s", "--cost", "0.037s", "--sweep")
+    assert code == 2  # ~26 million simulated failures: over the limit
+
+
+def test_goodputs_simulated_line_marks_the_goodput_as_a_bound(dbs: dict[str, str]) -> None:
+    """goodput's last line, the goodput simulated with the job's C, M and R: '≤' at a
+    lower-bound C, '≥' at a lower-bound M, the recommended interval as the estimates table
+    shows it, the gain (no bound) said at the bound it is computed at; at both, no figure."""
+    lines = {}
+    for job, db in dbs.items():
+        code, out = _run("goodput", "--job", job, "--db", db)
+        assert code == 0
+        lines[job] = out.splitlines()[-1].removeprefix("simulated with this job's C, M and R: ")
+    assert lines == {
+        "c_bound": "goodput ≤ 69.6% at the current interval (≤ 3.74s), ≤ 72.6% at the "
+        "recommended "
+        "interval (≥ 1.2s): +3.0 points if C is 0.037s",
+        "m_bound": "goodput ≥ 61.5% at the current interval (48s), ≥ 71.1% at the recommended "
+        "interval (≥ 19s): +9.6 points if M is 1m 05s",
+        "both": "- (C and M are both lower bounds: no bound either way)",
+        "exact": "goodput 76.4% at the current interval (2h 00m), 82.1% at the recommended "
+        "interval (47m 30s): +5.7 points",
+    }
+
+
+def test_goodputs_gpu_hours_are_the_range_its_time_and_share_are(
+    dbs: dict[str, str], tmp_path: Path
+) -> None:
+    """With the job's gpus (512), each bucket's GPU-hours are the same range as its time and
+    share where log saves make it a bound (productive's 2.5 was its upper end, checkpoint's 0.0
+    its lower end), one figure where it is measured; --json's gpu_hours keep their values."""
+    config = tmp_path / "gpus.toml"
+    config.write_text('[[jobs]]\nname = "c_bound"\nlogs = ["/nowhere/*.log"]\ngpus = 512\n')
+    args = ("goodput", "--job", "c_bound", "--db", dbs["c_bound"], "--config", str(config))
+    code, out = _run(*args)
+    assert code == 0
+    rows = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()]
+    assert rows[2][:4] == ["bucket", "time", "share", "GPU-h"]
+    assert {name: cells for name, *cells, _ in rows[4:9]} == {
+        "productive": ["16s – 17s", "63.6% – 69.9%", "2.3 – 2.5"],
+        "checkpoint": ["0.185s – 1.99s", "0.7% – 8.0%", "0.0 – 0.3"],
+        "lost": ["1.02s – 1.24s", "4.1% – 5.0%", "0.1 – 0.2"],
+        "restart": ["6.07s", "24.4%", "0.9"],
+        "idle": ["0s", "0.0%", "0.0"],
+    }
+    shown = json.loads(_run(*args, "--json")[1])
+    assert round(shown["gpu_hours"]["productive"], 1) == 2.5  # the split's own value
+    assert round(shown["gpu_hours"]["checkpoint"], 1) == 0.0
+
+
+def test_the_slack_message_and_its_detail_mark_the_bounds(
+    dbs: dict[str, str], fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    """Each store's drift message and its detail (a thread reply), posted with the real
+    slack-sdk client to the loopback Slack, for a job of 64 GPUs: the action's goodput is
+    marked '≤' at a lower-bound C and '≥' at a lower-bound M (it was unmarked there), left
+    out at both; the GPU-hours at stake, no bound, are said at the bounds they are computed
+    at; the detail's setting reads 'or more' as the action's does, its waste and goodput are
+    marked (or '-' at both)."""
+    notifier = SlackNotifier(fake_slack.token, "#training-alerts", base_url=fake_slack.base_url)
+    drift = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
+    notify = Decision(Action.NOTIFY, drift, AlertState(in_drift=True))
+    for job, db in dbs.items():
+        config = tmp_path / f"{job}.toml"
+        config.write_text(f'[[jobs]]\nname = "{job}"\nlogs = ["/nowhere/*.log"]\ngpus = 64\n')
+        est = estimator_of(load_config(str(config))).estimate(open_reader(db), job, time.time())
+        ts = notifier.send(format_message(est, notify))
+        notifier.send(format_details(est, notify), thread_ts=ts)
+    posted, channel = fake_slack.messages, fake_slack.posted
+    assert [m.get("thread_ts") for m in channel[1::2]] == [m["ts"] for m in channel[::2]]
+    shown = {}
+    for job, message, detail in zip(dbs, posted[::2], posted[1::2], strict=True):
+        action = message["blocks"][1]["text"]["text"]
+        facts = detail["blocks"][0]["text"]["text"].splitlines()
+        shown[job] = (action.split("): ", 1)[-1], *facts[1:4])
+    assert shown["c_bound"] == (
+        "goodput ≤ 69.6% → ≤ 72.6%; 45 GPU-h/day at stake if C is 0.037s",
+        "*Recommended interval:* 1.2s (1 s, 9 steps of 0.138s); set save_steps=9 or more; at "
+        "least 0.54s over M's interval and the plausible C",
+        "*Waste:* ≥ 33.0% of run time now, ≥ 30.1% at the recommended interval",
+        "*Goodput:* ≤ 69.6% now, ≤ 72.6% at the recommended interval (simulated with the job's "
+        "own C, M and R)",
+    )
+    assert shown["m_bound"] == (
+        "goodput ≥ 61.5% → ≥ 71.1%; 147 GPU-h/day at stake if M is 1m 05s",
+        "*Recommended interval:* 19s (19 s, 22 steps of 0.85s); set --save-interval 22 or "
+        "more; at least 7.53s",
+        "*Waste:* ≤ 38.6% of run time now, ≤ 29.0% at the recommended interval",
+        "*Goodput:* ≥ 61.5% now, ≥ 71.1% at the recommended interval (simulated with the job's "
+        "own C, M and R)",
+    )
+    assert shown["both"] == (
+        "305 GPU-h/day at stake if C is 0.0545s and M is 5.62s",
+        "*Recommended interval:* 0.747s (1 s, 5 steps of 0.143s); set save_steps=5 or more; at "
+        "least 0.405s over M's interval and the plausible C",
+        "*Waste:* - (C and M are both lower bounds: no bound either way)",
+        "*Goodput:* - (C and M are both lower bounds: no bound either way)",
+    )
+    assert shown["exact"] == (
+        "goodput 76.4% → 82.1%, 88 GPU-h/day at stake",
+        "*Recommended interval:* 47m 30s (2,850 s, 480 steps of 6s); set save_steps=480; range "
+        "40m 32s–56m 17s",
+        "*Waste:* 23.7% of run time now, 17.9% at the recommended interval",
+        "*Goodput:* 76.4% now, 82.1% at the recommended interval (simulated with the job's own "
+        "C, M and R)",
+    )
+
+
+def test_the_current_interval_at_a_lower_bound_c_is_an_upper_bound(
+    dbs: dict[str, str], fake_slack: FakeSlack
+) -> None:
+    """The current interval is the save spacing less C: at a lower-bound C (the HF captures,
+    and beside the Lightning log) it is an upper bound, shown '≤ 3.74s' in the estimates
+    table (its title says why), the Slack action ('now 25 steps, ≤ 3.74s') and detail, and
+    said by current_interval_is_upper_bound in estimates --json, the advice file and the
+    backtest's --json, current_interval_s keeping its value; a measured C (Megatron's, a
+    timing file) leaves it as it was."""
+    notifier = SlackNotifier(fake_slack.token, "#training-alerts", base_url=fake_slack.base_url)
+    drift = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
+    notify = Decision(Action.NOTIFY, drift, AlertState(in_drift=True))
+    shown = {}
+    for job, db in dbs.items():
+        row = _estimate(db)
+        est = Estimator().estimate(open_reader(db), job, time.time())
+        backtest = json.loads(_run("simulate", "--job", job, "--db", db, "--json")[1])
+        ts = notifier.send(format_message(est, notify))
+        notifier.send(format_details(est, notify), thread_ts=ts)
+        message, detail = fake_slack.messages[-2:]
+        shown[job] = (
+            round(row["current_interval_s"], 2),
+            row["current_interval_is_upper_bound"],
+            advice_json(est)["current_interval_is_upper_bound"],
+            backtest["current_interval_is_upper_bound"],
+            re.split(r"\s{2,}", _table_row(db, job))[8],
+            message["blocks"][1]["text"]["text"].split("; ")[1].split(")")[0],
+            detail["blocks"][0]["text"]["text"].splitlines()[0],
+        )
+    assert shown == {
+        "c_bound": (
+            3.74,
+            True,
+            True,
+            True,
+            "≤ 3.74s",
+            "now 25 steps, ≤ 3.74s",
+            "*Current interval:* ≤ 3.74s (≤ 4 s, 25 steps)",
+        ),
+        "m_bound": (
+            47.68,
+            False,
+            False,
+            False,
+            "48s",
+            "now 20 steps = 48s",
+            "*Current interval:* 48s (48 s, 20 steps)",
+        ),
+        "both": (
+            4.07,
+            True,
+            True,
+            True,
+            "≤ 4.07s",
+            "now 25 steps, ≤ 4.07s",
+            "*Current interval:* ≤ 4.07s (≤ 4 s, 25 steps)",
+        ),
+        "exact": (
+            7200.0,
+            False,
+            False,
+            False,
+            "2h 00m",
+            "now 1,200 steps = 2h 00m",
+            "*Current interval:* 2h 00m (7,200 s, 1,200 steps)",
+        ),
+    }
+    _, table = _run("estimates", "--db", dbs["c_bound"])
+    assert "; now ≤ at such a C (the save spacing less C); goodput ≤" in table.splitlines()[0]
 
 
 def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, str]) -> None:
@@ -174,7 +411,7 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             "waste if C is 0.037s (a lower bound: more if C is)" + rough,
             "recommended range: ≥ 1.2s",
             "recommended: ≥ 1.2s, ≥ 30.1%",
-            "current: 3.74s, ≥ 33.0%",
+            "current: ≤ 3.74s, ≥ 33.0%",
         ],
     )
     assert drawn["m_bound"] == (
@@ -193,7 +430,7 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             + rough,
             "recommended range: ≥ 0.747s",
             "recommended: ≥ 0.747s",
-            "current: 4.07s",
+            "current: ≤ 4.07s",
         ],
     )
     assert drawn["exact"] == (

@@ -158,6 +158,45 @@ def test_plot_json_without_output_prints_the_curve_alone(
     assert "-o/--output names the PNG file to draw" in result.output
 
 
+def test_plot_json_of_a_job_with_no_estimate_says_why(
+    week_db: tuple[Path, int], tmp_path: Path
+) -> None:
+    """A known job with no estimate stored yet (the daemon read its events, no estimate ran):
+    plot --json printed nothing and exited 1. Now it prints the plot object, its curve empty,
+    "insufficient_data" saying why, and exits 0 (as goodput --json with no wall time, and
+    estimates --json's []); with -o, the same object, nothing drawn, exit 1; without --json,
+    the reason on stderr, exit 1."""
+    db = tmp_path / "no-estimate.db"
+    source, conn = sqlite3.connect(week_db[0]), sqlite3.connect(db)
+    source.backup(conn)  # the store's WAL too
+    with conn:
+        conn.execute("DELETE FROM estimates")
+    source.close()
+    conn.close()
+    result = CliRunner().invoke(main, ["plot", "--job", "week", "--db", str(db), "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {
+        "job": "week",
+        "x_s": [],
+        "axis_unit": "min",
+        "unit": "min",
+        "x": [],
+        "waste": [],
+        "waste_upper": None,
+        "insufficient_data": "no estimate stored for job 'week'",
+        "output": None,
+    }
+    png = tmp_path / "curve.png"
+    args = ["plot", "--job", "week", "--db", str(db), "-o", str(png)]
+    drawn = CliRunner().invoke(main, [*args, "--json"])
+    assert drawn.exit_code == 1
+    assert json.loads(drawn.stdout) == json.loads(result.stdout)
+    assert not png.exists()
+    alone = CliRunner().invoke(main, args)
+    assert (alone.exit_code, alone.stdout) == (1, "")
+    assert alone.stderr == "ckpt-advisor: no estimate stored for job 'week'\n"
+
+
 def test_estimates_json_carries_the_new_facts(week_db: tuple[Path, int]) -> None:
     """estimates --json keeps the contract keys and adds per-class M, the Weibull fields, the
     persist latency and the excess waste (null when unknown)."""
