@@ -258,7 +258,9 @@ def lower_bound_line(e: JobEstimate) -> str | None:
 
 
 def cost_evidence(e: JobEstimate) -> str:
-    """``C 4m 00s (90% CI 3m 58s–4m 02s) from the timing file, 21 saves``; the CI left out when both
+    """``C 4m 00s (90% CI 3m 58s–4m 02s) from the timing file, 21 saves``; ``from log lines
+    that end each save`` for C measured from a stack's own save-end lines (Megatron-LM, NeMo,
+    torchtitan, DeepSpeed: ``rules/cost.py`` ``SAVE_END_STACKS``); the CI left out when both
     its ends read as C."""
     if e.checkpoint_cost_s is None:
         return f"C unknown ({_count(e.n_checkpoints)} saves seen)"
@@ -272,7 +274,12 @@ def cost_evidence(e: JobEstimate) -> str:
     band = ""
     if ci is not None and not d(ci[0]) == d(ci[1]) == shown:  # a CI that reads as C says nothing
         band = f" ({ci_label(e.confidence)} {d(ci[0])}–{d(ci[1])})"
-    return f"C {shown}{band} from the timing file, {saves}"
+    source = (
+        "the timing file"
+        if e.checkpoint_cost_source == "timing_file"
+        else ("log lines that end each save")
+    )
+    return f"C {shown}{band} from {source}, {saves}"
 
 
 def mtbf_evidence(e: JobEstimate) -> str:

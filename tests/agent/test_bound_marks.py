@@ -24,6 +24,7 @@ from ckpt_advisor.agent.config import load_config
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.notify.message import format_details, format_message
 from ckpt_advisor.agent.notify.slack import SlackNotifier
+from ckpt_advisor.agent.notify.wording import cost_evidence
 from ckpt_advisor.agent.plot import figure
 from ckpt_advisor.agent.store import open_reader
 from ckpt_advisor.agent.synth import simulate
@@ -442,3 +443,18 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             "current: 2h 00m, 23.7%",
         ],
     )
+
+
+def test_c_measured_from_save_end_lines_is_said_to_come_from_them(dbs: dict[str, str]) -> None:
+    """Megatron's C (from its log's save-end lines, measured: beside the Lightning log in
+    ``m_bound``) reads 'from log lines that end each save' in the message's evidence; it read
+    'from the timing file', which the job has none of. A timing file's C says so."""
+    evidence = {}
+    for job in ("m_bound", "exact"):
+        est = Estimator().estimate(open_reader(dbs[job]), job, time.time())
+        evidence[job] = (est.checkpoint_cost_source, cost_evidence(est))
+    assert evidence["m_bound"][0] == "log"
+    assert evidence["m_bound"][1].startswith("C 3.41s")
+    assert evidence["m_bound"][1].endswith("from log lines that end each save, 5 saves")
+    assert evidence["exact"][0] == "timing_file"
+    assert " from the timing file, " in evidence["exact"][1]
