@@ -336,7 +336,9 @@ def simulate(
     # a backtest runs at the job's C and M, either of which may be a lower bound
     m = at_least(format_duration(mtbf), bool(out.get("mtbf_is_lower_bound")))
     c = at_least(format_duration(cost), bool(out.get("checkpoint_cost_is_lower_bound")))
-    click.echo(f"{head}; M {m}, C {c}, R {format_duration(restart)}")
+    measured_r = job is None or est.restart_cost_s is not None
+    r = format_duration(restart) if measured_r else "not measured (0 assumed)"
+    click.echo(f"{head}; M {m}, C {c}, R {r}")
     labels = [
         "Daly",
         *(["given"] * len(intervals)),
