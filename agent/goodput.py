@@ -13,36 +13,54 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ckpt_advisor.agent.notes import MISSED_BY_STACK
-from ckpt_advisor.rules.goodput import BUCKETS, Bucket, Goodput, GoodputSpans
+from ckpt_advisor.rules.goodput import (
+    BOTH_SOURCES,
+    BUCKETS,
+    LOG_LINES,
+    TIMING_FILE,
+    Bucket,
+    Goodput,
+    GoodputSpans,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_FILE_LINE = {"timing_file": "timing file", "log_lines": "log lines", "inferred": "inferred"}
+_FILE_LINE = {
+    TIMING_FILE: "timing file",
+    LOG_LINES: "log lines",
+    BOTH_SOURCES: "timing file and log lines",
+    "inferred": "inferred",
+}
 
 
 def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
-    """Per bucket name: ``source`` (``timing_file``, ``log_lines`` or ``inferred``), ``bound``
-    (``lower``, ``upper`` or null for a measurement), ``range_s`` (``[low, high]``) and
-    ``how``, a sentence (``goodput --json`` ``measured_by``)."""
+    """Per bucket name: ``source`` (``timing_file``, ``log_lines``, for checkpoint also
+    ``timing_file_and_log_lines``, or ``inferred``), ``bound`` (``lower``, ``upper`` or null for
+    a measurement), ``range_s`` (``[low, high]``) and ``how``, a sentence (``goodput --json``
+    ``measured_by``)."""
     n_saves, n_int = g.n_saves, g.n_interruptions
     lower = g.checkpoint_is_lower_bound
-    if g.checkpoint_source == "timing_file":
-        saves = f"the blocking part of each of {n_saves} save(s)"
-    elif lower:
-        missed = MISSED_BY_STACK.get(g.checkpoint_stack or "", "it may not mark every part")
-        saves = (
-            f"from each of {n_saves} save(s)' first line to its last: a lower bound (a log may "
-            f"not mark a save's end: {missed}); at most the time to the first step shown after "
-            "each save (else to its run's next line)"
-        )
-    elif g.checkpoint_source == "log_lines":
-        saves = (
-            f"each of {n_saves} save(s)' logged blocking time, to its end line "
-            f"({g.checkpoint_stack} logs a save's end)"
-        )
-    else:
-        saves = "no save seen"
+    missed = MISSED_BY_STACK.get(g.checkpoint_stack or "", "it may not mark every part")
+
+    def logged(whose: str) -> str:
+        """How log saves are costed, ``whose`` naming them (``each of 3 save(s)'``)."""
+        if lower:
+            return (
+                f"from {whose} first line to its last: a lower bound (a log may not mark a "
+                f"save's end: {missed}); at most the time to the first step shown after each "
+                "save (else to its run's next line)"
+            )
+        stack = g.checkpoint_stack
+        return f"{whose} logged blocking time, to its end line ({stack} logs a save's end)"
+
+    timed = f"the blocking part of each of {n_saves - g.n_log_saves} save(s)"
+    saves = {
+        TIMING_FILE: timed,
+        LOG_LINES: logged(f"each of {n_saves} save(s)'"),
+        BOTH_SOURCES: f"{timed} in the timing file; {g.n_log_saves} only in the log: "
+        + logged("each one's"),
+    }.get(g.checkpoint_source or "", "no save seen")
     restart_end = (
         "the first step of the run that recovered (dated back by the step time)"
         if g.step_dated
@@ -56,7 +74,7 @@ def measured_by(g: Goodput) -> dict[str, dict[str, Any]]:
             f"running time between the logs' lines, less saves and lost work{unlogged}",
         ),
         Bucket.CHECKPOINT: (
-            g.checkpoint_source or "log_lines",
+            g.checkpoint_source or LOG_LINES,
             "lower" if lower else None,
             saves,
         ),

@@ -10,7 +10,9 @@ newest:
   a silence longer than the idle gap) and the start-up of a run that follows no interruption
   (its first line to its first progress);
 - **checkpoint**: each save's blocking time (a timing file's ``duration_s`` or ``blocking_s``;
-  from logs, the save's first line to its last, a lower bound);
+  from logs, the save's first line to its last, a lower bound); every save counts, from
+  whichever source has it (:func:`rules.progress.every_save_index`: a timing file may miss
+  some), a save in both once, by its timing records;
 - **lost**: running time, outside saves, from the completed save an interruption's next run
   resumed from (the save at its ``resume`` step, else the last completed save before the
   interruption) to the interruption: progress that was computed and then had to be computed
@@ -50,6 +52,18 @@ BUCKETS: tuple[str, ...] = tuple(b.name.lower() for b in Bucket)
 """The bucket names in code order: ``productive``, ``checkpoint``, ``lost``, ``restart``,
 ``idle`` (the keys ``goodput --json`` puts ``_s`` after)."""
 
+TIMING_FILE, LOG_LINES, BOTH_SOURCES = "timing_file", "log_lines", "timing_file_and_log_lines"
+"""Where saves were seen (:attr:`Goodput.checkpoint_source`): each in a timing file, each in
+log lines only, some each way."""
+
+
+def source_of_saves(n_saves: int, n_log_saves: int) -> str | None:
+    """Where ``n_saves`` saves were seen, ``n_log_saves`` of them in log lines only: one of
+    :data:`TIMING_FILE`, :data:`LOG_LINES`, :data:`BOTH_SOURCES`; None without saves."""
+    if not n_saves:
+        return None
+    return TIMING_FILE if not n_log_saves else LOG_LINES if n_log_saves == n_saves else BOTH_SOURCES
+
 
 @dataclass(frozen=True, slots=True)
 class Goodput:
@@ -61,8 +75,10 @@ class Goodput:
         unlogged: shape (5,), seconds of each bucket that lie between a log save's last line
             and the first step after it: possibly the save's unlogged part (only productive and
             lost hold any).
-        checkpoint_source: ``"timing_file"``, ``"log_lines"``, or None without saves.
+        checkpoint_source: where the window's saves were seen (:func:`source_of_saves`),
+            the job's when it holds none; None for a job without saves.
         n_saves: saves whose end lies in the window.
+        n_log_saves: of those, the ones known from log lines only.
         n_interruptions: interruptions that began in the window.
         n_inferred: of those, the ones no failure line reported (a run that stopped silently
             before a new run: :meth:`rules.timeline.Timeline.with_unseen_interruptions`).
@@ -79,6 +95,7 @@ class Goodput:
     unlogged: FloatArray
     checkpoint_source: str | None
     n_saves: int
+    n_log_saves: int
     n_interruptions: int
     n_inferred: int
     step_dated: bool
@@ -100,22 +117,21 @@ class Goodput:
 
     @property
     def checkpoint_is_lower_bound(self) -> bool:
-        """True when the saves come from log lines of a stack that may not mark a save's end
-        (not in ``rules/cost.py`` ``SAVE_END_STACKS``)."""
-        return (
-            self.checkpoint_source == "log_lines" and self.checkpoint_stack not in SAVE_END_STACKS
-        )
+        """True when saves come from log lines (all or some of them) of a stack that may not
+        mark a save's end (not in ``rules/cost.py`` ``SAVE_END_STACKS``)."""
+        from_log = self.checkpoint_source in (LOG_LINES, BOTH_SOURCES)
+        return from_log and self.checkpoint_stack not in SAVE_END_STACKS
 
     @property
     def checkpoint_upper_s(self) -> float:
-        """The most the saves can have blocked: ``checkpoint_s`` for a timing file; for log
+        """The most the saves can have blocked: ``checkpoint_s`` for a timing file; with log
         saves, plus every stretch to the first step after each (else to its run's next line)."""
         if not self.checkpoint_is_lower_bound:
             return self[Bucket.CHECKPOINT]
         return self[Bucket.CHECKPOINT] + float(self.unlogged.sum())
 
     def range_s(self, bucket: Bucket) -> tuple[float, float]:
-        """``(low, high)`` seconds the bucket may hold: a point for a timing file; for log
+        """``(low, high)`` seconds the bucket may hold: a point for a timing file; with log
         saves, checkpoint from its value to :attr:`checkpoint_upper_s`, and productive and lost
         from their value less their possibly unlogged save parts to their value."""
         value = self[bucket]
@@ -148,8 +164,9 @@ class GoodputSpans:
             line, before the first step after it).
         interruption: shape (m,), the :attr:`Interruption.id` a lost or restart span is owed
             to (lost work: the first interruption after it that it was not kept through), else 0.
-        checkpoint_source: ``"timing_file"``, ``"log_lines"``, or None without saves.
         save_end_s: shape (s,), when each save completed.
+        save_logged: shape (s,), True for a save known from log lines only (none of the
+            timing file's records).
         interruption_start_s: shape (k,), when each interruption began;
             ``interruption_inferred``: shape (k,), True for one no failure line reported.
         step_dated: restarts end at progress re-dated by the step time (see :class:`Goodput`).
@@ -161,8 +178,8 @@ class GoodputSpans:
     bucket: npt.NDArray[np.int8]
     unlogged: BoolArray
     interruption: IntArray
-    checkpoint_source: str | None
     save_end_s: FloatArray
+    save_logged: BoolArray
     interruption_start_s: FloatArray
     interruption_inferred: BoolArray
     step_dated: bool
@@ -182,6 +199,11 @@ class GoodputSpans:
         )
 
     __hash__ = None  # type: ignore[assignment]  # arrays: not hashable
+
+    @property
+    def checkpoint_source(self) -> str | None:
+        """Where the job's saves were seen (:func:`source_of_saves`)."""
+        return source_of_saves(self.save_end_s.size, int(np.count_nonzero(self.save_logged)))
 
     @property
     def first_s(self) -> float | None:
@@ -219,14 +241,17 @@ class GoodputSpans:
         high = max(low, min(until_s, self.last_s or 0.0))
         edges = np.array([low, high])
         saved = (self.save_end_s >= low) & (self.save_end_s <= high)
+        n_saves = int(np.count_nonzero(saved))
+        n_log_saves = int(np.count_nonzero(saved & self.save_logged))
         began = (self.interruption_start_s >= low) & (self.interruption_start_s <= high)
         return Goodput(
             since_s=low,
             until_s=high,
             seconds=self.seconds(edges)[0] if len(self) else np.zeros(len(Bucket)),
             unlogged=self.seconds(edges, unlogged=True)[0] if len(self) else np.zeros(len(Bucket)),
-            checkpoint_source=self.checkpoint_source,
-            n_saves=int(np.count_nonzero(saved)),
+            checkpoint_source=source_of_saves(n_saves, n_log_saves) or self.checkpoint_source,
+            n_saves=n_saves,
+            n_log_saves=n_log_saves,
             n_interruptions=int(np.count_nonzero(began)),
             n_inferred=int(np.count_nonzero(began & self.interruption_inferred)),
             step_dated=self.step_dated,

@@ -48,7 +48,8 @@ def goodput_spans(
         interruptions: :func:`rules.interruptions.cluster_interruptions` on ``timeline``, all
             of them (a planned end loses the work since the last save too).
         run_id: shape (n,), :func:`rules.runs.split_runs` on ``timeline``.
-        saves: :func:`rules.progress.save_index` on ``timeline``.
+        saves: :func:`rules.progress.every_save_index` on ``timeline``: every save, from
+            either source.
         step_time_s: seconds per step, or None when unknown.
         upper_by_row: the upper bound of each log save's blocking time by its observation's
             :attr:`Timeline.row` (:func:`save_upper_bounds_by_row`; the estimate has them from
@@ -72,8 +73,8 @@ def goodput_spans(
             bucket=np.zeros(0, np.int8),
             unlogged=np.zeros(0, np.bool_),
             interruption=np.zeros(0, np.intp),
-            checkpoint_source=saves_at.source,
             save_end_s=saves_at.end_s,
+            save_logged=saves_at.logged,
             interruption_start_s=int_start,
             interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
             step_dated=step_time_s is not None,
@@ -124,8 +125,8 @@ def goodput_spans(
         bucket=label[starts],
         unlogged=unlogged[starts],
         interruption=owner[starts],
-        checkpoint_source=saves_at.source,
         save_end_s=saves_at.end_s,
+        save_logged=saves_at.logged,
         interruption_start_s=int_start,
         interruption_inferred=np.array([-1 in i.rows for i in interruptions], np.bool_),
         step_dated=step_time_s is not None,
@@ -163,19 +164,21 @@ def _next_line_s(times_s: FloatArray, run_id: IntArray, saves: IntArray) -> Floa
 
 @dataclass(frozen=True, eq=False)
 class _Saves:
-    """The saves of :func:`rules.progress.save_index` as spans: when each blocked training
-    (``start_s`` to ``block_end_s``; a timing-file save from its first record's start for its
-    blocking span, :class:`rules.saves.TimedSaves`), when it completed (``end_s``, its mark),
-    its step, and for log saves the end of its plausible unlogged part (``upper_end_s``: from
-    the first step after it, else its run's next line, :func:`_next_line_s`; NaN for a timing
-    file's, and with ``unlogged`` False: a stack that logs a save's end)."""
+    """The saves of :func:`rules.progress.every_save_index` as spans, shapes (s,): when each
+    blocked training (``start_s`` to ``block_end_s``; a timing-file save from its first
+    record's start for its blocking span, :class:`rules.saves.TimedSaves`; a log save by its
+    logged duration, as in a job without a timing file), when it completed (``end_s``, its
+    mark), its step, whether it is known from log lines only (``logged``), and for those the
+    end of its plausible unlogged part (``upper_end_s``: from the first step after it, else its
+    run's next line, :func:`_next_line_s`; NaN for a timing file's, and with ``unlogged``
+    False: a stack that logs a save's end)."""
 
     start_s: FloatArray
     block_end_s: FloatArray
     end_s: FloatArray
     step: FloatArray
     upper_end_s: FloatArray
-    source: str | None
+    logged: BoolArray
 
     @classmethod
     def of(
@@ -205,22 +208,21 @@ class _Saves:
             start_s[timed] = grouped.start_s[at]
             blocking_s[timed] = grouped.blocking_s[at]
         upper_end_s = np.full(saves.size, np.nan)
-        if is_log_end and unlogged and not timed.any():
+        if is_log_end and unlogged and not timed.all():
             if upper_by_row is None:
                 upper_by_row = save_upper_bounds_by_row(timeline, run_id)
             rows = timeline.row[saves]
-            known = (rows >= 0) & (rows < upper_by_row.size)
+            known = ~timed & (rows >= 0) & (rows < upper_by_row.size)
             upper_end_s[known] = start_s[known] + upper_by_row[rows[known]]
-            open_ = ~np.isfinite(upper_end_s)
+            open_ = ~timed & ~np.isfinite(upper_end_s)
             upper_end_s[open_] = _next_line_s(timeline.time_s, run_id, saves[open_])
-        source = None if not saves.size else "timing_file" if timed.any() else "log_lines"
         return cls(
             start_s=start_s,
             block_end_s=start_s + blocking_s,
             end_s=end_s,
             step=timeline.step[saves],
             upper_end_s=upper_end_s,
-            source=source,
+            logged=~timed,
         )
 
     def kept_s(

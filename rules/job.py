@@ -38,9 +38,9 @@ from ckpt_advisor.rules.policy import DEFAULT_POLICY, NO_FACTS, EstimationPolicy
 from ckpt_advisor.rules.progress import (
     current_interval_s,
     current_interval_steps,
+    every_save_index,
     interval_steps_across_runs,
     restart_cost_s,
-    save_index,
     saves_since_change,
 )
 from ckpt_advisor.rules.runs import exposure_s, lives_s, measured_runs, stepped_exposure_s
@@ -208,9 +208,10 @@ def estimate_job(
         declared_s = None if across_steps is None else across_steps * step_s
     if current_s is None:
         current_s = declared_s
-    # R and the goodput split end each restart alike (rules/recovery.py), on the same spans
-    saves_measured = saves if measured is timeline else save_index(measured, run_measured)
-    restart_s = restart_cost_s(measured, placed, run_measured, saves_measured, step_time_s=step_s)
+    # R and the goodput split end each restart alike (rules/recovery.py), on the same spans and
+    # every save, from either source (a timing file may miss some)
+    every_save = every_save_index(measured, run_measured)
+    restart_s = restart_cost_s(measured, placed, run_measured, every_save, step_time_s=step_s)
 
     young_s = daly_s = ci_s = waste_current = waste_recommended = ratio = None
     excess_gpu_h = excess_money = excess_gpu_h_range = None
@@ -373,7 +374,7 @@ def estimate_job(
                 measured,
                 placed_all,
                 run_measured,
-                saves_measured,
+                every_save,
                 step_time_s=step_s,
                 upper_by_row=split.upper_by_row,
                 stack=facts.stack,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ckpt_advisor.rules.interruptions import Interruption
 from ckpt_advisor.rules.recovery import recoveries
-from ckpt_advisor.rules.saves import TimedSaves
+from ckpt_advisor.rules.saves import TimedSaves, record_start_s
 from ckpt_advisor.rules.timeline import (
     BoolArray,
     FloatArray,
@@ -33,9 +33,10 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     """Indices of the observations that mark when checkpoints were taken, ascending: one per
     save.
 
-    One source only, so a save seen in both is not counted twice: timing-file saves when there
-    are any (:class:`rules.saves.TimedSaves`: the records of one run, step and tier whose times
-    touch are one save, marked by the record that ended last), else log saves. Per run,
+    One source only, as C and the interval count saves (goodput and R place every save, from
+    either source: :func:`every_save_index`): timing-file saves when there are any
+    (:class:`rules.saves.TimedSaves`: the records of one run, step and tier whose times touch
+    are one save, marked by the record that ended last), else log saves. Per run,
     ``checkpoint_end`` observations, or ``checkpoint_start`` ones in a run that has no end (HF
     Trainer and Lightning log only the start); a log save at the same step as the previous one
     in the same run (another rank's line) is dropped.
@@ -47,11 +48,50 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     Returns:
         Shape (s,) indices into the timeline.
     """
-    ends = timeline.kind == Kind.CHECKPOINT_END
-    timed = timeline.from_timing_file
-    if (ends & timed).any():
+    if (timeline.from_timing_file & (timeline.kind == Kind.CHECKPOINT_END)).any():
         return TimedSaves.of(timeline, run_id).index
-    end_rows = np.flatnonzero(ends & ~timed)
+    return _log_save_index(timeline, run_id)
+
+
+def every_save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
+    """Indices of the observations that mark every save the job made, from either source,
+    ascending: where the saves happened, for goodput and the restarts (the C and the interval
+    of :func:`save_index` keep to one source).
+
+    The timing-file saves, and the log saves (:func:`save_index`'s rule for a log) no timing
+    record has: a log save at the step of a timing record (of any tier, a fast tier's too) that
+    began in the log save's run is that record's save, counted once, by the timing file (the
+    run a record began in: a save's last record may end after its run's last line). A log save
+    with no step is one of the timed saves of its run when it has any (nothing tells which),
+    else a save of its own.
+
+    Args:
+        timeline: the job's observations.
+        run_id: shape (n,), from :func:`rules.runs.split_runs`.
+
+    Returns:
+        Shape (s,) indices into the timeline.
+    """
+    logged = _log_save_index(timeline, run_id)
+    records = np.flatnonzero(
+        timeline.from_timing_file & timeline.is_kind(Kind.CHECKPOINT_END, Kind.FAST_SAVE)
+    )
+    if not records.size:
+        return logged
+    began = np.searchsorted(timeline.time_s, record_start_s(timeline, records), "right") - 1
+    began_in = run_id[np.maximum(began, 0)]
+    step = timeline.step[logged]
+    # (run, step) as one complex number; a NaN step matches nothing
+    timed = np.isin(run_id[logged] + 1j * step, began_in + 1j * timeline.step[records])
+    timed |= np.isnan(step) & np.isin(run_id[logged], began_in)
+    alone = logged[~timed]
+    return np.sort(np.concatenate((TimedSaves.of(timeline, run_id).index, alone)))
+
+
+def _log_save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
+    """The log saves of :func:`save_index` (its docstring), ascending."""
+    timed = timeline.from_timing_file
+    end_rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_END) & ~timed)
     start_rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_START) & ~timed)
     alone = ~np.isin(run_id[start_rows], np.unique(run_id[end_rows]))  # starts of runs no end
     chosen = np.sort(np.concatenate((end_rows, start_rows[alone])))
@@ -333,7 +373,7 @@ def restart_cost_s(
         interruptions: the interruptions to measure (usually the unplanned ones in the window),
             ascending.
         run_id: shape (n,), from :func:`rules.runs.split_runs`.
-        saves: from :func:`save_index`.
+        saves: from :func:`every_save_index`.
         step_time_s: seconds per step, or None when unknown.
 
     Returns:

@@ -69,7 +69,7 @@ def recoveries(
         timeline: the job's observations (failures re-dated, silent deaths added, as the
             estimate uses them).
         run_id: shape (n,), :func:`rules.runs.split_runs` on ``timeline``.
-        saves: :func:`rules.progress.save_index` on ``timeline``.
+        saves: :func:`rules.progress.every_save_index` on ``timeline`` (where the saves were).
         int_end_s: shape (i,), each interruption's last failure time
             (:attr:`rules.interruptions.Interruption.end_s`), ascending.
         step_time_s: seconds per step, or None when unknown.

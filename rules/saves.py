@@ -61,11 +61,9 @@ class TimedSaves:
         file), grouped by the module's rule; ``run_id`` shape (n,), from
         :func:`rules.runs.split_runs`."""
         rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_END) & timeline.from_timing_file)
-        end_s = timeline.time_s[rows]
-        blocking_s, persist_s = timeline.duration_s[rows], timeline.persist_s[rows]
-        is_async = np.isfinite(persist_s)
-        start_s = end_s - np.where(is_async, persist_s, blocking_s)
-        block_end_s = start_s + blocking_s
+        end_s, start_s = timeline.time_s[rows], record_start_s(timeline, rows)
+        is_async = np.isfinite(timeline.persist_s[rows])
+        block_end_s = start_s + timeline.duration_s[rows]
         step, tier, run = timeline.step[rows], timeline.tier[rows], run_id[rows]
         order = np.lexsort((start_s, step, tier, run))
         rows, run, tier, is_async = rows[order], run[order], tier[order], is_async[order]
@@ -98,3 +96,13 @@ class TimedSaves:
             blocking_s=(blocked_s - begun_s)[keep],
             persist_s=np.where(any_async, last_end - begun_s, np.nan)[keep],
         )
+
+
+def record_start_s(timeline: Timeline, rows: IntArray) -> FloatArray:
+    """When each timing record at ``rows`` (shape (r,) timeline indices) began, epoch seconds:
+    its end less its whole span (``persist_s`` for an asynchronous record, else
+    ``duration_s``)."""
+    persist_s = timeline.persist_s[rows]
+    span_s = np.where(np.isfinite(persist_s), persist_s, timeline.duration_s[rows])
+    start_s: FloatArray = timeline.time_s[rows] - span_s
+    return start_s

@@ -5,10 +5,13 @@ Each builds real values; none stands in for a component."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,27 @@ from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 
 TOKEN_ENV = "CKPT_ADVISOR_TEST_TOKEN"
 """The variable the daemon subprocesses of the tests read the (fake) Slack token from."""
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}")
+"""A Python ``logging`` stamp as the HF Trainer captures print it (``2026-11-29 22:11:34,676``)."""
+STAMP_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+"""The :mod:`datetime` format of :data:`STAMP` (``%f`` reads the milliseconds)."""
+
+
+def capture_lines(path: Path) -> list[str]:
+    """A captured log's physical lines (tqdm's ``\\r`` redraws kept inside them)."""
+    return path.read_bytes().decode("utf-8").removesuffix("\n").split("\n")
+
+
+def stamps_later(lines: Sequence[str], seconds: float) -> list[str]:
+    """``lines`` with every :data:`STAMP` ``seconds`` later (a cycle of a capture repeated)."""
+
+    def later(m: re.Match[str]) -> str:
+        t = datetime.strptime(m.group(), STAMP_FORMAT) + timedelta(seconds=seconds)
+        return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
+
+    return [STAMP.sub(later, line) for line in lines]
 
 
 ON_64_GPUS: dict[str, Any] = {"gpus": 64, "excess_gpu_hours_per_day": (0.35 - 0.15) * 64 * 24}

@@ -10,9 +10,7 @@ cycle is repeated, and ingested through the real CLI into a real SQLite store.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,24 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from ckpt_advisor.agent.cli import main
+from tests.agent.helpers import capture_lines, stamps_later
 
 FIXTURES = Path(__file__).parents[2] / "agent" / "fixtures" / "real"
-_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}")
 
 
 def _lines(name: str) -> list[str]:
-    """The capture's physical lines (tqdm's ``\\r`` redraws kept inside them)."""
-    return (FIXTURES / name).read_bytes().decode("utf-8").removesuffix("\n").split("\n")
-
-
-def _shifted(lines: Sequence[str], seconds: float) -> list[str]:
-    """``lines`` with every ``YYYY-MM-DD HH:MM:SS,mmm`` stamp ``seconds`` later."""
-
-    def later(m: re.Match[str]) -> str:
-        t = datetime.strptime(m.group(), "%Y-%m-%d %H:%M:%S,%f") + timedelta(seconds=seconds)
-        return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
-
-    return [_STAMP.sub(later, line) for line in lines]
+    """The physical lines of the capture ``name``."""
+    return capture_lines(FIXTURES / name)
 
 
 def _ingest(tmp_path: Path, lines: Sequence[str]) -> dict[str, Any]:
@@ -62,7 +50,7 @@ def test_a_crash_at_the_same_step_after_a_resume_is_a_second_interruption(
     crash = _lines("hf_trainer_crash.log")
     traceback = [crash[45][crash[45].index("Traceback") :], *crash[46:-1]]
     estimate = _ingest(
-        tmp_path, [*crash, *_shifted(_lines("hf_trainer_resume.log")[:28], 120), *traceback]
+        tmp_path, [*crash, *stamps_later(_lines("hf_trainer_resume.log")[:28], 120), *traceback]
     )
     assert (estimate["n_failures"], estimate["n_checkpoints"]) == (2, 2)
     assert estimate["failure_classes"] == {"cuda_illegal_memory_access": 2}
@@ -88,7 +76,7 @@ def test_restarts_seconds_apart_that_train_are_separate_interruptions(tmp_path: 
     saves (the interruption spanned the second cycle's 5 saves, each save's start and end line
     then fell in runs of their own and counted as two saves), R 46 s, goodput 28%."""
     cycle = [*_lines("hf_trainer_crash.log"), *_lines("hf_trainer_resume.log")]
-    estimate = _ingest(tmp_path, [*cycle, *_shifted(cycle, 40)])
+    estimate = _ingest(tmp_path, [*cycle, *stamps_later(cycle, 40)])
     assert (estimate["n_failures"], estimate["n_checkpoints"]) == (2, 10)
     assert estimate["failure_classes"] == {"cuda_illegal_memory_access": 2}
     assert estimate["restart_cost_s"] == pytest.approx(6.069, abs=0.001)
