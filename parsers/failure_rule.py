@@ -1,4 +1,5 @@
-"""One line that tells a job was interrupted (or restarted): the table entry of a failure rule.
+"""One line that tells a job was interrupted (or restarted, or launched): the table entry of a
+failure rule.
 
 Rule tables live in ``parsers/launcher.py`` (torchrun), ``parsers/nccl.py`` (c10d, NCCL, C++
 aborts), ``parsers/slurm.py``, ``parsers/kernel.py`` (NVIDIA Xid, Linux OOM killer),
@@ -31,9 +32,10 @@ class FailureRule:
         sample: a real line with this message (docs/FORMATS.md, a capture under
             tests/parsers/fixtures/ or a public paste under tests/parsers/fixtures/public/).
         source: the file and version that prints it.
-        kind: ``FAILURE``, ``RESTART``, or ``None`` for a line that is recognised but is a
-            consequence of an earlier failure (``Sending process … closing signal SIGTERM``):
-            it gives no event.
+        kind: ``FAILURE``, ``RESTART``, ``RUN_START`` (a launcher starting the job: torchrun's
+            launch banner), or ``None`` for a line that is recognised but is a consequence of
+            an earlier failure (``Sending process … closing signal SIGTERM``): it gives no
+            event.
         parse_time: ``parse_time(time_text, tz)`` → aware UTC datetime, raising ValueError.
         restarts: the line also says the job is being restarted (torchrun's ``Worker group
             FAILED. 2/3 attempts left; will restart worker group``): a ``restart`` event follows

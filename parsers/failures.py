@@ -31,6 +31,10 @@ a line after the family's last line makes the next failure a new interruption (a
 repeats at the step it crashed at after a resume from an earlier save is two: the step number
 alone is the same). The rules layer still clusters what remains.
 
+**Launches.** A launcher's launch line (``parsers/launcher.py``: torchrun's banner, its launch
+configs) gives a ``run_start``, which is progress as above (a failure after it is a new
+launch's); the other start lines of the same launch, with no event between, give none.
+
 **Unrecognised lines.** A piece that looks like an error (:data:`ERROR_LOOKING`) but that no
 rule, traceback or stack pattern consumed is handed to ``report_unmatched`` so that
 ``ckpt-advisor parse --misses`` can list it.
@@ -192,6 +196,9 @@ class FailureLines:
         """(line, step) of the last unplanned failure, reported or merged."""
         self._progress_line = 0
         """The latest line of a progress event (:meth:`note_progress`), 0 before any."""
+        self._in_launch = False
+        """Whether the last event given is a launch's start (:func:`launcher.is_launch`): the
+        same launch's other start lines, with no event between, give none."""
         self._yearless: dict[int, tuple[str, str | None]] = {}
         """line → its stamp without a year (glog ``MMDD``/``HH:MM:SS``, or syslog's time and
         None), read before any full date: dated once one is seen (:meth:`with_years`)."""
@@ -207,6 +214,7 @@ class FailureLines:
         """Take a stack event: one of :data:`PROGRESS_KINDS` after a failure's line ends that
         failure's interruption (module docstring). A save a failure closes
         (:meth:`Stack.interrupted`) ended on a line before it, so it changes nothing."""
+        self._in_launch = False
         if event.kind in PROGRESS_KINDS and event.line > self._progress_line:
             self._progress_line = event.line
 
@@ -303,7 +311,11 @@ class FailureLines:
             failure_class = rule.classify(m)
             if failure_class is None:
                 continue
-            if rule.kind is None or self._echoes_a_failure(rule, m, lineno, step):
+            if (
+                rule.kind is None
+                or self._echoes_a_failure(rule, m, lineno, step)
+                or (rule.kind is EventKind.RUN_START and self._in_launch)
+            ):
                 return True, events, ""
             time = self._time(rule, m, piece, lineno)
             is_failure = rule.kind is EventKind.FAILURE
@@ -313,7 +325,7 @@ class FailureLines:
                 lineno,
                 _PARSER_OF[rule.name],
                 time=time,
-                step=step,
+                step=step if is_failure else None,  # a start's step is its stack's to say
                 failure_class=failure_class if is_failure else None,
                 planned=is_failure and failure_class in PLANNED_CLASSES,
                 detail=detail,
@@ -386,6 +398,9 @@ class FailureLines:
         ``incident`` tells apart incidents of one family (an Xid's pid)."""
         kept: list[Event] = []
         for event in events:
+            self._in_launch = launcher.is_launch(event)
+            if self._in_launch:  # progress: a failure after it is the new launch's
+                self._progress_line = max(self._progress_line, event.line)
             if event.kind is not EventKind.FAILURE or event.failure_class is None:
                 kept.append(event)
                 continue

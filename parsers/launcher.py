@@ -1,4 +1,12 @@
-"""torchrun / torch.distributed.elastic: restarts, worker deaths and the ChildFailedError banner.
+"""torchrun / torch.distributed.elastic: launches, restarts, worker deaths and the ChildFailedError
+banner.
+
+A launch gives a ``run_start`` (its first start line only: the banner and the launch configs of
+one launch are one start, ``parsers/failures.py``): ``Setting OMP_NUM_THREADS environment
+variable for each process to be 1 in default, …`` (``torch/distributed/run.py``, at WARNING:
+the line a default torchrun prints) or ``Starting elastic_operator with launch configs:``
+(``torch/distributed/launcher/api.py``, at INFO). A restart of the same launch prints neither:
+its ``Worker group FAILED. … will restart`` line gives the ``restart``.
 
 Messages from ``torch/distributed/elastic/agent/server/api.py`` and
 ``multiprocessing/api.py`` (docs/FORMATS.md §10), in every prefix generation: torch ≤2.1
@@ -28,6 +36,34 @@ from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, exit_code_class, si
 PARSER_NAME = "torchrun"
 
 RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "launch_threads_banner",
+        "Setting OMP_NUM_THREADS environment variable for each process to be ",
+        re.compile(
+            r"(?<!Warning: )Setting OMP_NUM_THREADS environment variable for each process to be "
+            r"\S+ in default"
+        ),
+        fixed("run_start"),
+        "W1129 23:02:42.256000 15009 torch/distributed/run.py:874] Setting OMP_NUM_THREADS "
+        "environment variable for each process to be 1 in default, to avoid your system being "
+        "overloaded, please further tune the variable for optimal performance in your "
+        "application as needed. ",
+        "torch/distributed/run.py config_from_args, torch 1.9-2.13 (torch.distributed.launch "
+        "≤1.8 print()ed it): once a launch, at WARNING, when nproc_per_node > 1 and "
+        "OMP_NUM_THREADS is unset (fixtures/torch/); mmcv's copy is a worker's UserWarning",
+        kind=EventKind.RUN_START,
+    ),
+    FailureRule(
+        "launch_configs",
+        "Starting elastic_operator with launch configs:",
+        re.compile(r"Starting elastic_operator with launch configs:"),
+        fixed("run_start"),
+        "I1129 23:14:45.671000 23141 torch/distributed/launcher/api.py:254] Starting "
+        "elastic_operator with launch configs:",
+        "torch/distributed/launcher/api.py launch_agent, torch 1.9-2.13: once a launch, at INFO "
+        "(fixtures/torch/torchrun_restart.log)",
+        kind=EventKind.RUN_START,
+    ),
     FailureRule(
         "worker_group_restart",
         "attempts left; will restart worker group",
@@ -109,6 +145,15 @@ RULES: tuple[FailureRule, ...] = (
         kind=None,
     ),
 )
+
+
+def is_launch(event: Event) -> bool:
+    """Whether ``event`` is a launch start of this table (``launch_threads_banner``,
+    ``launch_configs``). Its stamp dates the launch only: the job's own lines after it may run
+    for days before the next printed time, so no reader dates an untimed line by it (not the
+    file's clock, ``parsers/logs.py``, nor the store's, ``agent/tail/dating.py``)."""
+    return event.kind is EventKind.RUN_START and event.parser == PARSER_NAME
+
 
 BANNER_START = "ChildFailedError"
 _ROOT_CAUSE = "Root Cause (first observed failure):"

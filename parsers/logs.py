@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from ahocorasick_rs import AhoCorasick
 
-from ckpt_advisor.parsers import adoption
+from ckpt_advisor.parsers import adoption, launcher
 from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event, EventKind
@@ -156,6 +156,9 @@ class LogParser(StreamParser):
         held until its first printed time, at most :data:`PRE_STAMP_HOLD_LINES` lines
         (:meth:`_hold_unstamped`)."""
         self._unstamped_lines = 0
+        self._launched = False
+        """Whether the file printed a launch's time (:func:`launcher.is_launch`): untimed
+        failures held after it lie between two printed times (:meth:`_hold_unstamped`)."""
 
     def _feed(self, raw: str, lineno: int) -> list[Event]:
         if raw in self._inert and self._quiet():
@@ -297,18 +300,19 @@ class LogParser(StreamParser):
         they go on as they came (:meth:`_on_clock`: no time, reported). ``final``: no line
         follows (:meth:`_finish`), nothing is held. Nor once the stamps without a year held
         for a full date went without one (:attr:`FailureLines.saw_yearless`: a torchrun
-        traceback closed before the launcher's glog lines): no printed time is coming."""
+        traceback closed before the launcher's glog lines): no printed time is coming.
+
+        A launch's printed time (:func:`launcher.is_launch`) dates only the launch: held events
+        before the first untimed one go out as they are. Untimed failures alone between a
+        launch and the first printed time after them (a crash's tracebacks, then the launcher's
+        stamped report of it) lie between two printed times: dated at the later one, with no
+        report, they are measured like any estimated time."""
         self._unstamped.extend(self._clock.take_findings())
         self._unstamped.extend(events)
         self._unstamped_lines += 1
-        at = next(
-            (
-                i
-                for i, event in enumerate(self._unstamped)
-                if event.time is not None and not event.time_estimated
-            ),
-            None,
-        )
+        printed = [e.time is not None and not e.time_estimated for e in self._unstamped]
+        first = printed.index(False) if False in printed else len(printed)
+        at = printed.index(True, first) if True in printed[first:] else None
         gave_up = self._failures.saw_yearless  # its stamps have no year, and none came
         if at is None and not (final or gave_up) and self._unstamped_lines <= PRE_STAMP_HOLD_LINES:
             return []
@@ -317,9 +321,12 @@ class LogParser(StreamParser):
             return self._on_clock(held)
         stamp = held[at].time
         assert stamp is not None
-        self._clock.untimed(held[0].line, dated_at=stamp)
-        before = [e if e.time is not None else e.estimated_at(stamp) for e in held[:at]]
-        return [*self._clock.take_findings(), *before, *self._on_clock(held[at:])]
+        lead = self._on_clock(held[:first])  # a launch, printed before them
+        crash = all(e.kind is EventKind.FAILURE for e in held[first:at] if e.time is None)
+        if not (self._launched and crash):
+            self._clock.untimed(held[first].line, dated_at=stamp)
+        before = [e if e.time is not None else e.estimated_at(stamp) for e in held[first:at]]
+        return [*lead, *self._clock.take_findings(), *before, *self._on_clock(held[at:])]
 
     def _on_clock(self, events: list[Event]) -> list[Event]:
         """:meth:`_dated` once no event is held: the file's clock dates ``events``."""
@@ -337,11 +344,15 @@ class LogParser(StreamParser):
                 continue
             time = event.time
             if not event.time_estimated:
-                clock.has_stamp()
                 shift = clock.shift_at(event.line)
                 if shift:
                     time += shift
                     events[i] = replace(event, time=time)
+            if launcher.is_launch(event):  # it dates the launch only: no stamp here, no bar start
+                self._launched = True
+                continue
+            if not event.time_estimated:
+                clock.has_stamp()
             if event.kind in (EventKind.RUN_START, EventKind.RESUME):
                 clock.anchor(time)
         found = clock.take_findings()

@@ -87,6 +87,7 @@ def cluster_interruptions(
     gap_s: float = 60.0,
     silent_gap_s: float = 1800.0,
     generic_classes: frozenset[str] = GENERIC_FAILURE_CLASSES,
+    logs_progress: bool | None = None,
 ) -> list[Interruption]:
     """Group the timeline's failure observations into interruptions.
 
@@ -102,14 +103,22 @@ def cluster_interruptions(
     progressed — or they are at most ``silent_gap_s`` apart (the NCCL watchdog of the surviving
     ranks fires 10–30 minutes after the root cause, with nothing logged in between).
 
+    A job whose logs show no progress anywhere (a custom loop's prints under torchrun, which no
+    parser reads) can show neither that a run trained nor that it did not: there a
+    ``run_start`` (a new launch, torchrun's launch banner) between two failures makes them two,
+    as a start followed by progress does. A ``restart`` does not: torchrun prints it at the
+    failure, while the other ranks and nodes are still reporting the same crash.
+
     Caveat: a restart that ran a long time without logging any progress before failing again is
-    merged into the interruption before it.
+    merged into the interruption before it; so is a new launch, in a job that logs progress.
 
     Args:
         timeline: the job's observations.
         gap_s: seconds within which failures always belong together, >= 0.
         silent_gap_s: seconds within which failures with no progress between belong together.
         generic_classes: classes that name no root cause (see ``GENERIC_FAILURE_CLASSES``).
+        logs_progress: whether the job's logs show progress anywhere; None: whether
+            ``timeline`` holds a progress observation.
 
     Returns:
         Interruptions in time order, numbered from 1 (``id``), each with the rows of the
@@ -129,8 +138,10 @@ def cluster_interruptions(
     starts = np.flatnonzero(timeline.is_kind(*START_KINDS))  # few: about one per run
     progressed = any_between(progress, failures)
     restarted, trained = _started_and_trained(len(timeline), starts, progress, failures)
+    if not (progress.any() if logs_progress is None else logs_progress):
+        trained |= any_between(timeline.kind == Kind.RUN_START, failures)
     elapsed = np.diff(times)
-    joins = ((elapsed <= gap) & ~trained) | (~progressed & (restarted | (elapsed <= silent_gap)))
+    joins = ~trained & ((elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap))))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
     rows = timeline.row[failures]
     host_dated = timeline.host_dated[failures]
@@ -189,7 +200,12 @@ def placed_interruptions(
     """
     if not timeline.host_dated.any():
         return list(interruptions)
-    placed = cluster_interruptions(timeline.measured, gap_s=gap_s, silent_gap_s=silent_gap_s)
+    placed = cluster_interruptions(
+        timeline.measured,
+        gap_s=gap_s,
+        silent_gap_s=silent_gap_s,
+        logs_progress=bool(timeline.is_kind(*PROGRESS_KINDS).any()),
+    )
     starts = np.array([i.start_s for i in interruptions], np.float64)
     within = np.searchsorted(starts, [i.start_s for i in placed], "right") - 1
     return [

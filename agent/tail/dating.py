@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ckpt_advisor.parsers.events import Event
+from ckpt_advisor.parsers.launcher import is_launch
 
 
 class FileClock:
@@ -36,12 +37,13 @@ class FileClock:
         """The time printed on the file's latest timestamped event read so far."""
 
     def date(self, ev: Event, *, live: bool, now: Callable[[], datetime]) -> Event:
-        """``ev`` with a time: its own if printed (then it also moves the file's clock on);
+        """``ev`` with a time: its own if printed (then it also moves the file's clock on,
+        unless it is a launch's, which dates nothing after it: ``parsers.launcher.is_launch``);
         else the parser's inference from the file (``ev.time``, marked estimated); else the
         file's latest printed time; else, for a file that printed none, ``now()`` if ``live``
         or the file's mtime."""
         if ev.time is not None:
-            if not ev.time_estimated:
+            if not ev.time_estimated and not is_launch(ev):
                 self.last_stamp = ev.time
             return ev
         if self.last_stamp is not None:

@@ -86,9 +86,9 @@ def test_lightning_before_torchrun_is_one_interruption_in_order(tmp_path: Path) 
     os.utime(path, (mtime, mtime))
     store = open_store(tmp_path / "s.db")
     _ingest(store, "lt", path)
-    launcher = datetime(2026, 11, 29, 23, 3, 27, tzinfo=UTC)
+    launch = datetime(2026, 11, 29, 23, 3, 17, tzinfo=UTC)  # the first printed time after them
     saves = [e.event for e in store.events(job="lt", kinds=("checkpoint_start",))]
-    assert [(e.line, e.time) for e in saves[:3]] == [(19, launcher), (20, launcher), (21, launcher)]
+    assert [(e.line, e.time) for e in saves[:3]] == [(19, launch), (20, launch), (21, launch)]
     columns = store.event_columns("lt", ESTIMATE_KINDS)
     assert columns.host_dated.tolist()[:5] == [True] * 5  # the saves, the step, the crash
     est = Estimator().estimate(store, "lt", NOW.timestamp())

@@ -22,7 +22,7 @@ from ckpt_advisor.rules.interruptions import GENERIC_FAILURE_CLASSES
 from tests.parsers._helpers import read_lines, utc, without_clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FAILURE, RESTART = EventKind.FAILURE, EventKind.RESTART
+FAILURE, RESTART, RUN_START = EventKind.FAILURE, EventKind.RESTART, EventKind.RUN_START
 
 
 def _t(text: str) -> datetime:
@@ -48,35 +48,43 @@ def _rows(events: list[Event]) -> list[tuple[object, ...]]:
 # (kind, line, time, step, duration_s, failure_class, planned); a launcher line's glog stamp
 # (``E1129 23:02:56.509000``) takes its year from the ChildFailedError banner's full date after
 # it (``time : 2026-11-29_23:02:56``), and so does a rank's traceback before them (it closes
-# at the launcher's first line after it, in line order); torchrun_restart.log prints no full
-# date: no time
+# at the launcher's first line after it, in line order, and is dated at that line's stamp, the
+# launch's dating nothing after it); the launch banner's ``Setting OMP_NUM_THREADS`` line is
+# the run's start (the launch configs block of torchrun_restart.log is the same launch's);
+# torchrun_restart.log prints no full date: no time
 TORCH = {
     "torchrun_raise.log": [
+        (RUN_START, 3, _t("2026-11-29 23:02:42"), None, None, None, False),
         (FAILURE, 10, _t("2026-11-29 23:02:56"), None, None, "python_exception", False),
         (FAILURE, 30, _t("2026-11-29 23:02:56"), None, None, "exit_code", False),
         (FAILURE, 47, _t("2026-11-29 23:02:56"), None, None, "child_failed", False),
     ],
     "torchrun_record.log": [
+        (RUN_START, 3, _t("2026-11-29 23:03:01"), None, None, None, False),
         (FAILURE, 9, _t("2026-11-29 23:03:13"), None, None, "python_exception", False),
         (FAILURE, 36, _t("2026-11-29 23:03:13"), None, None, "exit_code", False),
         (FAILURE, 54, _t("2026-11-29 23:03:11"), None, None, "child_failed", False),
     ],
     "torchrun_sigkill.log": [
+        (RUN_START, 3, _t("2026-11-29 23:03:17"), None, None, None, False),
         (FAILURE, 10, _t("2026-11-29 23:03:27"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:03:27"), None, None, "killed", False),
         (FAILURE, 39, _t("2026-11-29 23:03:27"), None, None, "killed", False),
     ],
     "torchrun_abort.log": [
+        (RUN_START, 3, _t("2026-11-29 23:03:33"), None, None, None, False),
         (FAILURE, 10, _t("2026-11-29 23:03:44"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:03:44"), None, None, "abort", False),
         (FAILURE, 39, _t("2026-11-29 23:03:44"), None, None, "abort", False),
     ],
     "torchrun_segfault.log": [
+        (RUN_START, 3, _t("2026-11-29 23:03:48"), None, None, None, False),
         (FAILURE, 10, _t("2026-11-29 23:04:00"), None, None, "python_exception", False),
         (FAILURE, 22, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
         (FAILURE, 39, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
     ],
     "torchrun_restart.log": [
+        (RUN_START, 4, None, None, None, None, False),
         (FAILURE, 49, None, None, None, "python_exception", False),
         (FAILURE, 69, None, None, None, "exit_code", False),
         # "Worker group FAILED. 1/1 attempts left; will restart": the death and its restart
@@ -191,7 +199,7 @@ def test_every_rule_matches_its_sample_and_names_a_known_class() -> None:
         assert m is not None, rule.name
         failure_class = rule.classify(m)
         assert failure_class is not None
-        assert rule.kind is RESTART or is_known_class(failure_class), rule.name
+        assert rule.kind in (RESTART, RUN_START) or is_known_class(failure_class), rule.name
 
 
 def test_every_traceback_class_is_in_the_vocabulary() -> None:
@@ -234,6 +242,48 @@ def test_a_worker_group_restart_is_a_failure_and_its_restart() -> None:
         (FAILURE, "child_failed"),
         (RESTART, None),
     ]
+
+
+OMP = (
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
+    "your system being overloaded, please further tune the variable for optimal performance in "
+    "your application as needed. "
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "time"),
+    [
+        (["WARNING:torch.distributed.run:", "*" * 41, OMP], 3, None),  # ≤2.1: the message's lines
+        (
+            [
+                f"[2024-03-12 08:22:45,549] torch.distributed.run: [WARNING] {OMP}",
+                "[2024-03-12 08:22:45,549] torch.distributed.launcher.api: [INFO] Starting "
+                "elastic_operator with launch configs:",
+            ],
+            1,
+            _t("2024-03-12 08:22:45.549"),
+        ),
+        ([f"W1129 23:02:42.256000 15009 torch/distributed/run.py:874] {OMP}"], 1, None),  # no year
+    ],
+)
+def test_a_launch_banner_of_each_prefix_generation_is_one_run_start(
+    lines: list[str], line: int, time: datetime | None
+) -> None:
+    """torchrun's launch banner (torch/distributed/run.py; docs/FORMATS.md §10) under the prefix
+    of torch ≤2.1, 2.2-2.3 and ≥2.4 is a run start, with the prefix's time; the same launch's
+    ``Starting elastic_operator`` line right after it is no second one."""
+    events, _ = _parse_lines(lines)
+    assert [(e.kind, e.line, e.time, e.parser) for e in events] == [
+        (RUN_START, line, time, "torchrun")
+    ]
+
+
+def test_mmcvs_copy_of_the_launch_banner_is_no_launch() -> None:
+    """mmcv's setup_multi_processes warns the banner's words in every worker
+    (``warnings.warn(f'Setting OMP_NUM_THREADS …')``): a worker's UserWarning, not a launch."""
+    events, _ = _parse_lines([f"/opt/mmcv/utils/setup_env.py:32: UserWarning: {OMP.strip()}"])
+    assert events == []
 
 
 def _parse_lines(lines: list[str]) -> tuple[list[Event], None]:

@@ -36,12 +36,13 @@ def test_megatron_resume_before_the_first_stamp_is_dated_at_it() -> None:
 def test_lightning_before_a_torchrun_block_is_dated_at_its_first_time() -> None:
     """lightning_crash.log (no stamps: saves at lines 19-21, step 130 at 22, its NCCL
     traceback from 23 to 98) then torchrun_sigkill.log, whose first event with a printed
-    time is its launcher's SIGKILL failure (line 98 + 22, 'failed (exitcode: -9)', dated
-    2026-11-29 23:03:27 by its ChildFailedError banner): every Lightning event is dated at
-    that time, estimated, not left to the reader (a backfill dated them at the mtime)."""
+    time is its launch (line 98 + 3, 'Setting OMP_NUM_THREADS …', W1129 23:03:17, the year
+    from its ChildFailedError banner): every Lightning event is dated at that time, estimated,
+    not left to the reader (a backfill dated them at the mtime); the launcher's SIGKILL
+    failure (line 98 + 22) keeps its own stamp."""
     lines = [*read_lines(REAL_LOGS / "lightning_crash.log"), *read_lines(SIGKILL)]
     events, _ = parse(lines, clock=True)
-    stamp = utc("2026-11-29 23:03:27")
+    stamp = utc("2026-11-29 23:03:17")
     lightning = [e for e in events if e.line <= 98]
     assert [(e.kind, e.line) for e in lightning] == [
         (EventKind.DATED_AT_FIRST_TIME, 19),
@@ -53,12 +54,11 @@ def test_lightning_before_a_torchrun_block_is_dated_at_its_first_time() -> None:
     ]
     assert {(e.time, e.time_estimated) for e in lightning} == {(stamp, True)}
     assert lightning[-1].failure_class == "nccl_error"
-    launcher = next(e for e in events if e.line == 98 + 22)
-    assert (launcher.kind, launcher.time, launcher.time_estimated) == (
-        EventKind.FAILURE,
-        stamp,
-        False,
-    )
+    launch, launcher = (next(e for e in events if e.line == 98 + n) for n in (3, 22))
+    assert [(e.kind, e.time, e.time_estimated) for e in (launch, launcher)] == [
+        (EventKind.RUN_START, stamp, False),
+        (EventKind.FAILURE, utc("2026-11-29 23:03:27"), False),
+    ]
 
 
 def test_no_stamp_within_the_hold_releases_the_events_untimed() -> None:

@@ -1,7 +1,9 @@
 """Failed restart attempts belong to the interruption they try to recover from (README "How it
 decides", docs/DESIGN.md "M from data"): a restarted worker that dies in init_process_group
 before training progresses again is part of the first failure's restart cost R (Daly's model
-counts failures during restart in R), not an interruption of its own.
+counts failures during restart in R), not an interruption of its own. That needs a log that
+shows progress: in a job that logs none (a plain print loop under torchrun), a new launch
+between two failures makes them two.
 
 The attempt is a real paste (public/torchrun/mmdet_6779_restart_after_init_timeout.log: the
 second attempt dies in the store-based barrier, torchrun restarts again); what came before and
@@ -77,3 +79,52 @@ def test_an_attempt_after_progress_is_an_interruption_of_its_own() -> None:
         "cuda_ecc",
         "dist_init_timeout",
     ]
+
+
+def _launches(*kinds: tuple[str, float]) -> Timeline:
+    """Observations at seconds after T0, in the shape of the real launches (torchrun_raise.log:
+    a launch banner, its crash 14 s later); failures of class ``killed``."""
+    return Timeline.of(
+        [
+            Observation(kind, T0 + at_s, failure_class="killed" if kind == "failure" else None)
+            for kind, at_s in kinds
+        ]
+    )
+
+
+def test_a_new_launch_where_no_progress_is_logged_is_an_interruption_of_its_own() -> None:
+    """A plain print loop under torchrun logs no progress a parser reads: two launches 31 s
+    apart, each crashing, are two interruptions (a launch's run may have trained: nothing can
+    show it did not), however far apart, where they were one (a failed restart attempt)."""
+    for later_s in (0.0, 7 * 60.0, 37 * 60.0):
+        timeline = _launches(
+            ("run_start", 0),
+            ("failure", 14),
+            ("run_start", 35 + later_s),
+            ("failure", 45 + later_s),
+        )
+        assert len(cluster_interruptions(timeline)) == 2
+
+
+def test_a_restart_where_no_progress_is_logged_still_joins_the_crash() -> None:
+    """torchrun's own restart of the launch's workers comes while other nodes still report the
+    crash: their failure a second later is the same interruption."""
+    timeline = _launches(("run_start", 0), ("failure", 14), ("restart", 14), ("failure", 15))
+    assert len(cluster_interruptions(timeline)) == 1
+
+
+def test_a_new_launch_without_progress_where_progress_is_logged_is_a_failed_attempt() -> None:
+    """Where the job logs its steps, a launch that shows none before it dies is a restart
+    attempt that failed before training: it joins the interruption it tried to recover from."""
+    timeline = Timeline.of(
+        [
+            *_steps(T0, 50, 0),
+            Observation("failure", T0 + 600, failure_class="cuda_ecc"),
+            Observation("run_start", T0 + 700),
+            Observation("failure", T0 + 720, failure_class="dist_init_timeout"),
+            Observation("run_start", T0 + 800),
+            *_steps(T0 + 810, 50, 40),
+        ]
+    )
+    [interruption] = cluster_interruptions(timeline)
+    assert interruption.failure_class == "cuda_ecc"
