@@ -172,7 +172,7 @@ def simulate_intervals(
     Every interval sees the same lives (common random numbers), so differences between
     intervals are not noise between draws. The numbers are those of :func:`draw_lives` called
     once per replicate and :func:`replay` of each replicate's lives at each interval, computed
-    over all replicates at once (:func:`_drawn_lives`).
+    over all replicates at once (:func:`_drawn_replicates`).
 
     Args:
         intervals_s: compute times between saves to compare, seconds, each > 0.
