@@ -17,11 +17,20 @@ command starts with what its own path needs (issue 15: ``ingest`` of a small fil
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import click
 
 from ckpt_advisor.agent.cli.common import examples, fail
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+"""Set to 1 here (unless set already), before any command imports numpy: the rules' arrays
+never reach OpenBLAS's threaded kernels (one small dot product), but numpy's OpenBLAS starts a
+thread per core when it loads, which spins for a while: ~45 ms of CPU per command on 2 cores
+(``import numpy``: 0.12 s of CPU, 0.08 s with one thread), and with another process on the
+other core, wall time as well. One thread also sums in the same order on every machine."""
+os.environ.setdefault(BLAS_THREADS, "1")
 
 COMMAND_MODULES = {
     **dict.fromkeys(("run", "check-config", "slack-test", "demo", "migrate"), "service"),

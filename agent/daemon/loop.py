@@ -272,7 +272,7 @@ class Daemon:
         if self.scheduler.running and not self.scheduler.alive():
             log.error("the scheduler thread died; exiting for the service manager to restart")
             return EXIT_THREAD_DIED
-        self.watcher.supervise(self.tailer.watched_dirs())
+        self.watcher.supervise(self.tailer.watched_dirs)
         return None
 
     def run(self) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.agent.processes import RunProcess, cli_imports
@@ -98,3 +100,24 @@ def test_the_daemon_on_a_sqlite_store_imports_neither_sqlalchemy_nor_alembic(
     assert f"new store {db}: created with its directory {db.parent}" in daemon.stderr
     assert "ckpt_advisor.agent.store.sqlite.writer" in imported  # the log shows every import
     assert [m for m in imported if m.split(".")[0] in ("sqlalchemy", "alembic")] == []
+
+
+_THREADS_WITH_NUMPY = (
+    "import os\n"
+    "from ckpt_advisor.agent.cli import main\n"
+    "import numpy\n"
+    "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])\n"
+)
+
+
+def test_the_command_line_loads_numpy_with_one_blas_thread(tmp_path: Path) -> None:
+    """Once the command line is imported, numpy loads OpenBLAS with no thread of its own (it
+    would start one per core, each spinning for a while: CPU at every start-up); a thread count
+    the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    run = [sys.executable, "-c", _THREADS_WITH_NUMPY]
+    out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"]
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[1] == "2"

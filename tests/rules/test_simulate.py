@@ -127,3 +127,52 @@ def test_interval_grid_is_centred_on_daly() -> None:
     assert grid == pytest.approx([daly_s / 4, daly_s / 2, daly_s, daly_s * 2, daly_s * 4])
     with pytest.raises(ValueError, match="span"):
         interval_grid_s(DAY_S, 300.0, span=1.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "horizon_s", "restart_s", "cost_s"),
+    [
+        (1.0, 1000 * HOUR_S, 60.0, 200.0),
+        (0.3, 300 * HOUR_S, 0.0, 0.0),
+        (1.5, 0.5 * HOUR_S, 5.0, 9.0),
+    ],
+)
+def test_simulated_intervals_are_the_replays_of_lives_drawn_one_replicate_at_a_time(
+    shape: float, horizon_s: float, restart_s: float, cost_s: float
+) -> None:
+    """All replicates drawn and replayed at once give exactly the numbers of :func:`draw_lives`
+    called once per replicate and :func:`replay` of each one's lives: also when some replicates
+    need a second batch of lives (Weibull 0.3) and when a job is shorter than a life."""
+    intervals = [300.0, 2000.0, 7000.0]
+    rng = np.random.default_rng(11)
+    draws = [
+        draw_lives(rng, mtbf_s=HOUR_S, restart_s=restart_s, horizon_s=horizon_s, shape=shape)
+        for _ in range(60)
+    ]
+    expected = []
+    for interval in intervals:
+        runs = [
+            replay(lives, interval_s=interval, cost_s=cost_s, restart_s=restart_s, tail_s=tail)
+            for lives, tail in draws
+        ]
+        waste = np.array([r.waste_fraction for r in runs])
+        expected.append(
+            (
+                float(waste.mean()),
+                float(waste.std(ddof=1) / np.sqrt(waste.size)),
+                float(np.mean([r.n_failures for r in runs])),
+            )
+        )
+    results = simulate_intervals(
+        intervals,
+        mtbf_s=HOUR_S,
+        cost_s=cost_s,
+        restart_s=restart_s,
+        shape=shape,
+        horizon_s=horizon_s,
+        replicates=60,
+        seed=11,
+    )
+    got = [(r.waste_fraction, r.waste_stderr, r.failures_per_replicate) for r in results]
+    assert got == expected
+    assert [r.goodput for r in results] == [1.0 - w for w, _, _ in expected]
