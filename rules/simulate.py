@@ -119,15 +119,11 @@ def draw_lives(
     Raises:
         ValueError: an argument out of range.
     """
-    mtbf = require_positive("mtbf_s", mtbf_s)
-    restart = require_non_negative("restart_s", restart_s)
-    horizon = require_positive("horizon_s", horizon_s)
-    k = require_positive("shape", shape)
-    scale = mtbf / math.gamma(1.0 + 1.0 / k)
-    batch = _batch(horizon, mtbf + restart)
+    law = _LifeLaw.of(mtbf_s, restart_s, horizon_s, shape)
+    restart, horizon, batch = law.restart_s, law.horizon_s, law.batch
     lives = np.zeros(0)
     while True:
-        more = mtbf * rng.standard_exponential(batch) if k == 1.0 else scale * rng.weibull(k, batch)
+        more = law.draw(rng, batch)
         lives = np.concatenate((lives, more))
         ends = np.cumsum(lives + restart) - restart  # wall time at each failure
         if ends[-1] >= horizon:
@@ -271,19 +267,11 @@ def _drawn_replicates(
     horizon) is drawn by :func:`draw_lives` itself, from the generator's state rewound to its
     row; the next block starts after it.
     """
-    mtbf = require_positive("mtbf_s", mtbf_s)
-    restart = require_non_negative("restart_s", restart_s)
-    horizon = require_positive("horizon_s", horizon_s)
-    k = require_positive("shape", shape)
-    scale = mtbf / math.gamma(1.0 + 1.0 / k)
-    batch = _batch(horizon, mtbf + restart)
+    law = _LifeLaw.of(mtbf_s, restart_s, horizon_s, shape)
+    restart, horizon, batch = law.restart_s, law.horizon_s, law.batch
 
     def block(rows: int) -> FloatArray:
-        size = (rows, batch)
-        drawn: FloatArray = (
-            mtbf * rng.standard_exponential(size) if k == 1.0 else scale * rng.weibull(k, size)
-        )
-        return drawn
+        return law.draw(rng, (rows, batch))
 
     blocks: list[FloatArray] = []
     counts: list[int] = []
@@ -312,12 +300,50 @@ def _drawn_replicates(
         tails += np.maximum(0.0, horizon - started).tolist()
         sums += [float(row[:n].sum()) for row, n in zip(drawn, n_lives, strict=True)]
         if short.size:
-            one, tail = draw_lives(rng, mtbf_s=mtbf, restart_s=restart, horizon_s=horizon, shape=k)
+            one, tail = draw_lives(
+                rng, mtbf_s=law.mtbf_s, restart_s=restart, horizon_s=horizon, shape=law.shape
+            )
             blocks.append(one[np.newaxis])
             counts.append(one.size)
             tails.append(tail)
             sums.append(float(one.sum()))
     return _Replicates(blocks, np.array(counts, np.int64), np.array(tails), np.array(sums))
+
+
+@dataclass(frozen=True, slots=True)
+class _LifeLaw:
+    """The lives :func:`draw_lives` draws: mean ``mtbf_s``, Weibull ``shape`` (exponential at
+    1) with its ``scale``, ``restart_s`` after each failure, ``batch`` drawn at once for a job
+    of ``horizon_s`` (:func:`_batch`); seconds."""
+
+    mtbf_s: float
+    restart_s: float
+    horizon_s: float
+    shape: float
+    scale: float
+    batch: int
+
+    @classmethod
+    def of(cls, mtbf_s: float, restart_s: float, horizon_s: float, shape: float) -> _LifeLaw:
+        """The law of these arguments.
+
+        Raises:
+            ValueError: an argument out of range.
+        """
+        mtbf = require_positive("mtbf_s", mtbf_s)
+        restart = require_non_negative("restart_s", restart_s)
+        horizon = require_positive("horizon_s", horizon_s)
+        k = require_positive("shape", shape)
+        scale = mtbf / math.gamma(1.0 + 1.0 / k)
+        return cls(mtbf, restart, horizon, k, scale, _batch(horizon, mtbf + restart))
+
+    def draw(self, rng: np.random.Generator, size: int | tuple[int, int]) -> FloatArray:
+        """``size`` lives from ``rng``, seconds."""
+        if self.shape == 1.0:
+            drawn: FloatArray = self.mtbf_s * rng.standard_exponential(size)
+        else:
+            drawn = self.scale * rng.weibull(self.shape, size)
+        return drawn
 
 
 def _batch(horizon_s: float, life_s: float) -> int:
