@@ -83,7 +83,7 @@ def log_zone_offset(timeline: Timeline) -> ZoneOffset | None:
     if not logged.any() or not timeline.from_timing_file.any():
         return None
     saves = TimedSaves.of(timeline, np.zeros(len(timeline), np.intp))
-    kept = placed[saves.index]
+    kept = placed[saves.index] & np.isfinite(saves.start_s)  # a record without a duration: no start
     log_steps, log_s = _first_per_step(timeline.step[logged], timeline.time_s[logged])
     rec_steps, rec_s = _first_per_step(timeline.step[saves.index][kept], saves.start_s[kept])
     _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
