@@ -54,6 +54,8 @@ _JOB_GAUGES: Final = {
     "checkpoints": "Checkpoint saves seen in the estimate window.",
     "failures": "Unplanned interruptions counted toward M.",
     "current_interval_seconds": "The job's current checkpoint interval, seconds.",
+    "current_interval_upper_bound": "1 when the current interval is the save spacing less a "
+    "lower-bound C, so only an upper bound, else 0.",
     "recommended_interval_seconds": "The recommended (Daly 2006) checkpoint interval, seconds.",
     "waste_fraction": "Fraction of run time lost under exponential failures (Daly 2006 full "
     "model; interval=current|recommended).",
@@ -183,6 +185,8 @@ def _job_samples(fam: dict[str, GaugeMetricFamily], e: JobEstimate) -> None:
     put("checkpoints", e.n_checkpoints)
     put("failures", e.n_failures)
     put("current_interval_seconds", e.current_interval_s)
+    if e.current_interval_s is not None:
+        put("current_interval_upper_bound", float(e.current_interval_is_upper_bound))
     put("recommended_interval_seconds", e.recommended_interval_s)
     put("waste_fraction", e.waste_fraction_current, "current")
     put("waste_fraction", e.waste_fraction_recommended, "recommended")

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from ckpt_advisor.agent.marks import (
     NO_BOUND,
+    at_least,
     at_most,
     bound_mark,
     estimate_row,
+    interval_is_bounded,
     setting_is_lower_bound,
 )
 from ckpt_advisor.agent.notes import render_note
@@ -197,12 +199,19 @@ def _mtbf_facts(e: JobEstimate) -> list[Fact]:
 
 
 def _model_facts(e: JobEstimate, decision: Decision) -> list[Fact]:
-    ratio = f"; current/recommended {e.drift_ratio:.2f}×" if e.drift_ratio is not None else ""
+    """Young's and Daly's intervals, ``≥`` when C or M is a lower bound (both grow with C and
+    with M), and the current/recommended ratio, ``≤`` then or when the current interval is an
+    upper bound (the save spacing less a lower-bound C); the decision's reason."""
+    bounded = interval_is_bounded(estimate_row(e))
+    young, daly = (
+        at_least(d(s), bounded and s is not None) for s in (e.young_interval_s, e.daly_interval_s)
+    )
+    ratio = ""
+    if e.drift_ratio is not None:
+        upper = bounded or e.current_interval_is_upper_bound
+        ratio = f"; current/recommended {at_most(f'{e.drift_ratio:.2f}×', upper)}"
     return [
-        Fact(
-            "Model",
-            f"Young (1974) {d(e.young_interval_s)}, Daly (2006) {d(e.daly_interval_s)}{ratio}",
-        ),
+        Fact("Model", f"Young (1974) {young}, Daly (2006) {daly}{ratio}"),
         Fact("Why", one_line(render_reason(decision.reason))),
     ]
 

@@ -270,7 +270,8 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
     marked '≤' at a lower-bound C and '≥' at a lower-bound M (it was unmarked there), left
     out at both; the GPU-hours at stake, no bound, are said at the bounds they are computed
     at; the detail's setting reads 'or more' as the action's does, its waste and goodput are
-    marked (or '-' at both)."""
+    marked (or '-' at both), and so are Young's and Daly's intervals ('≥' at either bound) and
+    the current/recommended ratio ('≤': a lower bound divides an upper one or an exact one)."""
     notifier = SlackNotifier(fake_slack.token, "#training-alerts", base_url=fake_slack.base_url)
     drift = Reason(ReasonCode.DRIFT, {"ratio": 4.0, "drift_ratio": 1.5})
     notify = Decision(Action.NOTIFY, drift, AlertState(in_drift=True))
@@ -282,11 +283,19 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
         notifier.send(format_details(est, notify), thread_ts=ts)
     posted, channel = fake_slack.messages, fake_slack.posted
     assert [m.get("thread_ts") for m in channel[1::2]] == [m["ts"] for m in channel[::2]]
-    shown = {}
+    shown, models = {}, {}
     for job, message, detail in zip(dbs, posted[::2], posted[1::2], strict=True):
         action = message["blocks"][1]["text"]["text"]
         facts = detail["blocks"][0]["text"]["text"].splitlines()
         shown[job] = (action.split("): ", 1)[-1], *facts[1:4])
+        every = [line for b in detail["blocks"] for line in b["text"]["text"].splitlines()]
+        [models[job]] = [line for line in every if line.startswith("*Model:*")]
+    assert models == {
+        "c_bound": "*Model:* Young (1974) ≥ 1.23s, Daly (2006) ≥ 1.2s; current/recommended ≤ 3.11×",
+        "m_bound": "*Model:* Young (1974) ≥ 21s, Daly (2006) ≥ 19s; current/recommended ≤ 2.53×",
+        "both": "*Model:* Young (1974) ≥ 0.783s, Daly (2006) ≥ 0.747s; current/recommended ≤ 5.45×",
+        "exact": "*Model:* Young (1974) 50m 08s, Daly (2006) 47m 30s; current/recommended 2.53×",
+    }
     assert shown["c_bound"] == (
         "goodput ≤ 69.6% → ≤ 72.6%; 45 GPU-h/day at stake if C is 0.037s",
         "*Recommended interval:* 1.2s (1 s, 9 steps of 0.138s); set save_steps=9 or more; at "

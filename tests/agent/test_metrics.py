@@ -63,6 +63,7 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
     assert s[("ckpt_advisor_file_lag_bytes", (("job", "llama"), ("path", "/r/a.log")))] == 50
     assert s[("ckpt_advisor_checkpoint_cost_lower_bound", llama)] == 0.0
     assert s[("ckpt_advisor_mtbf_lower_bound", llama)] == 0.0
+    assert s[("ckpt_advisor_current_interval_upper_bound", llama)] == 0.0
     metrics.set_estimates([advice_of(unknown)])
     assert ("ckpt_advisor_drift", llama) not in _samples(metrics)  # a removed job disappears
 
@@ -70,7 +71,8 @@ def test_job_and_file_snapshots_are_exported_and_unknowns_left_out() -> None:
 def test_the_decision_and_a_lower_bound_of_c_are_exported() -> None:
     """Why each job is in its state: the reason one-hot, its numbers (a below-threshold job
     with both GPU-hour figures), what an insufficient job lacks; and C from log lines as a
-    lower bound with its open range (a lower sample, no upper one)."""
+    lower bound with its open range (a lower sample, no upper one), and the current interval
+    then an upper bound."""
     below = Reason(
         ReasonCode.BELOW_THRESHOLD,
         {"ratio": 2.34, "excess_gpu_hours_per_day": 0.4, "min_excess_gpu_hours_per_day": 1.0},
@@ -84,6 +86,7 @@ def test_the_decision_and_a_lower_bound_of_c_are_exported() -> None:
         checkpoint_cost_source="log",
         checkpoint_cost_is_lower_bound=True,
         checkpoint_cost_range_s=(43.0, None),
+        current_interval_is_upper_bound=True,
     )
     missing = Reason(
         ReasonCode.INSUFFICIENT_DATA,
@@ -104,6 +107,7 @@ def test_the_decision_and_a_lower_bound_of_c_are_exported() -> None:
     assert s[(value, (small, ("name", name), ("reason", "below_threshold")))] == 0.4
     assert s[("ckpt_advisor_decision_missing", (("job", "rough"), ("missing", "saves")))] == 1
     assert s[("ckpt_advisor_checkpoint_cost_lower_bound", (small,))] == 1.0
+    assert s[("ckpt_advisor_current_interval_upper_bound", (small,))] == 1.0
     bound = "ckpt_advisor_checkpoint_cost_bound_seconds"
     assert s[(bound, (("bound", "lower"), small))] == 43.0
     assert (bound, (("bound", "upper"), small)) not in s  # open above, not the log CI's 44 s
