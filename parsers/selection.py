@@ -14,10 +14,15 @@ import bisect
 import functools
 import itertools
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import ahocorasick_rs
 
 from ckpt_advisor.parsers.stream import LineFilter, StreamParser
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 STEP_SAMPLE_BYTES = 256 << 10
 """In a stretch of progress lines (tqdm redraws) with no keyword line, one progress line per this
@@ -61,7 +66,7 @@ def select_lines(
     shows no new step, another bar).
 
     Keyword lines are found by one search of the whole buffer per keyword set (~3 GB/s, see
-    :func:`_matchers`), and so are the lines holding a ``whole_line`` literal; line numbers
+    :class:`_Search`), and so are the lines holding a ``whole_line`` literal; line numbers
     from the buffer's newlines (:class:`_Lines`).
     """
     lines = _Lines(data, start, end)
@@ -116,13 +121,13 @@ def _how(lines: _Lines, line_filter: LineFilter, k: int) -> int:
     for literal in line_filter.progress:
         if data.find(literal, start, stop) >= 0:
             return FEED
-    return FEED if k in lines.held(line_filter.whole_line).lines else RECORD
+    return FEED if k in lines.held(line_filter.whole_line, line_filter.keywords).lines else RECORD
 
 
 class _Lines:
     """The lines of ``data[start:end]`` (whole lines): their newlines (a numpy mask of the
     buffer, ~4 GB/s) and, per literal set, the lines holding one (one search of the whole
-    buffer per set, see :func:`_matchers`), as line indices in order."""
+    buffer per set, see :class:`_Search`), as line indices in order."""
 
     def __init__(self, data: bytes, start: int, end: int) -> None:
         import numpy as np  # loaded already wherever there is a reader: the estimator needs it
@@ -133,8 +138,8 @@ class _Lines:
         self._newlines = np.flatnonzero(mask) + start
         self.stops: list[int] = self._newlines.tolist()
         """Offset of each line's ``\\n``."""
-        self._holding: dict[tuple[bytes, ...], _Held] = {}
-        self._asked: tuple[tuple[bytes, ...], _Held] | None = None
+        self._holding: dict[tuple[tuple[bytes, ...], tuple[bytes, ...] | None], _Held] = {}
+        self._asked: tuple[tuple[bytes, ...], tuple[bytes, ...] | None, _Held] | None = None
         """The set asked for last and its lines: the same tuple is answered again without
         hashing its ~65 literals (asked for at every keyword line :func:`_how` reads)."""
 
@@ -146,26 +151,29 @@ class _Lines:
         """Index of the line holding buffer ``offset``."""
         return bisect.bisect_left(self.stops, offset)
 
-    def held(self, literals: tuple[bytes, ...]) -> _Held:
-        """The lines holding one of ``literals``, searched once per buffer."""
+    def held(self, literals: tuple[bytes, ...], within: tuple[bytes, ...] | None = None) -> _Held:
+        """The lines holding one of ``literals``, searched once per buffer; with ``within``,
+        of the lines holding one of ``within`` only (the others are not searched: the
+        ``whole_line`` literals of the keyword lines, a few of a sparse log's bytes)."""
         asked = self._asked
-        if asked is not None and asked[0] is literals:
-            return asked[1]
-        found = self._holding.get(literals)
+        if asked is not None and asked[0] is literals and asked[1] is within:
+            return asked[2]
+        found = self._holding.get((literals, within))
         if found is None:
-            data, start, end = self.data, self._start, self._end
-            starts = [
-                s
-                for matcher in _matchers(literals)
-                for _, s, _ in matcher.find_matches_as_indexes(data)
-                if start <= s < end
-            ]
-            for byte in (k for k in literals if len(k) == 1):
-                starts.extend(s for s in _byte_hits(data, byte, end) if s >= start)
             np = self._np
-            held = np.unique(np.searchsorted(self._newlines, np.asarray(starts, np.int64)))
-            found = self._holding[literals] = _Held(held.tolist(), len(self.stops))
-        self._asked = (literals, found)
+            if within is None:
+                starts = _starts(self.data, self._start, self._end, literals)
+                held = np.unique(np.searchsorted(self._newlines, starts))
+            else:
+                among = self.held(within).indices
+                data, stops = self.data, self.stops
+                pieces = [data[self.start(i) : stops[i]] for i in among]
+                joined = b"\n".join(pieces)  # no literal holds a newline: same lines found
+                offsets = np.cumsum([len(p) + 1 for p in pieces], dtype=np.int64)
+                hits = np.searchsorted(offsets, _starts(joined, 0, len(joined), literals), "right")
+                held = np.asarray(among, np.int64)[np.unique(hits)]
+            found = self._holding[(literals, within)] = _Held(held.tolist(), len(self.stops))
+        self._asked = (literals, within, found)
         return found
 
 
@@ -173,44 +181,130 @@ class _Held:
     """The indices of a buffer's lines that hold one of some literals (:meth:`_Lines.held`)."""
 
     def __init__(self, indices: list[int], count: int) -> None:
-        self._indices, self._count, self._cursor = indices, count, 0
+        self.indices, self._count, self._cursor = indices, count, 0
         self.lines = set(indices)
 
     def next(self, i: int) -> int:
         """The first such line at or after line ``i`` (asked at growing ``i``), else the
         buffer's line count."""
-        indices = self._indices
+        indices = self.indices
         at = self._cursor = bisect.bisect_left(indices, i, self._cursor)
         return indices[at] if at < len(indices) else self._count
 
 
-@functools.lru_cache(maxsize=64)
-def _matchers(keywords: tuple[bytes, ...]) -> tuple[ahocorasick_rs.BytesAhoCorasick, ...]:
-    """Multi-literal searchers for the keywords of two bytes or more, together holding each
-    once (none if there is none).
+CORE_TRIMMED = b" ;:[]*-'\""
+"""Bytes trimmed off both ends of a literal to make the core that is searched for
+(:func:`_core`)."""
+
+
+def _core(literal: bytes) -> bytes:
+    """The part of ``literal`` searched for: without the spaces and punctuation of
+    :data:`CORE_TRIMMED` at its ends, unless fewer than three bytes would be left.
+
+    The prefilter looks for the first bytes of each literal; a space then a letter (``" saved
+    in "``, ``" closing signal "``) is so common in a log that 56 HF literals searched 32 MB of
+    the bench's sparse log in 37 ms, their cores in 6 ms (8 MB of its dense log: 21 ms, 6 ms).
+    A core found where its literal is not is checked (:meth:`_Search.starts`)."""
+    core = literal.strip(CORE_TRIMMED)
+    return core if len(core) >= 3 else literal
+
+
+class _Search:
+    """One search of a buffer for a set of literals (two bytes or more, no newline) that finds
+    each line holding one: the cores of the :func:`_searched` literals (:func:`_core`) in as
+    few searchers as the prefilter takes, then each core found checked for its literal around
+    it; a line where no core found is its literal's (a core alone, or one hiding another
+    literal it overlaps) is searched whole for the literals themselves.
 
     Leftmost-first matching lets the library use its SIMD prefilter (Teddy), ~3 GB/s where
     ``re`` with an alternation does ~70 MB/s. That prefilter takes at most
     :data:`PREFILTER_MAX_KEYWORDS` literals: the HF parser's 74 in one searcher ran at ~160
     MB/s, in two of 37 at ~700 MB/s (64 MB of the bench's log, a loaded machine), so the
-    keywords are dealt into as few even parts as keep each within it. One single-byte keyword
-    (``b"\x1b"``) among them turns the prefilter off (~450 MB/s), so those are searched apart
-    (:func:`_byte_hits`). Keywords hold no newline, so every line holding one gets a match
-    start in some part: the union of the parts' starts finds the same lines as one searcher.
-    Only :func:`_searched` keywords are searched."""
-    long = _searched(keywords)
-    parts = -(-len(long) // PREFILTER_MAX_KEYWORDS)
-    size = -(-len(long) // parts) if parts else 0
-    return tuple(
-        ahocorasick_rs.BytesAhoCorasick(
-            long[i : i + size], matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+    cores are dealt into as few even parts as keep each within it. Literals hold no newline,
+    so every line holding one holds its core, and gets a match start in some part (a match
+    cannot run into the next line)."""
+
+    def __init__(self, literals: tuple[bytes, ...]) -> None:
+        searched = _searched(literals)
+        by_core: dict[bytes, list[tuple[int, bytes]]] = {}
+        for literal in searched:
+            core = _core(literal)
+            by_core.setdefault(core, []).append((literal.index(core), literal))
+        cores = list(by_core)
+        count = -(-len(cores) // PREFILTER_MAX_KEYWORDS)
+        size = -(-len(cores) // count) if count else 0
+        self.parts = tuple(_searcher(cores[i : i + size]) for i in range(0, len(cores), size or 1))
+        self._contexts = tuple(
+            tuple(
+                None if by_core[c] == [(0, c)] else tuple(by_core[c]) for c in cores[i : i + size]
+            )
+            for i in range(0, len(cores), size or 1)
         )
-        for i in range(0, len(long), size or 1)
+        """Per part, per core: None where the core is its literal, else each ``(offset of
+        the core in the literal, literal)`` it stands for."""
+        self._whole = tuple(
+            _searcher(searched[i : i + PREFILTER_MAX_KEYWORDS])
+            for i in range(0, len(searched), PREFILTER_MAX_KEYWORDS)
+        )
+
+    def starts(self, data: bytes, start: int, end: int) -> list[int]:
+        """Offsets in ``data[start:end]`` inside the lines holding a literal, at least one
+        per such line and none elsewhere, unordered."""
+        found: list[int] = []
+        unsure: list[int] = []
+        for matcher, contexts in zip(self.parts, self._contexts, strict=True):
+            for core, at, _ in matcher.find_matches_as_indexes(data):
+                if not start <= at < end:
+                    continue
+                options = contexts[core]
+                if options is None or any(
+                    at >= lead and data.startswith(literal, at - lead) for lead, literal in options
+                ):
+                    found.append(at)
+                else:
+                    unsure.append(at)
+        if unsure:
+            checked: set[int] = set()
+            for at in unsure:
+                line_start = data.rfind(b"\n", 0, at) + 1
+                if line_start in checked:
+                    continue
+                checked.add(line_start)
+                line_stop = data.find(b"\n", at)
+                line = data[line_start : line_stop if line_stop >= 0 else len(data)]
+                if any(m.find_matches_as_indexes(line) for m in self._whole):
+                    found.append(at)
+        return found
+
+
+def _searcher(literals: list[bytes]) -> ahocorasick_rs.BytesAhoCorasick:
+    return ahocorasick_rs.BytesAhoCorasick(
+        literals, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _search(literals: tuple[bytes, ...]) -> _Search:
+    """The :class:`_Search` of ``literals``' literals of two bytes or more (made once)."""
+    return _Search(literals)
+
+
+def _starts(
+    data: bytes, start: int, end: int, literals: tuple[bytes, ...]
+) -> npt.NDArray[np.int64]:
+    """Offsets in ``data[start:end]`` inside the lines holding one of ``literals``, at least
+    one per such line and none elsewhere (:class:`_Search`; single bytes by
+    :func:`_byte_hits`: one among the others turns the prefilter off, ~450 MB/s), unordered."""
+    import numpy as np
+
+    starts = _search(literals).starts(data, start, end)
+    for byte in (k for k in literals if len(k) == 1):
+        starts.extend(s for s in _byte_hits(data, byte, end) if s >= start)
+    return np.asarray(starts, np.int64)
+
+
 def _searched(keywords: tuple[bytes, ...]) -> list[bytes]:
-    """The keywords of two bytes or more that :func:`_matchers` searches: not one holding
+    """The keywords of two bytes or more that :class:`_Search` searches: not one holding
     another keyword, since a line holding the longer one holds the shorter one too, so the
     same lines are found (the HF parser's 75 keywords are 49 searched in one part, its 65
     whole-line literals 40, where each set took two parts and two passes over the buffer).

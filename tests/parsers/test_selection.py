@@ -103,7 +103,7 @@ def test_more_keywords_than_one_prefilter_takes_select_every_line_holding_one() 
     exactly the lines holding a keyword, wherever in the line and however many it holds."""
     rng = random.Random(5)
     keywords = [f"kw{i:03d}!".encode() for i in range(150)]
-    assert len(selection._matchers(tuple(keywords))) == 3
+    assert len(selection._search(tuple(keywords)).parts) == 3
     lines = []
     for _ in range(2000):
         held = rng.sample(keywords, rng.choice([0, 0, 0, 1, 2]))
@@ -141,7 +141,7 @@ def test_keywords_holding_another_are_not_searched_yet_the_same_lines_are_held(f
         contained = {k for k in literals if any(o != k and o in k for o in literals)}
         assert contained and not contained & set(searched)
         if fmt == "hf_trainer":
-            assert len(selection._matchers(literals)) == 1
+            assert len(selection._search(literals).parts) == 1
         rng = random.Random(fmt)
         lines = [b"x" + k + b"y" for k in literals]
         lines += [b" ".join(rng.sample(literals, 2)) for _ in range(200)]
@@ -150,3 +150,43 @@ def test_keywords_holding_another_are_not_searched_yet_the_same_lines_are_held(f
         data = b"".join(line + b"\n" for line in lines)
         held = selection._Lines(data, 0, len(data)).held(literals).lines
         assert held == {i for i, line in enumerate(lines) if any(k in line for k in literals)}
+
+
+@pytest.mark.parametrize("fmt", ["hf_trainer", "megatron", "lightning", "nemo"])
+def test_a_core_found_without_its_literal_holds_no_line_nor_hides_one(fmt: str) -> None:
+    """Each literal is searched as its core, without the spaces and punctuation at its ends
+    (``" saved in "`` as ``saved in``); lines holding a core without the rest of its literal
+    are not held, and neither is a line where cores overlap one another, unless it holds a
+    literal, even one that an unchecked core's match overlaps: the lines held are exactly those
+    holding a literal of the set, as a plain ``in`` test says."""
+    line_filter = make_parser(fmt).line_filter
+    assert line_filter is not None
+    rng = random.Random(fmt)
+    for literals in (line_filter.keywords, line_filter.whole_line or ()):
+        long = [k for k in literals if len(k) > 1]
+        cores = [selection._core(k) for k in long]
+        assert any(c != k for c, k in zip(cores, long, strict=True))
+        lines = [c for c in cores if c not in long]  # a core alone
+        lines += [b"x" + c[: len(c) // 2] + k for c, k in zip(cores, long, strict=True)]
+        lines += [c + k[len(k) // 2 :] for c, k in zip(cores, long, strict=True)]
+        for _ in range(300):
+            parts = rng.sample(cores, 2) + rng.sample(long, rng.choice([0, 0, 1]))
+            rng.shuffle(parts)
+            lines.append(b"".join(parts))
+        lines += [b"nothing here %d" % i for i in range(100)]
+        rng.shuffle(lines)
+        data = b"".join(line + b"\n" for line in lines)
+        held = selection._Lines(data, 0, len(data)).held(literals).lines
+        want = {i for i, line in enumerate(lines) if any(k in line for k in literals)}
+        assert held == want
+        assert len(want) < len(lines) - 100  # cores alone are among the lines not held
+
+
+def test_a_line_whose_core_matches_all_lack_their_literal_is_searched_whole() -> None:
+    """``b" ab cd "`` is searched as ``ab cd``; in ``ab cd ef`` that match (no space before
+    it) overlaps the literal ``cd ef`` and hides it from the leftmost-first search: the line,
+    holding ``cd ef``, is held all the same, while ``ab cd`` and ``xab cd`` are not."""
+    literals = (b" ab cd ", b"cd ef")
+    lines = [b"ab cd ef", b"ab cd", b"xab cd", b"x ab cd y", b"zz"]
+    data = b"".join(line + b"\n" for line in lines)
+    assert selection._Lines(data, 0, len(data)).held(literals).lines == {0, 3}
