@@ -82,7 +82,9 @@ def run_demo(
     *, days: float, replay_s: float, workdir: str | None, echo: Callable[[str], None]
 ) -> int:
     """Run the demo; returns 0 when the daemon made a recommendation, 1 otherwise."""
-    root = Path(workdir or tempfile.mkdtemp(prefix="ckpt-advisor-demo-"))
+    root = (
+        Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="ckpt-advisor-demo-"))
+    )
     config = parse_config(_config(root), "<demo>")
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=days)
     job = simulate(

@@ -451,3 +451,20 @@ def test_check_config_warns_of_a_file_two_jobs_match(tmp_path: Path) -> None:
         f"ckpt-advisor: warning: {logs}/train.log: matched by the globs of jobs a and b: it is "
         "read once, as job a (the first in the config); narrow the other globs"
     ]
+
+
+def test_the_demo_keeps_its_files_in_a_relative_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``demo --dir demo1`` (relative, as a new user types it) runs the replay there: its
+    config's globs are made absolute (a relative glob is refused by the config, which made the
+    demo end in a traceback), the store is under ``demo1/state`` and the commands it suggests
+    name its absolute path; two days replayed in 2 s still measure C from the timing file."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["demo", "--dir", "demo1", "--days", "2", "--seconds", "2"])
+    assert result.exit_code == 0, result.output
+    store = tmp_path / "demo1" / "state" / "ckpt-advisor.db"
+    assert store.is_file()
+    assert f"ckpt-advisor estimates --db {store}" in result.output
+    [cost] = [line for line in result.output.splitlines() if line.startswith("checkpoint cost C")]
+    assert cost.split()[-2:] == ["4m", "00s"]
