@@ -34,9 +34,16 @@ What is recognised:
   4.46.3, 0.19.8 with 5.24.0).
 * The training tqdm bar (no description, total = ``Total optimization steps``) counts global
   steps: a line whose last bar state shows a new step gives one ``step`` event with
-  ``duration_s`` = tqdm's smoothed seconds per step, and ``time`` = the time of a record
-  glued after the bar on that line, if any (else ``None``). Other bars (``Writing model
-  shards``, evaluation) are ignored.
+  ``duration_s`` = tqdm's smoothed seconds per step, and ``time`` = the time of a record glued
+  after the bar on that line, if any (else ``None``). Other bars (``Writing model shards``,
+  evaluation) are ignored. After a resume the bar's steps carry no ``duration_s``: the Trainer
+  moves its bar from 0 to the resumed step in one update (transformers 4.46.3/5.24.0
+  ``ProgressCallback.on_step_end``: ``update(global_step - current_step)``), and tqdm's smoothed
+  rate and its ``miniters`` take that jump in for tens of steps, more the longer the jump (the
+  capture ``agent/fixtures/real/hf_trainer_resume.log`` shows ``51/120 [00:01<00:02,
+  32.81it/s]``, 0.03 s a step in a run of ~0.15 s steps; a run resumed at step 240 of 300 drew
+  0.0019 s a step to its end). The rules then take the step time from the job's other runs, or
+  from its saves and step times with C left out (``rules/progress.py`` ``step_time_s``).
 """
 
 from __future__ import annotations
@@ -210,6 +217,8 @@ class HfTrainer(Stack):
         self._bar_step: int | None = None
         self._step_event: int | None = None
         """Step of the last ``step`` event of this run (one event per step)."""
+        self._resumed_run = False
+        """This run resumed from a checkpoint: its bar's rate is no measure (module docstring)."""
 
     def took_record(self, line: str, lineno: int) -> bool:
         """Take a "saved in" line of the open save (three of an HF save's four lines), as
@@ -260,6 +269,7 @@ class HfTrainer(Stack):
             events.append(self.event(pattern.kind, record, m))
             if pattern.kind in (EventKind.RUN_START, EventKind.RESUME):
                 self._step_event = None  # a new run may show a step the last one showed
+                self._resumed_run = pattern.kind is EventKind.RESUME
         return events
 
     @staticmethod
@@ -294,6 +304,8 @@ class HfTrainer(Stack):
             events.extend(self._close_save())
         if self._step_event != bar.n:
             self._step_event = bar.n
+            # a resumed run's bar jumped to the resumed step: its rate counts the steps skipped
+            seconds_per_step = None if self._resumed_run else bar.seconds_per_it
             events.append(
                 Event(
                     EventKind.STEP,
@@ -301,7 +313,7 @@ class HfTrainer(Stack):
                     self.name,
                     time=time,
                     step=bar.n,
-                    duration_s=bar.seconds_per_it,
+                    duration_s=seconds_per_step,
                 )
             )
         return events

@@ -72,14 +72,19 @@ def _range(e: JobEstimate) -> str:
 
 
 def _waste(e: JobEstimate) -> str:
-    """``35.0% of run time now, 15.0% at the recommended interval``, each ``≥`` at a
-    lower-bound C, ``≤`` at a lower-bound M, ``-`` at both (:func:`agent.marks.bound_mark`)."""
+    """``35.0% of run time now, 15.0% at the recommended interval (Daly's model: saves and
+    rework; restarts not counted)``, each ``≥`` at a lower-bound C, ``≤`` at a lower-bound M,
+    ``-`` at both (:func:`agent.marks.bound_mark`). Beside :func:`_goodput`, a share of wall
+    time that counts the restarts too, the two need not add up to 100%."""
     now, best = e.waste_fraction_current, e.waste_fraction_recommended
     if now is None or best is None:
         return "unknown"
     if (mark := bound_mark(estimate_row(e), grows_with_cost=True)) is None:
         return f"- ({NO_BOUND})"
-    return f"{mark}{now:.1%} of run time now, {mark}{best:.1%} at the recommended interval"
+    return (
+        f"{mark}{now:.1%} of run time now, {mark}{best:.1%} at the recommended interval "
+        "(Daly's model: saves and rework; restarts not counted)"
+    )
 
 
 def _goodput(e: JobEstimate) -> str | None:
@@ -91,8 +96,8 @@ def _goodput(e: JobEstimate) -> str | None:
     if (mark := bound_mark(estimate_row(e), grows_with_cost=False)) is None:
         return f"- ({NO_BOUND})"
     return (
-        f"{mark}{now:.1%} now, {mark}{best:.1%} at the recommended interval (simulated with "
-        "the job's own C, M and R)"
+        f"{mark}{now:.1%} now, {mark}{best:.1%} at the recommended interval (of wall time, "
+        "restarts included: simulated with the job's own C, M and R)"
     )
 
 

@@ -92,15 +92,15 @@ def test_the_stores_bound_what_their_names_say(dbs: dict[str, str]) -> None:
 
 def test_the_goodput_column_is_a_bound_the_way_c_or_m_bounds_it(dbs: dict[str, str]) -> None:
     """At a lower-bound C (0.037 s) the goodput simulated now and at the recommended interval
-    (69.6% and 72.6%) are upper bounds: '≤ 69.6%→≤ 72.6%'; at a lower-bound M (1m 05s)
+    (70.3% and 73.3%) are upper bounds: '≤ 70.3%→≤ 73.3%'; at a lower-bound M (1m 05s)
     lower bounds: '≥ 61.5%→≥ 71.1%'; at both, no bound either way: '-'. The title says so."""
     shown = {}
     for job, db in dbs.items():
         est = _estimate(db)
         now, best = est["goodput_current"], est["goodput_recommended"]
         shown[job] = (f"{now:.1%}", f"{best:.1%}", _table_row(db, job).rstrip())
-    assert shown["c_bound"][:2] == ("69.6%", "72.6%")
-    assert shown["c_bound"][2].endswith("  ≤ 69.6%→≤ 72.6%")
+    assert shown["c_bound"][:2] == ("70.3%", "73.3%")
+    assert shown["c_bound"][2].endswith("  ≤ 70.3%→≤ 73.3%")
     assert shown["m_bound"][:2] == ("61.5%", "71.1%")
     assert shown["m_bound"][2].endswith("  ≥ 61.5%→≥ 71.1%")
     assert shown["both"][2].endswith(" or more   -")
@@ -126,7 +126,7 @@ def test_json_says_the_setting_is_to_be_read_or_more(dbs: dict[str, str]) -> Non
             f"  {est['recommended_setting']} or more  " in _table_row(db, job),
         )
     assert settings == {
-        "c_bound": ("save_steps=9", True, True, True),
+        "c_bound": ("save_steps=8", True, True, True),
         "m_bound": ("--save-interval 22", True, True, True),
         "both": ("save_steps=5", True, True, True),
         "exact": ("save_steps=480", False, False, False),
@@ -151,7 +151,7 @@ def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, st
     replayed = "interruptions replayed: the timed running time only)"
     no_r = "R not measured (0 assumed)"  # no restart placed in time: it read 'R 0s'
     assert heads == {
-        "c_bound": "backtest of c_bound (1 interruptions); M 20s, C ≥ 0.037s, R 6.07s",
+        "c_bound": "backtest of c_bound (1 interruptions); M 21s, C ≥ 0.037s, R 5.85s",
         "m_bound": f"backtest of m_bound (0 of 1 {replayed}; M ≥ 1m 05s, C 3.41s, {no_r}",
         "both": f"backtest of both (1 of 2 {replayed}; M ≥ 5.62s, C ≥ 0.0545s, {no_r}",
         "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
@@ -175,9 +175,9 @@ def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, s
         assert code == 0
         rows[job] = out.splitlines()[1:]
     assert rows["c_bound"] == [
-        "Daly           1.2s  waste ≥ 26.36% (first-order formula ≥ 35.74%), goodput ≤ 73.64%",
-        "current     ≤ 3.74s  waste ≥ 29.12% (first-order formula ≥ 39.86%), goodput ≤ 70.88%",
-        "best          2.97s  waste ≥ 23.77% (first-order formula ≥ 38.23%), goodput ≤ 76.23%",
+        "Daly          1.21s  waste ≥ 26.03% (first-order formula ≥ 34.43%), goodput ≤ 73.97%",
+        "current     ≤ 3.74s  waste ≥ 28.91% (first-order formula ≥ 38.52%), goodput ≤ 71.09%",
+        "best          4.51s  waste ≥ 22.92% (first-order formula ≥ 40.22%), goodput ≤ 77.08%",
     ]
     assert rows["m_bound"] == [
         "Daly            19s  waste 10.83% (first-order formula ≤ 32.55%), goodput 89.17%",
@@ -226,9 +226,8 @@ def test_goodputs_simulated_line_marks_the_goodput_as_a_bound(dbs: dict[str, str
         assert code == 0
         lines[job] = out.splitlines()[-1].removeprefix("simulated with this job's C, M and R: ")
     assert lines == {
-        "c_bound": "goodput ≤ 69.6% at the current interval (≤ 3.74s), ≤ 72.6% at the "
-        "recommended "
-        "interval (≥ 1.2s): +3.0 points if C is 0.037s",
+        "c_bound": "goodput ≤ 70.3% at the current interval (≤ 3.74s), ≤ 73.3% at the "
+        "recommended interval (≥ 1.21s): +3.0 points if C is 0.037s",
         "m_bound": "goodput ≥ 61.5% at the current interval (48s), ≥ 71.1% at the recommended "
         "interval (≥ 19s): +9.6 points if M is 1m 05s",
         "both": "- (C and M are both lower bounds: no bound either way)",
@@ -251,10 +250,10 @@ def test_goodputs_gpu_hours_are_the_range_its_time_and_share_are(
     rows = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()]
     assert rows[2][:4] == ["bucket", "time", "share", "GPU-h"]
     assert {name: cells for name, *cells, _ in rows[4:9]} == {
-        "productive": ["16s – 17s", "63.6% – 69.9%", "2.3 – 2.5"],
+        "productive": ["16s – 17s", "63.9% – 70.2%", "2.3 – 2.5"],
         "checkpoint": ["0.185s – 1.99s", "0.7% – 8.0%", "0.0 – 0.3"],
-        "lost": ["1.02s – 1.24s", "4.1% – 5.0%", "0.1 – 0.2"],
-        "restart": ["6.07s", "24.4%", "0.9"],
+        "lost": ["1.16s – 1.38s", "4.7% – 5.5%", "0.2 – 0.2"],
+        "restart": ["5.85s", "23.5%", "0.8"],
         "idle": ["0s", "0.0%", "0.0"],
     }
     shown = json.loads(_run(*args, "--json")[1])
@@ -291,26 +290,29 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
         every = [line for b in detail["blocks"] for line in b["text"]["text"].splitlines()]
         [models[job]] = [line for line in every if line.startswith("*Model:*")]
     assert models == {
-        "c_bound": "*Model:* Young (1974) ≥ 1.23s, Daly (2006) ≥ 1.2s; current/recommended ≤ 3.11×",
+        "c_bound": "*Model:* Young (1974) ≥ 1.23s, Daly (2006) ≥ 1.21s; current/recommended "
+        "≤ 3.09×",
         "m_bound": "*Model:* Young (1974) ≥ 21s, Daly (2006) ≥ 19s; current/recommended ≤ 2.53×",
         "both": "*Model:* Young (1974) ≥ 0.783s, Daly (2006) ≥ 0.747s; current/recommended ≤ 5.45×",
         "exact": "*Model:* Young (1974) 50m 08s, Daly (2006) 47m 30s; current/recommended 2.53×",
     }
+    waste_note, goodput_note = (
+        "(Daly's model: saves and rework; restarts not counted)",
+        "(of wall time, restarts included: simulated with the job's own C, M and R)",
+    )
     assert shown["c_bound"] == (
-        "goodput ≤ 69.6% → ≤ 72.6%; 45 GPU-h/day at stake if C is 0.037s",
-        "*Recommended interval:* 1.2s (1 s, 9 steps of 0.138s); set save_steps=9 or more; at "
-        "least 0.54s over M's interval and the plausible C",
-        "*Waste:* ≥ 33.0% of run time now, ≥ 30.1% at the recommended interval",
-        "*Goodput:* ≤ 69.6% now, ≤ 72.6% at the recommended interval (simulated with the job's "
-        "own C, M and R)",
+        "goodput ≤ 70.3% → ≤ 73.3%; 45 GPU-h/day at stake if C is 0.037s",
+        "*Recommended interval:* 1.21s (1 s, 8 steps of 0.153s); set save_steps=8 or more; at "
+        "least 0.542s over M's interval and the plausible C",
+        f"*Waste:* ≥ 32.1% of run time now, ≥ 29.2% at the recommended interval {waste_note}",
+        f"*Goodput:* ≤ 70.3% now, ≤ 73.3% at the recommended interval {goodput_note}",
     )
     assert shown["m_bound"] == (
         "goodput ≥ 61.5% → ≥ 71.1%; 147 GPU-h/day at stake if M is 1m 05s",
         "*Recommended interval:* 19s (19 s, 22 steps of 0.85s); set --save-interval 22 or "
         "more; at least 7.53s",
-        "*Waste:* ≤ 38.6% of run time now, ≤ 29.0% at the recommended interval",
-        "*Goodput:* ≥ 61.5% now, ≥ 71.1% at the recommended interval (simulated with the job's "
-        "own C, M and R)",
+        f"*Waste:* ≤ 38.6% of run time now, ≤ 29.0% at the recommended interval {waste_note}",
+        f"*Goodput:* ≥ 61.5% now, ≥ 71.1% at the recommended interval {goodput_note}",
     )
     assert shown["both"] == (
         "305 GPU-h/day at stake if C is 0.0545s and M is 5.62s",
@@ -323,9 +325,8 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
         "goodput 76.4% → 82.1%, 88 GPU-h/day at stake",
         "*Recommended interval:* 47m 30s (2,850 s, 480 steps of 6s); set save_steps=480; range "
         "40m 32s–56m 17s",
-        "*Waste:* 23.7% of run time now, 17.9% at the recommended interval",
-        "*Goodput:* 76.4% now, 82.1% at the recommended interval (simulated with the job's own "
-        "C, M and R)",
+        f"*Waste:* 23.7% of run time now, 17.9% at the recommended interval {waste_note}",
+        f"*Goodput:* 76.4% now, 82.1% at the recommended interval {goodput_note}",
     )
 
 
@@ -417,12 +418,12 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             plt.close(fig)
     rough = " (too little data to trust)"
     assert drawn["c_bound"] == (
-        "c_bound: M 20s, C ≥ 0.037s",
+        "c_bound: M 21s, C ≥ 0.037s",
         [
             "waste if C is 0.037s (a lower bound: more if C is)" + rough,
-            "recommended range: ≥ 1.2s",
-            "recommended: ≥ 1.2s, ≥ 30.1%",
-            "current: ≤ 3.74s, ≥ 33.0%",
+            "recommended range: ≥ 1.21s",
+            "recommended: ≥ 1.21s, ≥ 29.2%",
+            "current: ≤ 3.74s, ≥ 32.1%",
         ],
     )
     assert drawn["m_bound"] == (

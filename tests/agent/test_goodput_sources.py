@@ -31,9 +31,10 @@ _SAVING = re.compile(rf"({STAMP.pattern}) >> Saving model checkpoint to \S*check
 _SAVED = re.compile(rf"({STAMP.pattern}) >> Model weights saved in \S*checkpoint-(\d+)/")
 UNSHOWN_S = 0.025
 """What a pair's timing record adds after the ``Model weights saved`` line (seconds)."""
-STEP_S = 1 / 7
-"""The job's step time (the estimate's ``step_time_s``): each crash is dated 9 steps after the
-step-50 save it resumed from, so loses 9/7 s."""
+STEP_S = 1 / 6.10
+"""The job's step time (the estimate's ``step_time_s``: the median of the bar rates of the runs
+not resumed, 6.10 it/s; a resumed run's bar gives none, parsers/hf_trainer.py): each crash is
+dated 9 steps after the step-50 save it resumed from, so loses 9/6.10 s."""
 
 
 def _stamp(text: str) -> datetime:
@@ -90,14 +91,14 @@ def _job(tmp: Path, timed_pairs: int) -> tuple[dict[str, Any], float, float]:
 
 def test_saves_only_in_the_log_count_beside_the_timing_files(tmp_path: Path) -> None:
     """The third pair's saves are in the log only. Each crash resumed from the step-50 save
-    of its own run and loses the 9 steps since it: 3 × 9/7 s = 3.857 s lost (1.286 s on
-    29 Nov, 2.571 s on 30 Nov). The third pair's 5 saves count too, each by its log lines (a
+    of its own run and loses the 9 steps since it: 3 × 9/6.10 s = 4.426 s lost (1.475 s on
+    29 Nov, 2.951 s on 30 Nov). The third pair's 5 saves count too, each by its log lines (a
     lower bound: HF Trainer logs no end of the optimizer state). Before: 15 saves, checkpoint
     1.096 s, lost 21.253 s (the third crash charged from the second pair's last save, an hour
     before: the rest of that run and the crashed run's 9 s up to the crash)."""
     out, timed_s, log_only_s = _job(tmp_path, timed_pairs=2)
     assert out["n_saves"] == 20
-    assert out["lost_s"] == pytest.approx(27 * STEP_S, abs=1e-3) == pytest.approx(3.857, abs=1e-3)
+    assert out["lost_s"] == pytest.approx(27 * STEP_S, abs=1e-3) == pytest.approx(4.426, abs=1e-3)
     assert [d["lost_s"] for d in out["by_day"]] == [
         pytest.approx(9 * STEP_S, abs=1e-3),
         pytest.approx(18 * STEP_S, abs=1e-3),
@@ -114,7 +115,7 @@ def test_saves_only_in_the_log_count_beside_the_timing_files(tmp_path: Path) -> 
 def test_saves_in_both_sources_count_once_by_their_timing_records(tmp_path: Path) -> None:
     """Every save timed: the same 20 saves, not the log's 20 beside them (each resumed run's
     last record, sorted after its run's end line, is still the save that began in it), costed by
-    their records alone (measured, no range); lost the same 3 × 9/7 s."""
+    their records alone (measured, no range); lost the same 3 × 9/6.10 s."""
     out, timed_s, log_only_s = _job(tmp_path, timed_pairs=3)
     assert (out["n_saves"], log_only_s) == (20, 0.0)
     assert out["lost_s"] == pytest.approx(27 * STEP_S, abs=1e-3)

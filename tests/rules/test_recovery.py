@@ -48,16 +48,17 @@ def test_megatron_restart_cost_is_the_true_downtime_in_both() -> None:
 
 def test_hf_captured_restart_cost_is_goodputs() -> None:
     """The captured HF crash and resume: the interruption starts at the re-dated failure
-    (step 59, 1795990303.948 s), the resumed run (from step 50) first shows step 55 at
-    1795990310.672 s, dated back by 5 steps of the median 0.14124 s: 1795990309.966 s; R =
-    6.018 s in the estimate as in goodput (the estimate gave 6.724 s, to the bar line)."""
+    (step 59, 1795990304.060 s), the resumed run (from step 50) first shows step 55 at
+    1795990310.672 s, dated back by 5 steps of the median 0.15362 s (the crash run's bar
+    rates: the resumed run's bar gives none): 1795990309.904 s; R = 5.844 s in the estimate as
+    in goodput (the estimate gave 6.724 s, to the bar line)."""
     est = estimate_job("hf", real_hf_observations(), now_s=0.0)
     assert len(est.interruptions) == 1
-    assert est.step_time_s == pytest.approx(0.141243, abs=1e-6)
+    assert est.step_time_s == pytest.approx(0.153623, abs=1e-6)
     start_s = est.interruptions[0].start_s
-    assert start_s == pytest.approx(1795990303.948, abs=1e-3)
+    assert start_s == pytest.approx(1795990304.060, abs=1e-3)
     by_hand_s = 1795990310.672 - 5 * est.step_time_s - start_s
     assert est.restart_cost_s == pytest.approx(by_hand_s, abs=1e-6)
-    assert est.restart_cost_s == pytest.approx(6.018, abs=1e-3)
+    assert est.restart_cost_s == pytest.approx(5.844, abs=1e-3)
     assert est.goodput_spans is not None
     assert est.goodput_spans.breakdown()[Bucket.RESTART] == pytest.approx(est.restart_cost_s)
