@@ -341,11 +341,11 @@ def short_time(iso: str | None) -> str:
 
 
 def until_cell(until_s: float | None, now_s: float) -> str:
-    """When a silence ends, for a table: ``2026-12-02 12:00 (in 23h 59m)`` (UTC), or ``-``."""
+    """When a silence ends: ``2026-12-02 12:00 UTC (in 23h 59m)``, or ``-``."""
     if until_s is None:
         return "-"
     until = datetime.fromtimestamp(until_s, UTC).isoformat(sep=" ", timespec="minutes")
-    return f"{until[:16]} ({format_in(until_s, now_s)})"
+    return f"{until[:16]} UTC ({format_in(until_s, now_s)})"
 
 
 def num(value: float | None, fmt: str = "{:.3g}") -> str:

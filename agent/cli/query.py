@@ -64,7 +64,7 @@ def silence(
             fail("--list takes no --job, --for or --clear", EXIT_CONFIG)
         running = read_store(db, config_path).silences(now_s)
         for name, until_s in running.items():
-            click.echo(f"{name}: silenced until {until_cell(until_s, now_s)} UTC")
+            click.echo(f"{name}: silenced until {until_cell(until_s, now_s)}")
         if not running:
             click.echo("no job is silenced")
         return
@@ -86,7 +86,7 @@ def silence(
         return
     until_s = now_s + (for_s or 0.0)
     store.silence(job, until_s)
-    click.echo(f"{job}: silenced until {until_cell(until_s, now_s)} UTC")
+    click.echo(f"{job}: silenced until {until_cell(until_s, now_s)}")
 
 
 @click.command(

@@ -72,7 +72,7 @@ def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age
     else:
         _print_status(hb, verdict, queued, now_s)
         for job, until_s in silences.items():
-            click.echo(f"silenced: {job} until {until_cell(until_s, now_s)} UTC")
+            click.echo(f"silenced: {job} until {until_cell(until_s, now_s)}")
         _print_fleet(fleet, now_s)
         _print_jobs(latest, now_s)
     sys.exit(0 if verdict.healthy else 1)
