@@ -143,11 +143,25 @@ def check_config(config_path: str) -> None:
     if not config.jobs:
         warn("warning: no [[jobs]]: the daemon will watch nothing")
     for job in config.jobs:
+        if not job.logs and not job.timings:
+            warn(
+                f"warning: job {job.name}: no logs and no timings: the daemon reads nothing for it"
+            )
+        for pattern in sorted(set(job.logs) & set(job.timings)):
+            warn(
+                f"warning: job {job.name}: {pattern} is given as both logs and timings: its files "
+                f"are read once, as logs (format {job.format})"
+            )
         for kind, patterns in (("logs", job.logs), ("timings", job.timings)):
             for pattern in patterns:
                 click.echo(f"job {job.name}: {kind} {pattern}: {_matches(job.name, pattern)}")
     _warn_shared(config.jobs)
     token = slack_token(config)
+    if token and not config.slack.channel:
+        warn(
+            f"warning: a Slack token is set (${config.slack.token_env}) but slack.channel is "
+            "not: recommendations go to the daemon log"
+        )
     where = f"Slack {config.slack.channel}" if token and config.slack.channel else "the daemon log"
     click.echo(f"recommendations go to {where}")
     listen = config.metrics.address()

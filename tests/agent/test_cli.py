@@ -468,3 +468,34 @@ def test_the_demo_keeps_its_files_in_a_relative_dir(
     assert f"ckpt-advisor estimates --db {store}" in result.output
     [cost] = [line for line in result.output.splitlines() if line.startswith("checkpoint cost C")]
     assert cost.split()[-2:] == ["4m", "00s"]
+
+
+def test_check_config_warns_of_a_job_reading_nothing_a_glob_given_twice_and_no_channel(
+    tmp_path: Path,
+) -> None:
+    """A job with neither logs nor timings, a glob given as both, and a Slack token with no
+    channel each get a warning (the config is valid: exit 0); recommendations then go to the
+    daemon log, as check-config says. With a channel, no Slack warning."""
+    glob = f"{tmp_path}/run/*.log"
+    config = tmp_path / "c.toml"
+    body = (
+        f'[store]\npath = "{tmp_path}/s.db"\n'
+        '[[jobs]]\nname = "empty"\n'
+        f'[[jobs]]\nname = "twice"\nlogs = ["{glob}"]\ntimings = ["{glob}"]\n'
+    )
+    config.write_text(body)
+    env = {"SLACK_BOT_TOKEN": "xoxb-test"}
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "ckpt-advisor: warning: job empty: no logs and no timings: the daemon reads nothing for it",
+        f"ckpt-advisor: warning: job twice: {glob} is given as both logs and timings: its "
+        "files are read once, as logs (format auto)",
+        "ckpt-advisor: warning: a Slack token is set ($SLACK_BOT_TOKEN) but slack.channel is "
+        "not: recommendations go to the daemon log",
+    ]
+    assert "recommendations go to the daemon log\n" in result.stdout
+    config.write_text(body + '[slack]\nchannel = "#training-alerts"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert "slack.channel" not in result.stderr
+    assert "recommendations go to Slack #training-alerts\n" in result.stdout
