@@ -223,7 +223,10 @@ def test_the_detail_is_a_reply_with_the_numbers_classes_weibull_and_notes() -> N
     assert "*Weibull shape:* 0.71 (0.60–0.82); widens M's interval" in body
     assert "*M per node:* 2d 0h (8 nodes in the job)" in body
     assert "*C changed:* from 2m 00s to 5m 00s recently" in body
-    assert "*Goodput:* 64.8% now, 85.1% at the recommended interval (simulated" in body
+    assert (
+        "*Goodput:* 64.8% now, 85.1% at the recommended interval (of wall time, restarts "
+        "included: simulated" in body
+    )
     assert "longer than the interval, saves queue up" in body
     assert "*Why:* drift: 4.00× the optimum (beyond 1.5×)" in body
     assert "• checkpoint cost changed from 4m 00s to 5m 00s over the last 3 saves" in body
