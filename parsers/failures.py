@@ -208,7 +208,8 @@ class FailureLines:
         self.saw_yearless = False
         """Whether the file printed a stamp without a year that no full date placed."""
         self._traceback_stamps: dict[int, str] = {}
-        """line → container-runtime stamp of an open traceback's header (:meth:`_runtime_dated`)."""
+        """line → container-runtime stamp of an open traceback's header
+        (:meth:`_runtime_dated`)."""
 
     @property
     def active(self) -> bool:
@@ -282,11 +283,13 @@ class FailureLines:
             return True, self._kept([banner.event(self._context.tz)], step)
         if piece.rstrip().endswith(launcher.BANNER_START + ":"):
             self._banner = launcher.ChildFailedBanner(lineno, step)
+        clock = self._context.clock
+        runtime = None if clock is None else clock.runtime_stamp
+        if runtime is not None and TRACEBACK_HEADER[:-1] in piece:
+            self._traceback_stamps[lineno] = runtime
         consumed, events = self._tracebacks.feed(piece, lineno, step)
-        if self._traceback_stamps or (
-            self._context.clock is not None and self._context.clock.runtime_stamp is not None
-        ):
-            events = self._runtime_dated(events, lineno, piece)
+        if self._traceback_stamps or (events and runtime is not None):
+            events = self._runtime_dated(events, lineno)
         incident = ""
         if not consumed:
             consumed, events, incident = self._rules(piece, lineno, step, events)
@@ -294,7 +297,7 @@ class FailureLines:
 
     def finish(self) -> list[Event]:
         """Close an open banner and every open traceback."""
-        events = self._tracebacks.finish()
+        events = self._runtime_dated(self._tracebacks.finish(), None)
         if self._banner is not None:
             events.append(self._banner.event(self._context.tz))
             self._banner = None
@@ -417,21 +420,16 @@ class FailureLines:
             self._context.report(lineno, f"bad timestamp: {exc}")
             return None
 
-    def _runtime_dated(self, events: list[Event], lineno: int, piece: str) -> list[Event]:
-        """The tracker's failures dated by the container-runtime stamp of their first line
-        (a traceback's header, kept while it is open; a bare exception line's own)."""
-        clock = self._context.clock
-        stamp = None if clock is None else clock.runtime_stamp
-        if stamp is not None and TRACEBACK_HEADER[:-1] in piece:
-            self._traceback_stamps[lineno] = stamp
-        dated = [
-            replace(
-                event, time=self._runtime_time(event.line, self._traceback_stamps.get(event.line))
-            )
-            if event.time is None and (event.line in self._traceback_stamps or event.line == lineno)
-            else event
-            for event in events
-        ]
+    def _runtime_dated(self, events: list[Event], lineno: int | None) -> list[Event]:
+        """The tracker's failures without a time dated by the container-runtime stamp of their
+        first line: a traceback's header's (kept while it is open), a bare exception line's
+        own (the current line ``lineno``; None at the end of the file)."""
+        dated = []
+        for event in events:
+            stamp = self._traceback_stamps.get(event.line)
+            if event.time is None and (stamp is not None or event.line == lineno):
+                event = replace(event, time=self._runtime_time(event.line, stamp))
+            dated.append(event)
         if not self._tracebacks.active:
             self._traceback_stamps.clear()
         return dated

@@ -34,8 +34,25 @@ _STAMP = (
     r"(?P<zone>Z|[+-]\d\d:?\d\d)?)"
 )
 
-LEADING_STAMP = re.compile(rf"\[?{_STAMP}(?![\d:])\]?[ \t]*(?P<msg>.*)", re.DOTALL)
-"""A record that starts with its time, optionally in brackets; ``msg`` is the rest."""
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE)"
+_NAME = r"(?:root|[\w<>]*[._:][\w.<>:]*)"
+"""A logger's name as formats print it: ``root``, or with a dot, ``_`` or ``:``
+(``transformers.trainer``, ``__main__``, loguru's ``{name}:{function}:{line}``), so that a
+message's first word is not taken for one."""
+_SEP = r"[ \t]*[-|:]?[ \t]*"
+_LOG_HEAD = (
+    rf"[-|]?[ \t]*(?:{_NAME}[ \t]+[-|][ \t]+)?{_LEVEL}\b"
+    rf"(?:{_SEP}{_NAME}(?=[ \t]*[-|:](?:[ \t]|$)))?{_SEP}"
+)
+"""The level and logger name after the stamp, in the orders the formats of §21 print them:
+``INFO transformers.trainer: ``, ``- transformers.trainer - INFO - ``, ``- INFO -
+transformers.trainer - ``, loguru's ``| INFO     | transformers.trainer:_save:3850 - ``."""
+
+LEADING_STAMP = re.compile(rf"\[?{_STAMP}(?![\d:])\]?[ \t]*(?:{_LOG_HEAD})?(?P<msg>.*)", re.DOTALL)
+"""A record that starts with its time, optionally in brackets; ``msg`` is the rest after the
+level and logger name, if the format prints them there (so that a message printed empty, the
+record's text on the next line, shows as empty, and patterns anchored at a message's start
+match)."""
 
 RUNTIME_PREFIX = re.compile(
     r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(?:Z|[+-]\d\d:\d\d)) (?P<msg>.*)", re.DOTALL
