@@ -373,7 +373,7 @@ class FailureLines:
             prefix = piece[: m.start()]
             glog = _GLOG.search(prefix)
             if glog is not None:
-                if self._reference is None and self._context.year_hint is None:
+                if not self._has_year(lineno):
                     if not self.saw_yearless:  # else no full date came: no more holding
                         self._yearless[lineno] = (glog["mmdd"], glog["hms"])
                     return None
@@ -386,7 +386,7 @@ class FailureLines:
                     return self._full(parse(found["time"], tz))
             syslog = _SYSLOG.search(prefix)
             if syslog is not None:
-                if self._reference is None and self._context.year_hint is None:
+                if not self._has_year(lineno):
                     if not self.saw_yearless:
                         self._yearless[lineno] = (syslog["time"], None)
                     return None
@@ -405,6 +405,14 @@ class FailureLines:
     def _full(self, time: datetime) -> datetime:
         self._reference = time
         return time
+
+    def _has_year(self, lineno: int) -> bool:
+        """Whether a stamp without a year on line ``lineno`` can be placed: a full date came
+        before it, or the year hint, or the line's container-runtime stamp (a full date of the
+        same line, which then is the file's last full date)."""
+        if self._reference is None and self._context.year_hint is None:
+            self._runtime_time(lineno)
+        return self._reference is not None or self._context.year_hint is not None
 
     def _runtime_time(self, lineno: int, stamp: str | None = None) -> datetime | None:
         """The time of line ``lineno``'s container-runtime stamp (``stamp``, else the current

@@ -10,15 +10,17 @@ timestamps" and no save had a time.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from ckpt_advisor.parsers import make_parser
 from ckpt_advisor.parsers.events import EventKind
 from ckpt_advisor.parsers.line_stamps import leading_stamp, parse_line_stamp, split_runtime
-from tests.parsers._helpers import parse, read_lines, utc
+from tests.parsers._helpers import parse, read_lines, utc, without_clock
 
 CAPTURES = Path(__file__).parent / "fixtures" / "line_stamps"
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -203,3 +205,38 @@ def test_a_stamped_error_record_dates_its_failure() -> None:
         (2, utc("2026-12-02 12:40:00")),
         (3, utc("2026-12-02 12:41:00.5")),
     ]
+
+
+RUNTIME = "2026-12-02T17:39:19.923456789Z"
+
+
+def _samples() -> list[tuple[str, str]]:
+    """(stack, sample line) of every stack pattern that gives an event, and of every failure
+    rule (read by the ``auto`` parser)."""
+    from ckpt_advisor.parsers.failures import RULES
+    from ckpt_advisor.parsers.registry import ENTRIES
+
+    found = [
+        (entry.name, pattern.sample)
+        for entry in ENTRIES
+        for pattern in entry.load().patterns
+        if pattern.kind is not None
+    ]
+    return found + [("auto", rule.sample) for rule in RULES if rule.kind is not None]
+
+
+@pytest.mark.parametrize(("fmt", "sample"), _samples())
+def test_a_runtime_prefix_changes_nothing_but_the_time_of_what_has_none(
+    fmt: str, sample: str
+) -> None:
+    """Every sample line gives the same events under kubectl's prefix, each with its own time
+    where it printed one (a stamp without a year, glog's ``E1129 23:03:27``, in the year of the
+    prefix, a full date of the same line, as with that year known), else the prefix's."""
+    parser = make_parser(fmt, year_hint=2026)
+    bare = without_clock([*parser.feed(sample, 1), *parser.finish()])
+    prefixed, _ = parse([f"{RUNTIME} {sample}"], fmt)
+    assert [replace(e, time=None, time_estimated=False) for e in prefixed] == [
+        replace(e, time=None, time_estimated=False) for e in bare
+    ]
+    at = utc("2026-12-02 17:39:19.923456")
+    assert [e.time for e in prefixed] == [e.time or at for e in bare]
