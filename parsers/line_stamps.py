@@ -40,9 +40,12 @@ _NAME = r"(?:root|[\w<>]*[._:][\w.<>:]*)"
 (``transformers.trainer``, ``__main__``, loguru's ``{name}:{function}:{line}``), so that a
 message's first word is not taken for one."""
 _SEP = r"[ \t]*[-|:]?[ \t]*"
+_END = r"[ \t]*[-|:]?[ \t]?"
+"""The separator before the message, with the one space formats put there: a message's own
+leading spaces are its (Megatron-LM's `` loading checkpoint from …``)."""
 _LOG_HEAD = (
     rf"[-|]?[ \t]*(?:{_NAME}[ \t]+[-|][ \t]+)?{_LEVEL}\b"
-    rf"(?:{_SEP}{_NAME}(?=[ \t]*[-|:](?:[ \t]|$)))?{_SEP}"
+    rf"(?:{_SEP}{_NAME}(?=[ \t]*[-|:](?:[ \t]|$)))?{_END}"
 )
 """The level and logger name after the stamp, in the orders the formats of §21 print them:
 ``INFO transformers.trainer: ``, ``- transformers.trainer - INFO - ``, ``- INFO -

@@ -240,3 +240,34 @@ def test_a_runtime_prefix_changes_nothing_but_the_time_of_what_has_none(
     ]
     at = utc("2026-12-02 17:39:19.923456")
     assert [e.time for e in prefixed] == [e.time or at for e in bare]
+
+
+def _messages() -> list[tuple[str, str]]:
+    """(stack, message of its sample line without the stack's header) of every stack pattern
+    that gives an event and prints no Unix time."""
+    from ckpt_advisor.parsers.registry import ENTRIES
+    from tests.parsers.test_api import _message
+
+    return [
+        (entry.name, _message(stack, pattern.sample))
+        for entry in ENTRIES
+        for stack in (entry.load(),)
+        for pattern in stack.patterns
+        if pattern.kind is not None and "epoch_s" not in pattern.regex.groupindex
+    ]  # a Unix time in the message is moved onto its stamp's clock (Stack.epoch_time)
+
+
+@pytest.mark.parametrize(("fmt", "message"), _messages())
+def test_a_basic_config_stamp_instead_of_the_header_dates_every_stacks_records(
+    fmt: str, message: str
+) -> None:
+    """Every stack message under ``basicConfig``'s ``%(asctime)s %(levelname)s %(name)s:``
+    instead of its stack's header gives the events of the bare message, dated by the stamp
+    (or by the time the message prints itself)."""
+    bare, _ = parse([message], fmt)
+    stamped, _ = parse([f"2026-12-02 12:39:15,136 INFO some.module: {message}"], fmt)
+    assert [replace(e, time=None, time_estimated=False) for e in stamped] == [
+        replace(e, time=None, time_estimated=False) for e in bare
+    ]
+    at = utc("2026-12-02 12:39:15.136")
+    assert [e.time for e in stamped] == [e.time or at for e in bare]
