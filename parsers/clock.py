@@ -103,6 +103,10 @@ class FileClock:
         self._ignored = False
         self._reported_bar = False
         self._reported_untimed = False
+        self.runtime_stamp: str | None = None
+        """The container runtime's stamp of the line being read (``kubectl logs --timestamps``,
+        ``parsers/line_stamps.py``), set by the log parser for each line; None without one.
+        It dates the line's records and failures that print no time of their own."""
 
     def has_stamp(self) -> None:
         """An event read a printed time that :meth:`printed` does not take (a launcher's or

@@ -49,18 +49,27 @@ from datetime import datetime
 
 from ahocorasick_rs import AhoCorasick
 
-from ckpt_advisor.parsers import error_records, kernel, launcher, nccl, ray, shell, slurm
+from ckpt_advisor.parsers import (
+    error_records,
+    kernel,
+    launcher,
+    line_stamps,
+    nccl,
+    ray,
+    shell,
+    slurm,
+)
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failure_rule import FailureRule
 from ckpt_advisor.parsers.stack import ParseContext
 from ckpt_advisor.parsers.text import KeywordTable
 from ckpt_advisor.parsers.timestamps import (
     parse_ctime,
-    parse_iso_or_epoch,
     parse_mmdd_hms,
     parse_syslog_time,
     parse_ymd_hms,
 )
+from ckpt_advisor.parsers.traceback import HEADER as TRACEBACK_HEADER
 from ckpt_advisor.parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
 from ckpt_advisor.parsers.traceback import TracebackTracker
 from ckpt_advisor.parsers.vocabulary import PLANNED_CLASSES
@@ -124,12 +133,6 @@ _GLOG = re.compile(
 _BRACKET_YMD = re.compile(r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?)\]")
 _DMESG_T = re.compile(r"\[(?P<time>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 _SYSLOG = re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: ")
-_LINE_START_YMD = re.compile(
-    r"^\[?(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?:[+-]\d\d:\d\d)?)(?![\d:])"
-)
-"""A record that starts with its date: ``2022-05-31 02:32:02,240\tWARNING worker.py…`` (Ray),
-``[2023-04-19 16:22:19,798 E 329 329] (raylet)``, ``2024-04-29T14:55:41,678628+02:00 …``
-(``dmesg --time-format iso``), a collector's ``2026-01-09 17:40:31.169213 master-0 >> ``."""
 _FAMILIES = (("nccl_", "nccl"), ("gpu_", "gpu"))
 
 
@@ -204,6 +207,9 @@ class FailureLines:
         None), read before any full date: dated once one is seen (:meth:`with_years`)."""
         self.saw_yearless = False
         """Whether the file printed a stamp without a year that no full date placed."""
+        self._traceback_stamps: dict[int, str] = {}
+        """line → container-runtime stamp of an open traceback's header
+        (:meth:`_runtime_dated`)."""
 
     @property
     def active(self) -> bool:
@@ -277,7 +283,13 @@ class FailureLines:
             return True, self._kept([banner.event(self._context.tz)], step)
         if piece.rstrip().endswith(launcher.BANNER_START + ":"):
             self._banner = launcher.ChildFailedBanner(lineno, step)
+        clock = self._context.clock
+        runtime = None if clock is None else clock.runtime_stamp
+        if runtime is not None and TRACEBACK_HEADER[:-1] in piece:
+            self._traceback_stamps[lineno] = runtime
         consumed, events = self._tracebacks.feed(piece, lineno, step)
+        if self._traceback_stamps or (events and runtime is not None):
+            events = self._runtime_dated(events, lineno)
         incident = ""
         if not consumed:
             consumed, events, incident = self._rules(piece, lineno, step, events)
@@ -285,7 +297,7 @@ class FailureLines:
 
     def finish(self) -> list[Event]:
         """Close an open banner and every open traceback."""
-        events = self._tracebacks.finish()
+        events = self._runtime_dated(self._tracebacks.finish(), None)
         if self._banner is not None:
             events.append(self._banner.event(self._context.tz))
             self._banner = None
@@ -361,7 +373,7 @@ class FailureLines:
             prefix = piece[: m.start()]
             glog = _GLOG.search(prefix)
             if glog is not None:
-                if self._reference is None and self._context.year_hint is None:
+                if not self._has_year(lineno):
                     if not self.saw_yearless:  # else no full date came: no more holding
                         self._yearless[lineno] = (glog["mmdd"], glog["hms"])
                     return None
@@ -374,16 +386,17 @@ class FailureLines:
                     return self._full(parse(found["time"], tz))
             syslog = _SYSLOG.search(prefix)
             if syslog is not None:
-                if self._reference is None and self._context.year_hint is None:
+                if not self._has_year(lineno):
                     if not self.saw_yearless:
                         self._yearless[lineno] = (syslog["time"], None)
                     return None
                 return parse_syslog_time(
                     syslog["time"], tz, self._reference, self._context.year_hint
                 )
-            stamp = _LINE_START_YMD.match(prefix)
+            stamp = line_stamps.leading_stamp(prefix)
             if stamp is not None:
-                return self._full(parse_iso_or_epoch(stamp["time"].replace(",", "."), tz))
+                return self._full(line_stamps.parse_line_stamp(stamp["time"], tz))
+            return self._runtime_time(lineno)
         except ValueError as exc:
             if "no year" not in str(exc):
                 self._context.report(lineno, f"bad timestamp: {exc}")
@@ -392,6 +405,42 @@ class FailureLines:
     def _full(self, time: datetime) -> datetime:
         self._reference = time
         return time
+
+    def _has_year(self, lineno: int) -> bool:
+        """Whether a stamp without a year on line ``lineno`` can be placed: a full date came
+        before it, or the year hint, or the line's container-runtime stamp (a full date of the
+        same line, which then is the file's last full date)."""
+        if self._reference is None and self._context.year_hint is None:
+            self._runtime_time(lineno)
+        return self._reference is not None or self._context.year_hint is not None
+
+    def _runtime_time(self, lineno: int, stamp: str | None = None) -> datetime | None:
+        """The time of line ``lineno``'s container-runtime stamp (``stamp``, else the current
+        line's, :attr:`FileClock.runtime_stamp`), None without one; a bad one is reported."""
+        clock = self._context.clock
+        if stamp is None and clock is not None:
+            stamp = clock.runtime_stamp
+        if stamp is None:
+            return None
+        try:
+            return self._full(line_stamps.parse_line_stamp(stamp, self._context.tz))
+        except ValueError as exc:
+            self._context.report(lineno, f"bad timestamp: {exc}")
+            return None
+
+    def _runtime_dated(self, events: list[Event], lineno: int | None) -> list[Event]:
+        """The tracker's failures without a time dated by the container-runtime stamp of their
+        first line: a traceback's header's (kept while it is open), a bare exception line's
+        own (the current line ``lineno``; None at the end of the file)."""
+        dated = []
+        for event in events:
+            stamp = self._traceback_stamps.get(event.line)
+            if event.time is None and (stamp is not None or event.line == lineno):
+                event = replace(event, time=self._runtime_time(event.line, stamp))
+            dated.append(event)
+        if not self._tracebacks.active:
+            self._traceback_stamps.clear()
+        return dated
 
     def _kept(self, events: list[Event], step: int | None, incident: str = "") -> list[Event]:
         """Drop failures of a family already reported in this interruption (module docstring);

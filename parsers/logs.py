@@ -40,6 +40,7 @@ from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from ckpt_advisor.parsers.failures import FailureLines
+from ckpt_advisor.parsers.line_stamps import split_runtime
 from ckpt_advisor.parsers.registry import StackCandidate
 from ckpt_advisor.parsers.stack import Stack
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
@@ -170,6 +171,7 @@ class LogParser(StreamParser):
                 custom_events: list[Event] = []
                 self._note(custom_events, found)
                 return self._dated(custom_events)
+        line = self._runtime_cut(line)
         events: list[Event] = []
         wanted = self._wanted(line)
         if (self._stack is None or self._absorbers) and wanted:  # before the bar, which
@@ -184,6 +186,13 @@ class LogParser(StreamParser):
         elif inert_bar and self._quiet():
             self._remember_inert(raw)
         return self._dated(events)
+
+    def _runtime_cut(self, line: str) -> str:
+        """``line`` without a container runtime's stamp (``kubectl logs --timestamps``,
+        ``parsers/line_stamps.py``), which the file's clock holds for the line's records
+        (:attr:`FileClock.runtime_stamp`)."""
+        self._clock.runtime_stamp, line = split_runtime(line)
+        return line
 
     def _holding(self) -> bool:
         """Whether every line must be fed whole now: custom patterns, or a traceback, banner or
@@ -216,6 +225,7 @@ class LogParser(StreamParser):
     def _feed_record(self, line: str, lineno: int) -> list[Event]:
         events: list[Event] = []
         stack = self._stack
+        line = self._runtime_cut(line)
         if stack is None or not stack.took_record(line, lineno):
             self._stack_piece(events, line, lineno)
         return self._dated(events)
@@ -231,8 +241,9 @@ class LogParser(StreamParser):
 
     def _feed_progress(self, line: str, lineno: int) -> list[Event]:
         events: list[Event] = []
+        raw, line = line, self._runtime_cut(line)
         if self._bar(events, line, lineno) and self._quiet():
-            self._remember_inert(line)
+            self._remember_inert(raw)
         return self._dated(events)
 
     def _bar(self, events: list[Event], line: str, lineno: int) -> bool:

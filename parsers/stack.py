@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, tzinfo
 from typing import ClassVar, NamedTuple
 
+from ckpt_advisor.parsers import line_stamps
 from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.text import Bar, KeywordTable, last_bar
@@ -82,6 +83,33 @@ class Header:
     source: str
     identifies_stack: bool
     in_prefilter: bool = True
+
+
+LINE_STAMP = Header(
+    keyword="",
+    regex=line_stamps.LEADING_STAMP,
+    parse_time=line_stamps.parse_line_stamp,
+    sample="2026-12-02 12:39:19,923 INFO transformers.trainer: Saving model checkpoint to "
+    "/x/checkpoint-100",
+    source='Python logging basicConfig(format="%(asctime)s %(levelname)s %(name)s: '
+    "%(message)s\"), loguru's default format, ISO 8601 (docs/FORMATS.md §21)",
+    identifies_stack=False,
+    in_prefilter=False,
+)
+"""A logger's stamp at the start of a record of no header of the stack's (every stack's
+fallback, :meth:`Stack.feed`; ``parsers/line_stamps.py``)."""
+
+RUNTIME_STAMP = Header(
+    keyword="",
+    regex=line_stamps.RUNTIME_PREFIX,
+    parse_time=line_stamps.parse_line_stamp,
+    sample="2026-12-02T17:39:19.923456789Z Saving model checkpoint to /x/checkpoint-100",
+    source="kubectl logs --timestamps, docker logs -t: RFC3339NanoFixed (docs/FORMATS.md §21)",
+    identifies_stack=False,
+    in_prefilter=False,
+)
+"""The container runtime's stamp of the line (:attr:`FileClock.runtime_stamp`): the time of
+its records that print none of their own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,14 +378,11 @@ class Stack:
     def header_time(self, text: str, lineno: int) -> datetime | None:
         """Time of the record whose header starts ``text``, or ``None``. The record is
         remembered: :meth:`feed` is given the same text next (the line's glued piece)."""
-        for header in self.headers:  # a loop, not any() of a generator: once per bar line
-            if header.keyword in text:
-                record = self._headed(text, lineno)
-                if record is None:
-                    return None
-                self._glued = (text, record)
-                return self.time_of(record)
-        return None  # no header (the metrics dict after most bar redraws): no record time
+        record = self._headed(text, lineno) or self._runtime_record(text, lineno)
+        if record is None:
+            return None  # no header (the metrics dict after most bar redraws): no record time
+        self._glued = (text, record)
+        return self.time_of(record)
 
     def time_of(self, record: Record) -> datetime | None:
         """Parse the record's time in ``context.tz``; a bad stamp is reported and gives None.
@@ -475,13 +500,22 @@ class Stack:
         if self._headed_blank is not None:
             headed, self._headed_blank = self._headed_blank, None
             return Record(headed.line, text, headed.time_text, headed.header, continued=True)
-        return Record(lineno, text)
+        return self._runtime_record(text, lineno) or Record(lineno, text)
 
     def _headed(self, text: str, lineno: int) -> Record | None:
-        """The record of ``text`` if one of :attr:`headers` is found in it, else None."""
-        for header in self.headers:
+        """The record of ``text`` if one of :attr:`headers` is found in it, else if it starts
+        with a logger's stamp (:data:`LINE_STAMP`), else None."""
+        for header in self.headers:  # a loop, not any() of a generator: once per bar line
             if header.keyword in text:
                 m = header.regex.search(text)
                 if m is not None:
                     return Record(lineno, m["msg"], m["time"], header)
-        return None
+        m = line_stamps.leading_stamp(text)
+        return None if m is None else Record(lineno, m["msg"], m["time"], LINE_STAMP)
+
+    def _runtime_record(self, text: str, lineno: int) -> Record | None:
+        """``text`` as a record dated by its line's container-runtime stamp, if it has one."""
+        clock = self.context.clock
+        if clock is None or clock.runtime_stamp is None:
+            return None
+        return Record(lineno, text, clock.runtime_stamp, RUNTIME_STAMP)
