@@ -112,6 +112,21 @@ def _stamp_zone(note: Note) -> str:
     )
 
 
+def _stamp_after_write(note: Note) -> str:
+    named = ", ".join(f"{source} (from line {line})" for source, line in note.by_name.items())
+    return (
+        f"the stamps of {named} lie up to {d(note.values['ahead_s'])} after their file's last "
+        "write (its mtime), a time that had not come when the lines were written: they were "
+        "printed in a zone east of the one they were read in (or by a clock that runs ahead). "
+        "Nothing was moved (the mtime bounds the offset, it does not give it): the spans within "
+        "those files hold, and with them C, M and the intervals measured there, but their times as "
+        "stored and shown, how old the data looks, and every span to another source (a file "
+        "from another zone, lines the host dated, a timing file's records) are off by the "
+        "offset: set --tz (ingest), or the job's timezone or [parse] timezone (the daemon), to "
+        "the nodes' zone"
+    )
+
+
 def _no_timestamps(note: Note) -> str:
     named = ", ".join(f"{s} (first event at line {line})" for s, line in note.by_name.items())
     return (
@@ -240,6 +255,7 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.CLOCK_STEP: _clock_step,
     NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
     NoteCode.STAMP_ZONE_OFFSET: _stamp_zone,
+    NoteCode.STAMP_AFTER_WRITE: _stamp_after_write,
     NoteCode.NO_TIMESTAMPS: _no_timestamps,
     NoteCode.ZONE_OFFSET: _values(
         lambda v: (

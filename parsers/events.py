@@ -52,6 +52,11 @@ class EventKind(StrEnum):
     time printed on the same line, seconds) from the Unix times it prints (NeMo's
     ``time.time()``): its stamps, printed without a zone, were read in the wrong one, and the
     printed Unix times are put on the stamps' clock so that spans within the file hold."""
+    STAMP_AFTER_WRITE = "stamp_after_write"
+    """A stamp the file printed lies after the file's last write (its mtime) by ``duration_s``
+    seconds: a time that had not come yet when the line was written, so the stamps (printed
+    without a zone) were read in a zone west of theirs, or the node's clock runs ahead. Found
+    by the reader, which knows the file (``agent/tail/dating.py``); once per file."""
     INTERVAL_CHANGE = "interval_change"
     """The job moved its checkpoint interval (an adopted advice, ``parsers/adoption.py``):
     ``step`` where the new interval starts, ``duration_s`` the new interval in seconds."""
@@ -64,6 +69,7 @@ CLOCK_KINDS = frozenset(
         EventKind.NO_TIMESTAMPS,
         EventKind.DATED_AT_FIRST_TIME,
         EventKind.STAMP_ZONE_OFFSET,
+        EventKind.STAMP_AFTER_WRITE,
     )
 )
 """Kinds that say something about a file's clock, not about training (``parsers/clock.py``)."""

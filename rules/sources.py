@@ -24,12 +24,14 @@ BAR_CLOCK_IGNORED = "bar_clock_ignored"
 NO_TIMESTAMPS = "no_timestamps"
 DATED_AT_FIRST_TIME = "dated_at_first_time"
 STAMP_ZONE_OFFSET = "stamp_zone_offset"
+STAMP_AFTER_WRITE = "stamp_after_write"
 FINDING_KINDS = (
     CLOCK_STEP,
     BAR_CLOCK_IGNORED,
     NO_TIMESTAMPS,
     DATED_AT_FIRST_TIME,
     STAMP_ZONE_OFFSET,
+    STAMP_AFTER_WRITE,
 )
 """The event kinds :class:`rules.model.ClockFinding` is read from."""
 HOST_DATED_KINDS = (NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
@@ -111,11 +113,11 @@ def untimed_sources(findings: Sequence[ClockFinding]) -> list[str]:
 def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
     """One note per file and kind of finding, naming the file and the (first) line
     (:class:`rules.model.NoteCode` ``clock_step``, ``bar_clock_ignored``,
-    ``stamp_zone_offset``, ``no_timestamps``).
+    ``stamp_zone_offset``, ``stamp_after_write``, ``no_timestamps``).
 
     Shapes: ``findings`` in any order; returns notes ordered: steps back, bar clocks ignored,
-    stamps a zone off their lines' Unix times, files without stamps (one note for all of
-    them).
+    stamps a zone off their lines' Unix times, stamps after their files' last writes (one note
+    for all of them, with the largest lead), files without stamps (one note for all of them).
     """
     notes: list[Note] = []
     steps: dict[str, list[ClockFinding]] = {}
@@ -134,6 +136,11 @@ def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
         values = {"offset_s": finding.seconds or 0.0}
         by_name = {finding.source: finding.line}
         notes.append(Note(NoteCode.STAMP_ZONE_OFFSET, values, by_name=by_name))
+    ahead = _first_per_source(findings, STAMP_AFTER_WRITE)
+    if ahead:
+        values = {"ahead_s": max(f.seconds or 0.0 for f in ahead)}
+        by_name = {f.source: f.line for f in ahead}
+        notes.append(Note(NoteCode.STAMP_AFTER_WRITE, values, by_name=by_name))
     untimed = untimed_sources(findings)
     if untimed:
         lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}

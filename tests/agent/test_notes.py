@@ -34,6 +34,7 @@ VALUES = {
     "seconds": 9000.0,
     "interval_steps": 600,
     "offset_s": 18_000.0,
+    "ahead_s": 31_343.0,
     "step_s": 2.0,
     "spacing_s": 6.2e-06,
 }
