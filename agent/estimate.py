@@ -62,6 +62,8 @@ def timeline_from(columns: EventColumns) -> Timeline:
         failure_planned=columns.failure_planned,
         tier=columns.tier,
         host_dated=columns.host_dated,
+        source=columns.source.astype(np.intp),
+        sources=columns.sources,
     )
 
 
