@@ -101,7 +101,7 @@ def test_logs_inside_the_repeated_hour_are_placed_by_the_timing_file(tmp_path: P
     run-1 at 05:59), but their 7 saves lie exactly 1 h before the timing file's records of the
     same steps: they are moved onto the second pass, and the estimate is the one of the same
     runs on 2026-12-02 (no DST change: the trial's hf2 logs and timing file, read the same way):
-    M 29.53 s (not 50 s), C 0.0828 s, goodput 48.5% of the 2m 43s the runs took (not 3.5% of
+    M 29.53 s (not 50 s), C 0.0828 s, goodput 48.5% of the 2m 43s the runs took (not 3.3% of
     1h 01m); run-1 and run-2, whose saves pair at 0, are not named."""
     logs = _copies(tmp_path, "dst", DST_COPIED, (*RUNS, "ckpt_timings.jsonl"))
     db = str(tmp_path / "s.db")
