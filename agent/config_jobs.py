@@ -45,7 +45,9 @@ class ParseConfig(Section):
     """``[parse]``: how log text is read."""
 
     timezone: str = "UTC"
-    """IANA zone of timestamps printed without an offset (most frameworks print local time)."""
+    """IANA zone of timestamps printed without an offset (most frameworks print local time).
+    Logs of a zone east of it show stamps after their files' last writes: ``ingest`` warns and
+    the estimate's ``stamp_after_write`` note names them."""
 
     @field_validator("timezone")
     @classmethod

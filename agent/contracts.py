@@ -238,8 +238,14 @@ def untimed_files(est: JobEstimate) -> dict[str, int]:
 def split_notes(est: JobEstimate) -> tuple[Note, ...]:
     """The estimate's notes about the goodput split's clock: a log read in the wrong time zone
     beside its timing file (``zone_offset``: its times were moved onto the timing file's clock
-    for the split, :func:`rules.sources.log_zone_offset`)."""
-    return tuple(n for n in est.notes if n.code is NoteCode.ZONE_OFFSET)
+    for the split, :func:`rules.sources.log_zone_offset`), files read in the hour repeated
+    when clocks fell back (``ambiguous_stamp_placed``: moved onto its second pass by the timing
+    file; ``ambiguous_stamp``: left in its first, which may be wrong;
+    :func:`rules.repeated_hour.place_repeated_hours`)."""
+    return tuple(n for n in est.notes if n.code in _SPLIT_NOTES)
+
+
+_SPLIT_NOTES = (NoteCode.ZONE_OFFSET, NoteCode.AMBIGUOUS_STAMP_PLACED, NoteCode.AMBIGUOUS_STAMP)
 
 
 def interval_json(

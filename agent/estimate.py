@@ -62,6 +62,8 @@ def timeline_from(columns: EventColumns) -> Timeline:
         failure_planned=columns.failure_planned,
         tier=columns.tier,
         host_dated=columns.host_dated,
+        source=columns.source.astype(np.intp),
+        sources=columns.sources,
     )
 
 
@@ -119,7 +121,13 @@ def clock_findings(store: StoreReader, job: str) -> list[ClockFinding]:
     """What the parsers found about the job's log files' clocks (the events of
     :data:`rules.sources.FINDING_KINDS`: a few per file), for the estimate's notes."""
     return [
-        ClockFinding(str(e.event.kind), e.source, e.event.line, e.event.duration_s)
+        ClockFinding(
+            str(e.event.kind),
+            e.source,
+            e.event.line,
+            e.event.duration_s,
+            None if e.event.time is None else e.event.time.timestamp(),
+        )
         for e in store.events(job=job, kinds=FINDING_KINDS)
     ]
 

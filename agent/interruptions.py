@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ckpt_advisor import parsers
-from ckpt_advisor.agent.estimate import ESTIMATE_KINDS, Estimator, stack_of, timeline_from
+from ckpt_advisor.agent.estimate import (
+    ESTIMATE_KINDS,
+    Estimator,
+    clock_findings,
+    stack_of,
+    timeline_from,
+)
 from ckpt_advisor.rules.job_runs import job_runs
 from ckpt_advisor.rules.model import Observation
 from ckpt_advisor.rules.policy import DEFAULT_POLICY
@@ -70,7 +76,12 @@ def number_stored_interruptions(
     events in store order, so its k-th failure row is the job's k-th timed failure event."""
     for job in sorted({r["job"] for r in rows if r["kind"] == "failure"}):
         columns = store.event_columns(job, ESTIMATE_KINDS)
-        split = job_runs(timeline_from(columns), policy=estimator.policy, stack=stack_of(columns))
+        split = job_runs(
+            timeline_from(columns),
+            policy=estimator.policy,
+            stack=stack_of(columns),
+            clock_findings=clock_findings(store, job),
+        )
         failure_rows = np.flatnonzero(columns.kind == columns.kinds.index("failure"))
         ordinal = {int(row): k for k, row in enumerate(failure_rows)}
         stored = [e for e in store.events(job=job, kinds=["failure"]) if e.event.time is not None]

@@ -112,6 +112,62 @@ def _stamp_zone(note: Note) -> str:
     )
 
 
+def _from_lines(note: Note) -> str:
+    """The note's files, each with the line it starts at: ``a.log (from line 15), …``."""
+    return ", ".join(f"{source} (from line {line})" for source, line in note.by_name.items())
+
+
+def _stamp_after_write(note: Note) -> str:
+    return (
+        f"the stamps of {_from_lines(note)} lie up to {d(note.values['ahead_s'])} after "
+        "their file's last write (its mtime), a time that had not come when the lines were "
+        "written: they were "
+        "printed in a zone east of the one they were read in (or by a clock that runs ahead). "
+        "Nothing was moved (the mtime bounds the offset, it does not give it): the spans within "
+        "those files hold, and with them C, M and the intervals measured there, but their "
+        "times as stored and shown, how old the data looks, and every span to another source "
+        "(a file from another zone, lines the host dated, a timing file's records) are off by "
+        "the offset: set --tz (ingest), or the job's timezone or [parse] timezone (the "
+        "daemon), to the nodes' zone"
+    )
+
+
+def _repeated_hour(note: Note) -> str:
+    """The start both repeated-hour notes share: which files, and why they are named."""
+    return (
+        f"the stamps of {_from_lines(note)} lie in the hour repeated when clocks fell back, and "
+        "no earlier stamp of the file tells which pass of it they are"
+    )
+
+
+def _ambiguous_stamp(note: Note) -> str:
+    return (
+        f"{_repeated_hour(note)}: they were read as the first; if they are the second, those "
+        f"times are {d(note.values['gap_s'])} early, and the spans between them and other files "
+        "(restarts, running time, goodput) are off by that; a timing file with the same saves, "
+        "or logs in UTC, place them"
+    )
+
+
+def _ambiguous_placed(note: Note) -> str:
+    v = note.values
+    evidence = []
+    if v.get("n_saves"):
+        evidence.append(
+            f"the timing file's records of {_count(v['n_saves'])} of their saves lie there"
+        )
+    if v.get("n_resumes"):
+        evidence.append(
+            f"read in the first, {_count(v['n_resumes'])} resume(s) would load a checkpoint "
+            "before any file saved it"
+        )
+    return (
+        f"{_repeated_hour(note)}: they are in the second ({'; '.join(evidence)}), so their "
+        f"times were moved {d(v['gap_s'])} later onto it (the times shown by events stay as "
+        "read)"
+    )
+
+
 def _no_timestamps(note: Note) -> str:
     named = ", ".join(f"{s} (first event at line {line})" for s, line in note.by_name.items())
     return (
@@ -240,6 +296,9 @@ _TEXT: dict[NoteCode, Callable[[Note], str]] = {
     NoteCode.CLOCK_STEP: _clock_step,
     NoteCode.BAR_CLOCK_IGNORED: _bar_clock,
     NoteCode.STAMP_ZONE_OFFSET: _stamp_zone,
+    NoteCode.STAMP_AFTER_WRITE: _stamp_after_write,
+    NoteCode.AMBIGUOUS_STAMP: _ambiguous_stamp,
+    NoteCode.AMBIGUOUS_STAMP_PLACED: _ambiguous_placed,
     NoteCode.NO_TIMESTAMPS: _no_timestamps,
     NoteCode.ZONE_OFFSET: _values(
         lambda v: (

@@ -112,7 +112,10 @@ def make_parser(
     diagnostics = Diagnostics()
     zone = tz if tz is UTC else LocalZone(tz)  # this file's own DST context
     context = ParseContext(
-        tz=zone, year_hint=year_hint, report=diagnostics.report, clock=FileClock()
+        tz=zone,
+        year_hint=year_hint,
+        report=diagnostics.report,
+        clock=FileClock(zone if isinstance(zone, LocalZone) else None),
     )
     custom = CustomPatterns(patterns, zone, diagnostics.report) if patterns else None
     if fmt == AUTO:

@@ -37,6 +37,7 @@ from bisect import bisect_right
 from datetime import datetime, timedelta
 
 from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.timestamps import LocalZone, first_pass_start
 
 STEP_TOLERANCE_S = 300.0
 """How far a stamp may lie before the newest one without being a step of the clock, seconds
@@ -81,7 +82,11 @@ class FileClock:
     ``no_timestamps`` events found since the last call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, zone: LocalZone | None = None) -> None:
+        self._zone = zone
+        """The zone the file's stamps are read in, when it resolves DST transitions: its
+        :attr:`LocalZone.undecided` stamps are reported (:meth:`printed`), once per file."""
+        self._reported_ambiguous = False
         self._newest: datetime | None = None
         """Newest corrected stamp so far."""
         self._newest_line = 0
@@ -125,7 +130,14 @@ class FileClock:
 
     def printed(self, time: datetime, lineno: int) -> None:
         """Take a stamp printed on line ``lineno`` (a stamp of an earlier line than one already
-        taken is a late report of an event and changes nothing)."""
+        taken is a late report of an event and changes nothing). A stamp of the repeated
+        hour that the file's earlier stamps do not place is reported, the first of the file,
+        as an ``ambiguous_stamp`` event (:meth:`_ambiguous`)."""
+        zone = self._zone
+        if zone is not None and zone.undecided is not None:
+            if not self._reported_ambiguous:
+                self._ambiguous(lineno, *zone.undecided)
+            zone.undecided = None
         if lineno < self._newest_line:
             return
         if self._newest is not None:
@@ -249,21 +261,53 @@ class FileClock:
         if offset_s in self._zone_offsets:
             return
         self._zone_offsets.add(offset_s)
+        self._find(
+            EventKind.STAMP_ZONE_OFFSET,
+            lineno,
+            time,
+            offset_s,
+            f"the stamps are {abs(offset_s):.0f} s "
+            f"{'ahead of' if offset_s > 0 else 'behind'} the Unix time this line prints: "
+            "they were read in the wrong zone (set the nodes' zone); the file's Unix "
+            "times are moved onto its stamps' clock",
+        )
+
+    def _find(
+        self, kind: EventKind, lineno: int, time: datetime, seconds: float, detail: str
+    ) -> None:
+        """Add a finding of ``kind`` about line ``lineno``, dated ``time`` (marked estimated:
+        a finding dates no held event), ``seconds`` its ``duration_s``."""
         self._findings.append(
             Event(
-                EventKind.STAMP_ZONE_OFFSET,
+                kind,
                 lineno,
                 _CLOCK_PARSER,
                 time=time,
-                time_estimated=True,  # a finding, not a time: it dates no held event
-                duration_s=offset_s,
-                detail=(
-                    f"the stamps are {abs(offset_s):.0f} s "
-                    f"{'ahead of' if offset_s > 0 else 'behind'} the Unix time this line prints: "
-                    "they were read in the wrong zone (set the nodes' zone); the file's Unix "
-                    "times are moved onto its stamps' clock"
-                ),
+                time_estimated=True,
+                duration_s=seconds,
+                detail=detail,
             )
+        )
+
+    def _ambiguous(self, lineno: int, first: datetime, second: datetime) -> None:
+        """Report the stamp of line ``lineno``, read as ``first`` though it could be the later
+        ``second`` (the repeated hour after clocks fall back), as an ``ambiguous_stamp`` event
+        dated where the hour's first pass begins (:func:`first_pass_start`: the file's times
+        read in that pass are from there to ``duration_s`` later, the hour's length)."""
+        assert self._zone is not None
+        self._reported_ambiguous = True
+        zone = self._zone.zone
+        local = first.astimezone(zone)
+        self._find(
+            EventKind.AMBIGUOUS_STAMP,
+            lineno,
+            first_pass_start(first, second, zone),
+            (second - first).total_seconds(),
+            f"stamp {local.replace(tzinfo=None).isoformat(sep=' ')} lies in the hour repeated "
+            f"when clocks fell back in {zone}, and no earlier stamp of the file places it: read "
+            f"as its first occurrence ({local.tzname()}); if it is the second "
+            f"({second.astimezone(zone).tzname()}), the file's times are "
+            f"{_hms(second - first)} early",
         )
 
     def take_findings(self) -> list[Event]:

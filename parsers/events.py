@@ -52,6 +52,17 @@ class EventKind(StrEnum):
     time printed on the same line, seconds) from the Unix times it prints (NeMo's
     ``time.time()``): its stamps, printed without a zone, were read in the wrong one, and the
     printed Unix times are put on the stamps' clock so that spans within the file hold."""
+    AMBIGUOUS_STAMP = "ambiguous_stamp"
+    """This line's stamp lies in the hour repeated when clocks fall back, and no earlier stamp
+    of the file places it (``parsers.timestamps.LocalZone``): it and the file's later stamps of
+    that hour were read as the first occurrence; ``time``: where that first pass begins (UTC),
+    ``duration_s``: how much later the second reading is (the hour's length, seconds). Once
+    per file."""
+    STAMP_AFTER_WRITE = "stamp_after_write"
+    """A stamp the file printed lies after the file's last write (its mtime) by ``duration_s``
+    seconds: a time that had not come yet when the line was written, so the stamps (printed
+    without a zone) were read in a zone west of theirs, or the node's clock runs ahead. Found
+    by the reader, which knows the file (``agent/tail/dating.py``); once per file."""
     INTERVAL_CHANGE = "interval_change"
     """The job moved its checkpoint interval (an adopted advice, ``parsers/adoption.py``):
     ``step`` where the new interval starts, ``duration_s`` the new interval in seconds."""
@@ -64,6 +75,8 @@ CLOCK_KINDS = frozenset(
         EventKind.NO_TIMESTAMPS,
         EventKind.DATED_AT_FIRST_TIME,
         EventKind.STAMP_ZONE_OFFSET,
+        EventKind.STAMP_AFTER_WRITE,
+        EventKind.AMBIGUOUS_STAMP,
     )
 )
 """Kinds that say something about a file's clock, not about training (``parsers/clock.py``)."""

@@ -38,7 +38,10 @@ class LocalZone(tzinfo):
     ``tolerance`` before the previous stamp (logs move forward; a little disorder between
     ranks is tolerated); a time in the spring gap is shifted forward by the gap (PEP 495: with
     ``fold=0`` a missing time takes the offset before the transition, so ``02:30`` reads as
-    ``03:30`` EDT). One instance per parser (:func:`parsers.make_parser` makes it): the state
+    ``03:30`` EDT). An ambiguous time that the previous stamp does not place (there is none,
+    or it lies an hour or more before the first reading: either reading follows it) is read as
+    its first occurrence and both readings are kept in :attr:`undecided`, for the file's clock
+    to report. One instance per parser (:func:`parsers.make_parser` makes it): the state
     is that file's. Offsets, DST and names come from the wrapped zone (a ``ZoneInfo``).
 
     Args:
@@ -61,6 +64,10 @@ class LocalZone(tzinfo):
         seconds."""
         self._second: tuple[datetime, datetime, datetime] | None = None
         """A memo: the last whole second read and its two UTC readings (fold 0 and 1)."""
+        self.undecided: tuple[datetime, datetime] | None = None
+        """Both readings (the one taken first) of the last repeated-hour stamp that the file's
+        stamps could not place (:meth:`at`), until the file's clock takes it
+        (``parsers.clock.FileClock.printed``)."""
 
     def utcoffset(self, dt: datetime | None) -> timedelta | None:
         return self.zone.utcoffset(dt)
@@ -117,10 +124,30 @@ class LocalZone(tzinfo):
         if second > first:  # ambiguous: the repeated hour after clocks fall back
             if self.last_utc is not None and first < self.last_utc - self.tolerance:
                 moment = second
+            elif self.last_utc is None or first - self.last_utc >= second - first:
+                self.undecided = (first, second)  # no stamp before, or none within the hour
         elif second < first:  # nonexistent: in the gap when clocks spring forward
             moment = first  # fold=0 uses the offset before the gap: shifted forward by it
         self.last_utc = moment if self.last_utc is None else max(self.last_utc, moment)
         return moment
+
+
+def first_pass_start(first: datetime, second: datetime, zone: tzinfo) -> datetime:
+    """The UTC instant the first pass of a repeated hour begins, for a stamp of that hour read
+    as ``first`` (aware UTC) or ``second`` in ``zone``: the change of offset lies after
+    ``first`` and at most the hour's length later, and is found to the second (tzdata's
+    changes are whole seconds, RFC 8536); the first pass ends there."""
+    before = first.astimezone(zone).utcoffset()
+    whole = first.replace(microsecond=0)  # still in the first pass: it begins on a second
+    hour_s = round((second - first).total_seconds())
+    low, high = 0, hour_s  # seconds after ``whole``: low has the old offset, high the new
+    while high - low > 1:
+        middle = (low + high) // 2
+        if (whole + timedelta(seconds=middle)).astimezone(zone).utcoffset() == before:
+            low = middle
+        else:
+            high = middle
+    return whole + timedelta(seconds=high - hour_s)
 
 
 def _aware(naive: datetime, tz: tzinfo) -> datetime:

@@ -144,7 +144,7 @@ def estimate_job(
     window = policy.cost_window_saves
     confidence = policy.confidence
 
-    split = job_runs(observations, policy=policy, stack=facts.stack)
+    split = job_runs(observations, policy=policy, stack=facts.stack, clock_findings=clock_findings)
     full, fast_tier, n_unseen = split.full, split.fast_tier, split.n_unseen
     timeline, newest_s, since_s = split.timeline, split.newest_s, split.since_s
     cost, step_s = split.cost, split.step_s
@@ -328,6 +328,7 @@ def estimate_job(
                 too_close,
             )
             + clock_notes(clock_findings)
+            + split.repeated_hours.notes()
             + (() if split.zone_offset is None else (split.zone_offset.note(),))
             + inferred_notes(n_clamped, n_unseen)
             + host_dated_notes(n_host_dated, stepped_s, n_stepped, clock_findings)

@@ -5,7 +5,7 @@ the rest of an estimate: M, the intervals, the goodput, the notes)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,9 +18,10 @@ from ckpt_advisor.rules.cost import (
 )
 from ckpt_advisor.rules.goodput_spans import save_upper_bounds_by_row
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
-from ckpt_advisor.rules.model import Observation
+from ckpt_advisor.rules.model import ClockFinding, Observation
 from ckpt_advisor.rules.policy import EstimationPolicy
 from ckpt_advisor.rules.progress import redated_failures, save_index, step_time_s
+from ckpt_advisor.rules.repeated_hour import RepeatedHours, place_repeated_hours
 from ckpt_advisor.rules.runs import split_runs
 from ckpt_advisor.rules.sources import ZoneOffset, log_zone_offset
 from ckpt_advisor.rules.tier_estimate import fast_save_rows
@@ -36,8 +37,11 @@ class JobRuns:
     """A job's timeline split into runs at its interruptions, and what that split rests on.
 
     Attributes:
-        full: the timeline as given, its log times moved by ``-zone_offset.offset_s`` when
+        full: the timeline as given, the files of a repeated hour placed in its pass
+            (``repeated_hours``) and its log times moved by ``-zone_offset.offset_s`` when
             the log lies a whole time-zone offset from the timing file.
+        repeated_hours: the files read in the hour repeated when clocks fall back, and where
+            the timing file placed them (:func:`rules.repeated_hour.place_repeated_hours`).
         zone_offset: that offset (:func:`rules.sources.log_zone_offset`), or None.
         fast_tier: the fast tier of a job that saves to two (its saves then count as the
             persistent tier's only, in ``timeline``), else None.
@@ -57,6 +61,7 @@ class JobRuns:
     """
 
     full: Timeline
+    repeated_hours: RepeatedHours
     zone_offset: ZoneOffset | None
     fast_tier: Tier | None
     timeline: Timeline
@@ -90,6 +95,7 @@ def job_runs(
     *,
     policy: EstimationPolicy,
     stack: str | None,
+    clock_findings: Sequence[ClockFinding] = (),
 ) -> JobRuns:
     """The job's interruptions and runs as :func:`rules.job.estimate_job` counts them (see
     there): a two-tier job's saves as its persistent tier's, the interruptions no failure line
@@ -97,7 +103,10 @@ def job_runs(
     ``policy.cost_window_saves`` saves (``stack``: the framework that wrote the logs), the step
     time within ``policy.mtbf_window_s`` before the newest observation not dated by the host,
     and the failures re-dated by it (:func:`rules.progress.redated_failures`), then split again.
-    A log that lies a whole time-zone offset from its timing file at the same saves
+    The files whose stamps of an hour repeated when clocks fell back no earlier stamp placed
+    (``clock_findings``' ``ambiguous_stamp``) are put in the pass their saves pair with the
+    timing file at (:func:`rules.repeated_hour.place_repeated_hours`) first. A log that lies
+    a whole time-zone offset from its timing file at the same saves
     (:func:`rules.sources.log_zone_offset`) has its printed times moved onto the timing file's
     clock first: every span between the two sources (running time, restarts, save spacing,
     goodput) is then measured on one clock.
@@ -105,7 +114,9 @@ def job_runs(
     Raises:
         ValueError: an observation time is not finite.
     """
-    full = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    given = observations if isinstance(observations, Timeline) else Timeline.of(observations)
+    repeated_hours = place_repeated_hours(given, clock_findings)
+    full = repeated_hours.timeline
     zone_offset = log_zone_offset(full)
     if zone_offset is not None:
         full = full.with_log_times_moved(-zone_offset.offset_s)
@@ -140,6 +151,7 @@ def job_runs(
             interruptions, run_id, saves = clustered_runs(timeline, policy)
     return JobRuns(
         full=full,
+        repeated_hours=repeated_hours,
         zone_offset=zone_offset,
         fast_tier=fast_tier,
         timeline=timeline,

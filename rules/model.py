@@ -65,20 +65,25 @@ class Observation:
 class ClockFinding:
     """What a parser found about one log file's clock: a stored ``clock_step``,
     ``bar_clock_ignored``, ``no_timestamps``, ``dated_at_first_time`` or ``stamp_zone_offset``
-    event (``parsers/clock.py``).
+    event (``parsers/clock.py``), or a ``stamp_after_write`` one (``agent/tail/dating.py``).
 
     Attributes:
         kind: the event's kind string.
         source: the file it was found in.
         line: 1-based line where it was found.
         seconds: for ``clock_step``, how far the clock stepped back; for
-            ``stamp_zone_offset``, the stamps minus the Unix times (seconds); else None.
+            ``stamp_zone_offset``, the stamps minus the Unix times (seconds); for
+            ``stamp_after_write``, how far the stamp lies after the file's mtime; for
+            ``ambiguous_stamp``, how much later its second reading is; else None.
+        time_s: the finding's time (epoch s): for ``ambiguous_stamp``, the stamp's first
+            reading, the one taken; None when it has none.
     """
 
     kind: str
     source: str
     line: int
     seconds: float | None = None
+    time_s: float | None = None
 
 
 class NoteCode(StrEnum):
@@ -120,6 +125,18 @@ class NoteCode(StrEnum):
       the same lines, a whole time-zone offset); ``by_name``: the file and the first such line.
       Its Unix times were moved onto its stamps' clock, so the file agrees with itself, but
       its stamps were read in the wrong zone.
+    - ``stamp_after_write``: ``ahead_s`` (the most that a file's first stamp after its last
+      write lies after it); ``by_name``: each such file and that stamp's line. Times that had
+      not come when the lines were written: the stamps were read in a zone west of the one
+      they were printed in (or a node's clock runs ahead), and nothing was moved.
+    - ``ambiguous_stamp``: ``gap_s`` (how much later the second reading of the hour repeated
+      when clocks fall back is); ``by_name``: each file whose stamps of that hour no earlier
+      stamp placed, and its first such line. They were read as the first occurrence, and
+      no timing-file record of their saves confirms or moves them.
+    - ``ambiguous_stamp_placed``: ``gap_s`` (the hour's length), ``n_saves`` (their saves the
+      timing file's records put in the second pass), ``n_resumes`` (their resumes the first
+      pass would put before every save of their step); ``by_name``: each file whose stamps of
+      that hour were moved into its second pass, and its line.
     - ``host_dated_failures``: ``n_failures`` (interruptions in files without stamps, counted
       in M), ``exposure_s`` (running time measured as steps × the printed step time, over
       ``n_runs`` runs without placed times); ``by_name``: each file without stamps and its
@@ -153,6 +170,9 @@ class NoteCode(StrEnum):
     NO_TIMESTAMPS = "no_timestamps"
     ZONE_OFFSET = "zone_offset"
     STAMP_ZONE_OFFSET = "stamp_zone_offset"
+    STAMP_AFTER_WRITE = "stamp_after_write"
+    AMBIGUOUS_STAMP = "ambiguous_stamp"
+    AMBIGUOUS_STAMP_PLACED = "ambiguous_stamp_placed"
     HOST_DATED_FAILURES = "host_dated_failures"
     FAILURES_CLAMPED = "failures_clamped"
     UNSEEN_INTERRUPTIONS = "unseen_interruptions"

@@ -17,19 +17,23 @@ import numpy as np
 
 from ckpt_advisor.rules.model import ClockFinding, Note, NoteCode
 from ckpt_advisor.rules.saves import TimedSaves
-from ckpt_advisor.rules.timeline import Kind, Timeline
+from ckpt_advisor.rules.timeline import BoolArray, FloatArray, Kind, Timeline
 
 CLOCK_STEP = "clock_step"
 BAR_CLOCK_IGNORED = "bar_clock_ignored"
 NO_TIMESTAMPS = "no_timestamps"
 DATED_AT_FIRST_TIME = "dated_at_first_time"
 STAMP_ZONE_OFFSET = "stamp_zone_offset"
+STAMP_AFTER_WRITE = "stamp_after_write"
+AMBIGUOUS_STAMP = "ambiguous_stamp"
 FINDING_KINDS = (
     CLOCK_STEP,
     BAR_CLOCK_IGNORED,
     NO_TIMESTAMPS,
     DATED_AT_FIRST_TIME,
     STAMP_ZONE_OFFSET,
+    STAMP_AFTER_WRITE,
+    AMBIGUOUS_STAMP,
 )
 """The event kinds :class:`rules.model.ClockFinding` is read from."""
 HOST_DATED_KINDS = (NO_TIMESTAMPS, DATED_AT_FIRST_TIME)
@@ -78,25 +82,33 @@ def log_zone_offset(timeline: Timeline) -> ZoneOffset | None:
     :data:`ZONE_SLACK_S` of one multiple of 15 minutes, and it is not zero. Host-dated
     observations (no printed time) are left out.
     """
-    placed = np.isfinite(timeline.step) & ~timeline.host_dated
-    logged = placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
-    if not logged.any() or not timeline.from_timing_file.any():
+    differences_s = save_differences_s(timeline, np.ones(len(timeline), np.bool_))
+    if differences_s.size < 2:
         return None
-    saves = TimedSaves.of(timeline, np.zeros(len(timeline), np.intp))
-    kept = placed[saves.index] & np.isfinite(saves.start_s)  # a record without a duration: no start
-    log_steps, log_s = _first_per_step(timeline.step[logged], timeline.time_s[logged])
-    rec_steps, rec_s = _first_per_step(timeline.step[saves.index][kept], saves.start_s[kept])
-    _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
-    if in_log.size < 2:
-        return None
-    differences_s = log_s[in_log] - rec_s[in_rec]
     offset_s = ZONE_STEP_S * round(float(np.median(differences_s)) / ZONE_STEP_S)
     if offset_s == 0.0 or np.abs(differences_s - offset_s).max() > ZONE_SLACK_S:
         return None
-    return ZoneOffset(offset_s, int(in_log.size))
+    return ZoneOffset(offset_s, int(differences_s.size))
 
 
-def _first_per_step(steps: np.ndarray, times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def save_differences_s(timeline: Timeline, rows: BoolArray) -> FloatArray:
+    """Per step where a log save of ``rows`` (shape (n,)) and a timing-file save pair, the
+    log's save start minus the record's, seconds, by step (:func:`log_zone_offset` says how
+    they pair); empty when none pair. Host-dated observations are left out."""
+    placed = np.isfinite(timeline.step) & ~timeline.host_dated
+    logged = rows & placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
+    if not logged.any() or not timeline.from_timing_file.any():
+        return np.zeros(0)
+    saves = TimedSaves.of(timeline, np.zeros(len(timeline), np.intp))
+    kept = placed[saves.index] & np.isfinite(saves.start_s)  # a record without a duration: no start
+    log_steps, log_s = first_per_step(timeline.step[logged], timeline.time_s[logged])
+    rec_steps, rec_s = first_per_step(timeline.step[saves.index][kept], saves.start_s[kept])
+    _, in_log, in_rec = np.intersect1d(log_steps, rec_steps, return_indices=True)
+    differences_s: FloatArray = log_s[in_log] - rec_s[in_rec]
+    return differences_s
+
+
+def first_per_step(steps: np.ndarray, times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``steps``, ascending, and the earliest of ``times_s`` at each."""
     order = np.lexsort((times_s, steps))
     unique, first = np.unique(steps[order], return_index=True)
@@ -111,11 +123,12 @@ def untimed_sources(findings: Sequence[ClockFinding]) -> list[str]:
 def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
     """One note per file and kind of finding, naming the file and the (first) line
     (:class:`rules.model.NoteCode` ``clock_step``, ``bar_clock_ignored``,
-    ``stamp_zone_offset``, ``no_timestamps``).
+    ``stamp_zone_offset``, ``stamp_after_write``, ``no_timestamps``; ``ambiguous_stamp`` is
+    :func:`rules.repeated_hour.place_repeated_hours`'s, which may place them).
 
     Shapes: ``findings`` in any order; returns notes ordered: steps back, bar clocks ignored,
-    stamps a zone off their lines' Unix times, files without stamps (one note for all of
-    them).
+    stamps a zone off their lines' Unix times, stamps after their files' last writes (one note
+    for all of them, with the largest lead), files without stamps (one note for all of them).
     """
     notes: list[Note] = []
     steps: dict[str, list[ClockFinding]] = {}
@@ -128,15 +141,20 @@ def clock_notes(findings: Sequence[ClockFinding]) -> tuple[Note, ...]:
         if first.seconds is not None:
             values["seconds"] = first.seconds
         notes.append(Note(NoteCode.CLOCK_STEP, values, by_name={source: first.line}))
-    for finding in _first_per_source(findings, BAR_CLOCK_IGNORED):
+    for finding in first_per_source(findings, BAR_CLOCK_IGNORED):
         notes.append(Note(NoteCode.BAR_CLOCK_IGNORED, by_name={finding.source: finding.line}))
-    for finding in _first_per_source(findings, STAMP_ZONE_OFFSET):
+    for finding in first_per_source(findings, STAMP_ZONE_OFFSET):
         values = {"offset_s": finding.seconds or 0.0}
         by_name = {finding.source: finding.line}
         notes.append(Note(NoteCode.STAMP_ZONE_OFFSET, values, by_name=by_name))
+    ahead = first_per_source(findings, STAMP_AFTER_WRITE)
+    if ahead:
+        values = {"ahead_s": max(f.seconds or 0.0 for f in ahead)}
+        by_name = {f.source: f.line for f in ahead}
+        notes.append(Note(NoteCode.STAMP_AFTER_WRITE, values, by_name=by_name))
     untimed = untimed_sources(findings)
     if untimed:
-        lines = {f.source: f.line for f in _first_per_source(findings, NO_TIMESTAMPS)}
+        lines = {f.source: f.line for f in first_per_source(findings, NO_TIMESTAMPS)}
         notes.append(Note(NoteCode.NO_TIMESTAMPS, by_name={s: lines[s] for s in untimed}))
     return tuple(notes)
 
@@ -155,12 +173,13 @@ def host_dated_notes(
     if not (n_failures or n_runs):
         return ()
     values = {"n_failures": n_failures, "exposure_s": stepped_s, "n_runs": n_runs}
-    found = [f for kind in HOST_DATED_KINDS for f in _first_per_source(findings, kind)]
+    found = [f for kind in HOST_DATED_KINDS for f in first_per_source(findings, kind)]
     by_name = {f.source: f.line for f in found}
     return (Note(NoteCode.HOST_DATED_FAILURES, values, by_name=by_name),)
 
 
-def _first_per_source(findings: Sequence[ClockFinding], kind: str) -> list[ClockFinding]:
+def first_per_source(findings: Sequence[ClockFinding], kind: str) -> list[ClockFinding]:
+    """The first finding (by line) of ``kind`` in each file, in the order of those lines."""
     first: dict[str, ClockFinding] = {}
     for finding in sorted((f for f in findings if f.kind == kind), key=lambda f: f.line):
         first.setdefault(finding.source, finding)

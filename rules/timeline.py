@@ -101,6 +101,9 @@ class Timeline:
             time before it, dated by the host (the read time live, the file's mtime in a
             backfill): its order among the job's observations is a guess, so no duration
             with an end at it is measured (:attr:`measured`).
+        source: shape (n,), the file each observation came from, an index into ``sources``
+            (-1 for one the rules added).
+        sources: the job's files (:attr:`Observation.source`), each once.
     """
 
     time_s: FloatArray
@@ -116,6 +119,8 @@ class Timeline:
     row: IntArray
     tier: npt.NDArray[np.int8]
     host_dated: BoolArray
+    source: IntArray
+    sources: tuple[str, ...]
 
     @classmethod
     def of(cls, observations: Iterable[Observation]) -> Timeline:
@@ -162,6 +167,8 @@ class Timeline:
             failure_planned=np.fromiter((o.planned for o in failures), np.bool_, len(failures)),
             tier=np.fromiter((tier_code(o.tier) for o in items), np.int8, count)[order],
             host_dated=np.fromiter((o.host_dated for o in items), np.bool_, count)[order],
+            source=source,
+            sources=tuple(source_codes),
         )
         return replace(timeline, row=order.astype(np.intp))
 
@@ -180,6 +187,8 @@ class Timeline:
         failure_planned: BoolArray,
         tier: npt.NDArray[np.int8] | None = None,
         host_dated: BoolArray | None = None,
+        source: IntArray | None = None,
+        sources: tuple[str, ...] = ("",),
     ) -> Timeline:
         """A timeline from columns already in time order (ties: in the lines' order), the form
         a store can hand over without building an :class:`Observation` per row.
@@ -195,6 +204,7 @@ class Timeline:
             tier: shape (n,), :data:`TIER_CODES` (-1: not said); None: no tier anywhere.
             host_dated: shape (n,), :attr:`host_dated`; None: every time was printed or
                 inferred from its own file.
+            source, sources: :attr:`source` and :attr:`sources`; None: all of one source.
 
         Raises:
             ValueError: times not finite or not sorted, shapes that disagree.
@@ -206,8 +216,10 @@ class Timeline:
             raise ValueError("time_s must be in ascending order")
         tier = np.full(count, -1, np.int8) if tier is None else tier
         host_dated = np.zeros(count, np.bool_) if host_dated is None else host_dated
+        source = np.zeros(count, np.intp) if source is None else source
         columns = (
-            kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier, host_dated
+            kind, step, duration_s, persist_s, from_timing_file, first_of_source, tier, host_dated,
+            source,
         )  # fmt: skip
         if any(c.shape != (count,) for c in columns):
             raise ValueError(f"every column must have shape ({count},)")
@@ -234,6 +246,8 @@ class Timeline:
             row=np.arange(count, dtype=np.intp),
             tier=tier,
             host_dated=host_dated,
+            source=source,
+            sources=sources,
         )
 
     def with_failure_times(self, failure_time_s: FloatArray) -> Timeline:
@@ -248,8 +262,12 @@ class Timeline:
         read from a timing file and not :attr:`host_dated`: a host's date is on the host's
         clock already), re-sorted by time: a log read in the wrong time zone put onto its
         timing file's clock (:func:`rules.sources.log_zone_offset`)."""
-        moved = ~self.from_timing_file & ~self.host_dated
-        return self._retimed(np.where(moved, self.time_s + by_s, self.time_s))
+        return self.with_moved(~self.from_timing_file & ~self.host_dated, by_s)
+
+    def with_moved(self, rows: BoolArray, by_s: float | FloatArray) -> Timeline:
+        """A copy with the observations at ``rows`` (shape (n,)) moved by ``by_s`` seconds
+        (one for all, or shape (n,): each its own), re-sorted by time."""
+        return self._retimed(np.where(rows, self.time_s + by_s, self.time_s))
 
     def _retimed(self, time_s: FloatArray) -> Timeline:
         """A copy with ``time_s`` (shape (n,), aligned with the observations), re-sorted by
@@ -274,6 +292,8 @@ class Timeline:
             row=self.row[order],
             tier=self.tier[order],
             host_dated=self.host_dated[order],
+            source=self.source[order],
+            sources=self.sources,
         )
 
     def select(self, keep: BoolArray) -> Timeline:
@@ -296,6 +316,8 @@ class Timeline:
             row=self.row[keep],
             tier=self.tier[keep],
             host_dated=self.host_dated[keep],
+            source=self.source[keep],
+            sources=self.sources,
         )
 
     def as_fast_saves(self, rows: BoolArray) -> Timeline:
@@ -362,6 +384,8 @@ class Timeline:
                 row=grown(self.row, -1),
                 tier=grown(self.tier, -1),
                 host_dated=np.concatenate((self.host_dated, self.host_dated[at]))[order],
+                source=grown(self.source, -1),
+                sources=self.sources,
             ),
             n_new,
         )

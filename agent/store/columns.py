@@ -136,6 +136,12 @@ class ColumnBuilder:
             rows = np.flatnonzero(_spread(group, of_source, np.bool_))
             found = np.asarray(flags, np.bool_)
             dated[rows] = found if found.size == rows.size else True
+        first_row: dict[str, float] = {}  # per source: its first kept row (inf: none)
+        for g, n, i in zip(groups, self._size, self._first, strict=True):
+            at = float(i) if n else float("inf")
+            first_row[g[0]] = min(at, first_row.get(g[0], at))
+        sources = tuple(sorted(first_row, key=lambda name: (first_row[name], name)))
+        code = {name: i for i, name in enumerate(sources)}
         return EventColumns(
             kinds=self.kinds,
             time_s=numbers["time_s"],
@@ -150,6 +156,8 @@ class ColumnBuilder:
             failure_planned=np.array([bool(r[1]) for r in failures], np.bool_),
             parser_counts=parser_counts([(g[1], n, i) for g, n, i in logs], untimed),
             host_dated=dated,
+            sources=sources,
+            source=_spread(group, [code[g[0]] for g in groups], np.int32),
         )
 
     def _joined(self, name: str, dtype: Any) -> npt.NDArray[Any]:

@@ -100,6 +100,8 @@ class EventColumns:
         host_dated: shape (n,), True for an event of a log file that had printed no time
             before it (a stored ``no_timestamps`` finding names the file), dated by the host
             (``agent/tail/dating.py``): ``rules.timeline.Timeline.host_dated``.
+        sources: the files the events came from, in the order of their first events.
+        source: shape (n,), each event's file, an index into ``sources``.
     """
 
     kinds: tuple[str, ...]
@@ -115,6 +117,8 @@ class EventColumns:
     parser_counts: dict[str, int]
     tier: npt.NDArray[np.int8]
     host_dated: npt.NDArray[np.bool_]
+    sources: tuple[str, ...]
+    source: npt.NDArray[np.int32]
 
 
 @dataclass(frozen=True, slots=True)

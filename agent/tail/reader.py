@@ -4,8 +4,9 @@ Complete lines are read in large buffers from where the parser stopped, handed t
 (only the lines its ``LineFilter`` asks for, see ``parsers.buffers``), and the events, with
 the file's new offset, are committed in ONE store transaction: a crash neither loses nor
 repeats a line (docs/RELIABILITY.md scenarios 1, 2, 8 and 9). What the parsers find about a file's
-clock is logged as it is stored, naming the file and the line: a clock that stepped back as a
-warning (scenario 30), a bar clock ignored or a file without timestamps at INFO.
+clock is logged as it is stored, naming the file and the line: a clock that stepped back or a
+stamp after the file's last write as a warning (scenario 30), a bar clock ignored or a file
+without timestamps at INFO.
 
 Parser state (a traceback half read, a CSV header, the detected stack) is not stored: when a
 file is opened again after a restart, its committed bytes are fed to a fresh parser and their
@@ -85,6 +86,9 @@ class ScanStats:
     job_files: dict[str, set[str]] = field(default_factory=dict)
     """Paths new lines were read from, by job."""
 
+
+_WARNED_KINDS = (EventKind.CLOCK_STEP, EventKind.STAMP_AFTER_WRITE)
+"""Clock findings logged as warnings: a clock that stepped back, stamps in the future."""
 
 SHARED_RECHECK_S = 30.0
 """How often a file another agent reads is looked at again (that agent may have gone away)."""
@@ -291,6 +295,8 @@ class Reader:
         live = f.pos > f.live_from
         for ev in f.parser.finish():
             pending.append(f.clock.date(ev, live=live, now=self._clock))
+            if (found := f.clock.take_finding()) is not None:
+                pending.append(found)
         f.flushed = True
 
     @staticmethod
@@ -391,8 +397,11 @@ class Reader:
             live = base + line_start >= f.live_from
             for ev in events:
                 resolved = clock.date(ev, live=live, now=now)
+                ahead = clock.take_finding()
                 if not replaying:
                     pending.append(resolved)
+                    if ahead is not None:
+                        pending.append(ahead)
         if lines:
             f.flushed = False  # lines went by, fed or not
         f.pos, f.lineno = base + end, first_lineno + lines
@@ -422,5 +431,5 @@ class Reader:
             if ev.kind is EventKind.FAILURE:
                 stats.failure_jobs.add(f.spec.job)
             elif ev.kind in CLOCK_KINDS:  # once, as stored: a replay drops its events
-                level = logging.WARNING if ev.kind is EventKind.CLOCK_STEP else logging.INFO
+                level = logging.WARNING if ev.kind in _WARNED_KINDS else logging.INFO
                 log.log(level, "%s:%d: %s: %s", f.path, ev.line, ev.kind.value, ev.detail)

@@ -36,13 +36,13 @@ def state_signature(f: OpenFile) -> object:
     one file whose signatures are equal at a line give the same events from there on.
 
     Left out, since no event depends on them: the miss counters and recent-error lists
-    (:class:`parsers.stream.Diagnostics`, write-only), the file clock's mtime function (the
-    file's, whatever its descriptor), and memory that can no longer act after this line
-    (:func:`_live`). Objects are walked through ``__dict__`` and ``__slots__``, functions
-    through their closure and bound instance, so a field added to any parser is compared
-    without being named here; an object of a kind not known here makes the signature unique
-    (never equal): the range falls back to a sequential read."""
-    return (_canon(f.parser, {}, f.lineno), f.clock.last_stamp)
+    (:class:`parsers.stream.Diagnostics`, write-only), the file clock's mtime function and the
+    mtime it last read (the file's, whatever its descriptor), and memory that can no longer
+    act after this line (:func:`_live`). Objects are walked through ``__dict__`` and
+    ``__slots__``, functions through their closure and bound instance, so a field added to any
+    parser is compared without being named here; an object of a kind not known here makes the
+    signature unique (never equal): the range falls back to a sequential read."""
+    return (_canon(f.parser, {}, f.lineno), f.clock.last_stamp, f.clock.ahead_reported)
 
 
 def _live(obj: object, lineno: int) -> tuple[set[str], object]:

@@ -34,6 +34,9 @@ VALUES = {
     "seconds": 9000.0,
     "interval_steps": 600,
     "offset_s": 18_000.0,
+    "ahead_s": 31_343.0,
+    "gap_s": 3600.0,
+    "n_resumes": 1,
     "step_s": 2.0,
     "spacing_s": 6.2e-06,
 }

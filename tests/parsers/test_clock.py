@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from ckpt_advisor.parsers.events import Event, EventKind
 from tests.parsers._helpers import REAL_LOGS, parse, read_lines
@@ -162,3 +164,17 @@ def test_the_lightning_capture_says_it_has_no_timestamps() -> None:
     assert (finding.line, finding.time) == (first_save.line, None)
     assert events.index(finding) < events.index(first_save)
     assert all(e.time is None for e in events)
+
+
+def test_a_log_wholly_inside_the_repeated_hour_reports_its_first_stamp() -> None:
+    """The trial's run-3 (a real HF Trainer resume, re-timed to 01:00:34-01:01:00 on the
+    fall-back night, tests/agent/fixtures/zones/dst) read in America/New_York: its first
+    stamped line (15: "***** Running training *****") could be either pass of the hour; it is
+    read as the first (EDT, 05:00:34 UTC) and reported once, dated where that pass begins
+    (01:00 EDT, 05:00 UTC), with the hour's length."""
+    path = Path(__file__).parents[1] / "agent" / "fixtures" / "zones" / "dst" / "run-3.log"
+    events, _ = parse(read_lines(path), tz=ZoneInfo("America/New_York"), clock=True)
+    [found] = [e for e in events if e.kind == EventKind.AMBIGUOUS_STAMP]
+    assert (found.line, found.duration_s) == (15, 3600.0)
+    assert found.time == datetime(2026, 11, 1, 5, tzinfo=UTC)
+    assert found.detail is not None and "read as its first occurrence (EDT)" in found.detail

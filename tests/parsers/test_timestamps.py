@@ -11,6 +11,7 @@ import pytest
 from ckpt_advisor.parsers.events import EventKind
 from ckpt_advisor.parsers.timestamps import (
     LocalZone,
+    first_pass_start,
     parse_iso_or_epoch,
     parse_mdy_hms,
     parse_ymd_hms,
@@ -214,3 +215,42 @@ def _read(zone: LocalZone, naive: datetime) -> datetime | str:
         return zone.to_utc(naive)
     except ValueError as exc:
         return str(exc)
+
+
+def test_a_repeated_hour_stamp_no_earlier_stamp_places_is_kept_undecided() -> None:
+    """01:10 with no stamp before it, or after a silence of an hour or more (00:05 EDT, then
+    01:10: either pass follows it), is read as EDT with both readings kept; 01:50 after 01:10
+    continues the file's own pass and keeps none."""
+    zone = LocalZone(NEW_YORK)
+    assert zone.to_utc(datetime(2026, 11, 1, 1, 10)) == datetime(2026, 11, 1, 5, 10, tzinfo=UTC)
+    assert zone.undecided == (
+        datetime(2026, 11, 1, 5, 10, tzinfo=UTC),
+        datetime(2026, 11, 1, 6, 10, tzinfo=UTC),
+    )
+    zone.undecided = None
+    zone.to_utc(datetime(2026, 11, 1, 1, 50))
+    assert zone.undecided is None
+    quiet = LocalZone(NEW_YORK)
+    quiet.to_utc(datetime(2026, 11, 1, 0, 5))
+    quiet.to_utc(datetime(2026, 11, 1, 1, 10))
+    assert quiet.undecided is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "stamp", "start"),
+    [
+        ("America/New_York", datetime(2026, 11, 1, 1, 0, 34, 840000), datetime(2026, 11, 1, 5)),
+        ("America/New_York", datetime(2026, 11, 1, 1, 59, 59), datetime(2026, 11, 1, 5)),
+        ("Europe/Paris", datetime(2026, 10, 25, 2, 30), datetime(2026, 10, 25, 0)),
+        ("Australia/Lord_Howe", datetime(2026, 4, 5, 1, 45), datetime(2026, 4, 4, 14, 30)),
+    ],
+)
+def test_the_first_pass_of_a_repeated_hour_begins_at_the_change_less_its_length(
+    name: str, stamp: datetime, start: datetime
+) -> None:
+    """Where a repeated hour's first pass begins in UTC, from a stamp of it (to the second):
+    01:00 EDT in New York, 02:00 CEST in Paris, 01:30 +11 on Lord Howe (a half-hour change)."""
+    zone = ZoneInfo(name)
+    first = stamp.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = stamp.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    assert first_pass_start(first, second, zone) == start.replace(tzinfo=UTC)

@@ -14,6 +14,8 @@ import pytest
 from ckpt_advisor.agent.estimate import Estimator
 from ckpt_advisor.agent.store import Store, open_store
 from ckpt_advisor.agent.tail import Tailer, WatchSpec
+from ckpt_advisor.agent.tail.dating import FileClock
+from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.agent.tail.helpers import FIXTURES, Clock
 
@@ -143,3 +145,27 @@ def test_a_clock_stepping_back_is_logged_naming_file_and_line(
     assert step.line == cut + 1
     assert step.duration_s is not None
     assert 3 * 3600 - 60 < step.duration_s <= 3 * 3600
+
+
+def test_a_stamp_after_the_files_last_write_is_found_once_against_its_mtime_now() -> None:
+    """A file being written: its mtime moves on with its lines, so a stamp 20 min after the
+    mtime read at its first line but not after its mtime now is no finding (the mtime is read
+    again); one 16 min after its mtime now is, once per file, with how far ahead; a timing
+    file's Unix times are no stamps read in a zone."""
+    start = datetime(2026, 12, 2, 17, 38, 31, tzinfo=UTC)
+    mtime = [start.timestamp()]
+    clock = FileClock(lambda: mtime[0])
+
+    def found(line: int, at: datetime, parser: str = "hf_trainer") -> Event | None:
+        step = Event(EventKind.STEP, line, parser, time=at, step=line)
+        clock.date(step, live=True, now=lambda: at)
+        return clock.take_finding()
+
+    assert found(1, start) is None
+    mtime[0] = (start + timedelta(minutes=20)).timestamp()
+    assert found(2, start + timedelta(minutes=20)) is None
+    assert found(3, start + timedelta(hours=9), parser="timing_jsonl") is None
+    ahead = found(4, start + timedelta(minutes=36))
+    assert ahead is not None
+    assert (ahead.kind, ahead.line, ahead.duration_s) == (EventKind.STAMP_AFTER_WRITE, 4, 960.0)
+    assert found(5, start + timedelta(hours=9)) is None  # said once
