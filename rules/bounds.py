@@ -59,7 +59,7 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
     ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
     uppers = np.full(ends.size, np.nan)
     stepped = np.flatnonzero(
-        (timeline.kind == Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
+        timeline.is_kind(Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file
     )
     rates = timeline.duration_s[stepped]
     rates = rates[np.isfinite(rates) & (rates > 0.0)]

@@ -256,14 +256,14 @@ def checkpoint_durations_s(
 def log_save_durations_s(timeline: Timeline, run_id: IntArray) -> tuple[IntArray, FloatArray]:
     """Indices of the log ``checkpoint_end`` observations and their durations (NaN unknown),
     as :func:`checkpoint_durations_s` reads them: shapes (b,) and (b,)."""
-    log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
+    log_ends = timeline.is_kind(Kind.CHECKPOINT_END) & ~timeline.from_timing_file
     index = np.flatnonzero(log_ends)
     durations_s = timeline.duration_s[index]  # a copy, filled in below
     saves = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END))
     saves = saves[~timeline.from_timing_file[saves]]
     before, after = saves[:-1], saves[1:]
     paired = (
-        (timeline.kind[before] == Kind.CHECKPOINT_START)
+        timeline.is_kind(Kind.CHECKPOINT_START)[before]
         & log_ends[after]
         & np.isnan(timeline.duration_s[after])
         & (run_id[before] == run_id[after])
@@ -294,7 +294,7 @@ def persist_latency_s(timeline: Timeline, run_id: IntArray, *, window: int) -> f
         Seconds, or None when no save carries a persist time.
     """
     require_count("window", window, minimum=1)
-    log_ends = (timeline.kind == Kind.CHECKPOINT_END) & ~timeline.from_timing_file
+    log_ends = timeline.is_kind(Kind.CHECKPOINT_END) & ~timeline.from_timing_file
     persist = timeline.persist_s.copy()
     persist[~log_ends] = np.nan
     timed = TimedSaves.of(timeline, run_id)

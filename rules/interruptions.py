@@ -139,7 +139,7 @@ def cluster_interruptions(
     progressed = any_between(progress, failures)
     restarted, trained = _started_and_trained(len(timeline), starts, progress, failures)
     if not (progress.any() if logs_progress is None else logs_progress):
-        trained |= any_between(timeline.kind == Kind.RUN_START, failures)
+        trained |= any_between(timeline.is_kind(Kind.RUN_START), failures)
     elapsed = np.diff(times)
     joins = ~trained & ((elapsed <= gap) | (~progressed & (restarted | (elapsed <= silent_gap))))
     bounds = np.flatnonzero(np.concatenate(([True], ~joins, [True])))
@@ -172,7 +172,7 @@ def _after_end(
     ``run_end`` came before it with no start (``starts``: their indices, ascending) and no
     progress (``progress``, shape (n,)) between: the run had ended, so the failure interrupted
     no training."""
-    run_ends = np.flatnonzero(timeline.kind == Kind.RUN_END)
+    run_ends = np.flatnonzero(timeline.is_kind(Kind.RUN_END))
     prior = np.searchsorted(run_ends, firsts) - 1  # the latest run_end before each
     ended = prior >= 0
     if not ended.any():

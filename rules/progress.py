@@ -48,7 +48,7 @@ def save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     Returns:
         Shape (s,) indices into the timeline.
     """
-    if (timeline.from_timing_file & (timeline.kind == Kind.CHECKPOINT_END)).any():
+    if (timeline.from_timing_file & timeline.is_kind(Kind.CHECKPOINT_END)).any():
         return TimedSaves.of(timeline, run_id).index
     return _log_save_index(timeline, run_id)
 
@@ -91,8 +91,8 @@ def every_save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
 def _log_save_index(timeline: Timeline, run_id: IntArray) -> IntArray:
     """The log saves of :func:`save_index` (its docstring), ascending."""
     timed = timeline.from_timing_file
-    end_rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_END) & ~timed)
-    start_rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_START) & ~timed)
+    end_rows = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_END) & ~timed)
+    start_rows = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_START) & ~timed)
     alone = ~np.isin(run_id[start_rows], np.unique(run_id[end_rows]))  # starts of runs no end
     chosen = np.sort(np.concatenate((end_rows, start_rows[alone])))
     steps, runs = timeline.step[chosen], run_id[chosen]
@@ -122,7 +122,7 @@ def saves_since_change(
         logged (compute time, seconds) when that change is in the newest run, else None: the
         interval in force until two saves measure it.
     """
-    changes = np.flatnonzero(timeline.kind == Kind.INTERVAL_CHANGE)
+    changes = np.flatnonzero(timeline.is_kind(Kind.INTERVAL_CHANGE))
     if not changes.size:
         return saves, None
     last = int(changes[-1])
@@ -232,7 +232,7 @@ def step_time_s(
         Seconds per step (> 0), or None when nothing gives it.
     """
     recent = timeline.time_s >= since_s
-    stepped = np.flatnonzero(recent & (timeline.kind == Kind.STEP) & np.isfinite(timeline.step))
+    stepped = np.flatnonzero(recent & timeline.is_kind(Kind.STEP) & np.isfinite(timeline.step))
     for per_step in (
         timeline.duration_s[stepped],
         _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
@@ -322,8 +322,8 @@ def redated_failures(
     failures = timeline.failure_index
     moved_s = times[failures].copy()
     host_dated = timeline.host_dated
-    anchors = np.isfinite(steps) & (timeline.kind != Kind.FAILURE) & ~host_dated
-    next_lines = np.flatnonzero(~timeline.from_timing_file & (timeline.kind != Kind.FAILURE))
+    anchors = np.isfinite(steps) & ~timeline.is_kind(Kind.FAILURE) & ~host_dated
+    next_lines = np.flatnonzero(~timeline.from_timing_file & ~timeline.is_kind(Kind.FAILURE))
     # each interruption's members are one slice of the failures, in order (as clustered): by
     # counts, not times (two interruptions of a file without stamps share one host date)
     bounds = np.concatenate(([0], np.cumsum([i.n_observations for i in interruptions])))

@@ -138,7 +138,7 @@ def _progress_began_s(
 def resume_steps(timeline: Timeline, run_id: IntArray) -> FloatArray:
     """Per run (indexed by run number), the step of its first ``resume`` line, NaN if none."""
     out = np.full(int(run_id[-1]) + 1 if run_id.size else 0, np.nan)
-    resumes = np.flatnonzero((timeline.kind == Kind.RESUME) & np.isfinite(timeline.step))
+    resumes = np.flatnonzero(timeline.is_kind(Kind.RESUME) & np.isfinite(timeline.step))
     runs, first = np.unique(run_id[resumes], return_index=True)
     out[runs] = timeline.step[resumes[first]]
     return out

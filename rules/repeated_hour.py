@@ -133,7 +133,7 @@ def _early_resumes(timeline: Timeline, time_s: FloatArray) -> BoolArray:
     before it was written. A resume whose step no file saves is not one."""
     placed = np.isfinite(timeline.step) & ~timeline.host_dated
     saves = placed & timeline.is_kind(Kind.CHECKPOINT_START, Kind.CHECKPOINT_END)
-    resumes = placed & (timeline.kind == Kind.RESUME)
+    resumes = placed & timeline.is_kind(Kind.RESUME)
     early = np.zeros(len(timeline), np.bool_)
     if not saves.any() or not resumes.any():
         return early

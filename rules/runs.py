@@ -54,7 +54,7 @@ def split_runs(
     breaks = (
         (np.diff(times) > idle_gap)
         | interrupted[:-1]
-        | (timeline.kind[:-1] == Kind.RUN_END)
+        | timeline.is_kind(Kind.RUN_END)[:-1]
         | (opens[1:] & ~opens[:-1])
         | timeline.new_source[1:]
     )
@@ -122,9 +122,8 @@ def stepped_exposure_s(
     rows = np.flatnonzero(host)
     if not rows.size:
         return 0.0, 0
-    kind = timeline.kind
     opens = timeline.is_kind(*START_KINDS)
-    ended = (kind == Kind.FAILURE) | (kind == Kind.RUN_END)
+    ended = timeline.is_kind(Kind.FAILURE, Kind.RUN_END)
     breaks = (np.diff(rows) > 1) | ended[rows[:-1]] | timeline.new_source[rows[1:]]
     breaks |= opens[rows[1:]] & ~opens[rows[:-1]]
     stretch = np.concatenate(([0], np.cumsum(breaks)))
@@ -137,7 +136,7 @@ def stepped_exposure_s(
             continue
         steps = timeline.step[members]
         steps = steps[np.isfinite(steps)]
-        rates = timeline.duration_s[members[kind[members] == Kind.STEP]]
+        rates = timeline.duration_s[members[timeline.is_kind(Kind.STEP)[members]]]
         rates = rates[np.isfinite(rates) & (rates > 0.0)]
         if steps.size and rates.size and steps.max() > steps.min():
             total_s += float(steps.max() - steps.min()) * float(np.median(rates))

@@ -60,7 +60,7 @@ class TimedSaves:
         """The saves of ``timeline``'s timing records (``checkpoint_end`` rows read from a timing
         file), grouped by the module's rule; ``run_id`` shape (n,), from
         :func:`rules.runs.split_runs`."""
-        rows = np.flatnonzero((timeline.kind == Kind.CHECKPOINT_END) & timeline.from_timing_file)
+        rows = np.flatnonzero(timeline.is_kind(Kind.CHECKPOINT_END) & timeline.from_timing_file)
         end_s, start_s = timeline.time_s[rows], record_start_s(timeline, rows)
         is_async = np.isfinite(timeline.persist_s[rows])
         block_end_s = start_s + timeline.duration_s[rows]

@@ -96,7 +96,7 @@ def save_differences_s(timeline: Timeline, rows: BoolArray) -> FloatArray:
     log's save start minus the record's, seconds, by step (:func:`log_zone_offset` says how
     they pair); empty when none pair. Host-dated observations are left out."""
     placed = np.isfinite(timeline.step) & ~timeline.host_dated
-    logged = rows & placed & (timeline.kind == Kind.CHECKPOINT_START) & ~timeline.from_timing_file
+    logged = rows & placed & timeline.is_kind(Kind.CHECKPOINT_START) & ~timeline.from_timing_file
     if not logged.any() or not timeline.from_timing_file.any():
         return np.zeros(0)
     saves = TimedSaves.of(timeline, np.zeros(len(timeline), np.intp))
