@@ -9,7 +9,7 @@ They read a :class:`rules.timeline.Timeline` and its run labels
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -233,11 +233,13 @@ def step_time_s(
     """
     recent = timeline.time_s >= since_s
     stepped = np.flatnonzero(recent & timeline.is_kind(Kind.STEP) & np.isfinite(timeline.step))
-    for per_step in (
-        timeline.duration_s[stepped],
-        _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
-        _step_time_from_steps(timeline, run_id, saves, stepped, cost_s),
-    ):
+    sources: tuple[Callable[[], FloatArray], ...] = (  # each computed only when those before fail
+        lambda: timeline.duration_s[stepped],
+        lambda: _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
+        lambda: _step_time_from_steps(timeline, run_id, saves, stepped, cost_s),
+    )
+    for source in sources:
+        per_step = source()
         per_step = per_step[np.isfinite(per_step) & (per_step > 0.0)]
         if per_step.size:
             return float(np.median(per_step))
