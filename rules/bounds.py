@@ -11,6 +11,7 @@ open above when C is; the excess GPU-hours of the current interval are given ove
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,8 +56,53 @@ def checkpoint_upper_bounds_s(timeline: Timeline, run_id: IntArray) -> FloatArra
         :func:`rules.cost.checkpoint_durations_s` takes as ``upper_s``; NaN where no bound is
         known.
     """
-    ends, logged = log_save_durations_s(timeline, run_id)
-    ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
+    return SaveBounds.of(timeline, run_id).upper_s
+
+
+@dataclass(frozen=True, eq=False)
+class SaveBounds:
+    """The upper bound of each log save of a timeline and its runs with a known logged
+    duration (:func:`checkpoint_upper_bounds_s`), and where its end is: found once, for C and
+    for the goodput spans. Not an array by row (NaN for every other observation: an 80 MB
+    array at ten million observations) but the saves' own, looked up by row.
+
+    Attributes:
+        upper_s: shape (b,), seconds, NaN where no bound is known, in the order of the log
+            ends (:func:`rules.cost.log_save_durations_s`).
+        rows: shape (b,), the :attr:`Timeline.row` of each save's ``checkpoint_end``: rows
+            survive the re-sorting of :meth:`Timeline.with_failure_times`, indices do not.
+    """
+
+    upper_s: FloatArray
+    rows: IntArray
+
+    @classmethod
+    def of(cls, timeline: Timeline, run_id: IntArray) -> SaveBounds:
+        """The bounds of ``timeline``'s log saves; ``run_id`` shape (n,), from
+        :func:`rules.runs.split_runs`."""
+        ends, logged = log_save_durations_s(timeline, run_id)
+        ends, logged = ends[np.isfinite(logged)], logged[np.isfinite(logged)]
+        return cls(_upper_bounds_s(timeline, run_id, ends, logged), timeline.row[ends])
+
+    def upper_at(self, rows: IntArray) -> FloatArray:
+        """Shape (k,): the upper bound of the save whose end has each of ``rows`` (shape (k,),
+        :attr:`Timeline.row` values), NaN for a row that is none of theirs (or -1: an
+        observation the rules added)."""
+        order = np.argsort(self.rows, kind="stable")
+        known = self.rows[order]
+        at = np.minimum(np.searchsorted(known, rows), max(known.size - 1, 0))
+        out = np.full(rows.size, np.nan)
+        if known.size:
+            hit = (known[at] == rows) & (rows >= 0)
+            out[hit] = self.upper_s[order][at[hit]]
+        return out
+
+
+def _upper_bounds_s(
+    timeline: Timeline, run_id: IntArray, ends: IntArray, logged: FloatArray
+) -> FloatArray:
+    """:func:`checkpoint_upper_bounds_s` of the log saves ending at ``ends`` (shape (b,)) with
+    the logged durations ``logged`` (shape (b,), finite)."""
     uppers = np.full(ends.size, np.nan)
     stepped = np.flatnonzero(
         timeline.is_kind(Kind.STEP) & np.isfinite(timeline.step) & ~timeline.from_timing_file

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
+from ckpt_advisor.rules.bounds import SaveBounds
 from ckpt_advisor.rules.cost import SAVE_END_STACKS, log_save_durations_s
 from ckpt_advisor.rules.goodput import Bucket, GoodputSpans
 from ckpt_advisor.rules.interruptions import Interruption
@@ -30,7 +30,7 @@ def goodput_spans(
     saves: IntArray,
     *,
     step_time_s: float | None,
-    upper_by_row: FloatArray | None = None,
+    save_bounds: SaveBounds | None = None,
     stack: str | None = None,
 ) -> GoodputSpans:
     """Label every second from the timeline's first observation (or the start of a timed save
@@ -51,9 +51,10 @@ def goodput_spans(
         saves: :func:`rules.progress.every_save_index` on ``timeline``: every save, from
             either source.
         step_time_s: seconds per step, or None when unknown.
-        upper_by_row: the upper bound of each log save's blocking time by its observation's
-            :attr:`Timeline.row` (:func:`save_upper_bounds_by_row`; the estimate has them from
-            before it re-dated the failures); computed from ``timeline`` when None.
+        save_bounds: the upper bound of each log save's blocking time, found by its
+            observation's :attr:`Timeline.row` (:class:`rules.bounds.SaveBounds`; the estimate
+            has them from before it re-dated the failures); computed from ``timeline`` when
+            None.
         stack: the stack that wrote the log saves (the parser's name), or None: the saves of a
             stack that logs a save's end (``rules/cost.py`` ``SAVE_END_STACKS``) have no
             unlogged part.
@@ -62,7 +63,7 @@ def goodput_spans(
         The labelled spans (adjacent spans of one label merged).
     """
     times = timeline.time_s
-    saves_at = _Saves.of(timeline, run_id, saves, upper_by_row, stack not in SAVE_END_STACKS)
+    saves_at = _Saves.of(timeline, run_id, saves, save_bounds, stack not in SAVE_END_STACKS)
     int_start = np.array([i.start_s for i in interruptions], np.float64)
     int_end = np.array([i.end_s for i in interruptions], np.float64)
     ids = np.array([i.id for i in interruptions], np.intp)
@@ -134,22 +135,6 @@ def goodput_spans(
     )
 
 
-def save_upper_bounds_by_row(
-    timeline: Timeline, run_id: IntArray, upper_s: FloatArray | None = None
-) -> FloatArray:
-    """The upper bound of each log save's blocking time (:func:`rules.bounds.
-    checkpoint_upper_bounds_s`, or ``upper_s``, its result on the same timeline and runs),
-    indexed by the save's :attr:`Timeline.row`: rows survive the re-sorting of
-    :meth:`Timeline.with_failure_times`, indices do not. Shape (max row + 1,), NaN elsewhere."""
-    log_ends, logged_s = log_save_durations_s(timeline, run_id)
-    bounded = log_ends[np.isfinite(logged_s)]  # aligned with the upper bounds
-    uppers = checkpoint_upper_bounds_s(timeline, run_id) if upper_s is None else upper_s
-    rows = timeline.row[bounded]
-    out = np.full(int(timeline.row.max()) + 1 if timeline.row.size else 0, np.nan)
-    out[rows[rows >= 0]] = uppers[rows >= 0]
-    return out
-
-
 def _next_line_s(times_s: FloatArray, run_id: IntArray, saves: IntArray) -> FloatArray:
     """Per log save with no bound from a step (:func:`rules.bounds.checkpoint_upper_bounds_s`),
     the latest its blocking can have lasted to in the spans: the next line of its run dated
@@ -186,7 +171,7 @@ class _Saves:
         timeline: Timeline,
         run_id: IntArray,
         saves: IntArray,
-        upper_by_row: FloatArray | None,
+        save_bounds: SaveBounds | None,
         unlogged: bool = True,
     ) -> _Saves:
         end_s = timeline.time_s[saves]
@@ -209,11 +194,8 @@ class _Saves:
             blocking_s[timed] = grouped.blocking_s[at]
         upper_end_s = np.full(saves.size, np.nan)
         if is_log_end and unlogged and not timed.all():
-            if upper_by_row is None:
-                upper_by_row = save_upper_bounds_by_row(timeline, run_id)
-            rows = timeline.row[saves]
-            known = ~timed & (rows >= 0) & (rows < upper_by_row.size)
-            upper_end_s[known] = start_s[known] + upper_by_row[rows[known]]
+            bounds = SaveBounds.of(timeline, run_id) if save_bounds is None else save_bounds
+            upper_end_s[~timed] = start_s[~timed] + bounds.upper_at(timeline.row[saves[~timed]])
             open_ = ~timed & ~np.isfinite(upper_end_s)
             upper_end_s[open_] = _next_line_s(timeline.time_s, run_id, saves[open_])
         return cls(

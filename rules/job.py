@@ -377,7 +377,7 @@ def estimate_job(
                 run_measured,
                 every_save,
                 step_time_s=step_s,
-                upper_by_row=split.upper_by_row,
+                save_bounds=split.save_bounds,
                 stack=facts.stack,
             ),
             recommended_interval_steps_range=(

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ckpt_advisor.rules.bounds import checkpoint_upper_bounds_s
+from ckpt_advisor.rules.bounds import SaveBounds
 from ckpt_advisor.rules.cost import (
     CheckpointCost,
     checkpoint_durations_s,
     estimate_checkpoint_cost,
 )
-from ckpt_advisor.rules.goodput_spans import save_upper_bounds_by_row
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
 from ckpt_advisor.rules.model import ClockFinding, Observation
 from ckpt_advisor.rules.policy import EstimationPolicy
@@ -26,7 +25,7 @@ from ckpt_advisor.rules.runs import split_runs
 from ckpt_advisor.rules.sources import ZoneOffset, log_zone_offset
 from ckpt_advisor.rules.tier_estimate import fast_save_rows
 from ckpt_advisor.rules.tiers import Tier
-from ckpt_advisor.rules.timeline import FloatArray, IntArray, Timeline
+from ckpt_advisor.rules.timeline import IntArray, Timeline
 
 MATERIAL_SHIFT_S = 60.0
 """A failure re-dated by more than this is worth a note (less is the bar clock's rounding)."""
@@ -52,8 +51,8 @@ class JobRuns:
         interruptions: the interruptions of ``timeline``, numbered from 1.
         run_id, saves: the runs of ``timeline`` (:func:`rules.runs.split_runs`) and its saves
             (:func:`rules.progress.save_index`).
-        upper_by_row: the log saves' upper bounds by row, on the timeline before re-dating
-            (:func:`rules.goodput_spans.save_upper_bounds_by_row`, for the goodput spans).
+        save_bounds: the log saves' upper bounds, on the timeline before re-dating
+            (:class:`rules.bounds.SaveBounds`, for the goodput spans).
         cost: checkpoint cost C (None when unknown), on the timeline before re-dating.
         step_s: seconds per step, or None.
         n_moved, n_clamped: interruptions re-dated by more than :data:`MATERIAL_SHIFT_S`, and
@@ -71,7 +70,7 @@ class JobRuns:
     interruptions: list[Interruption]
     run_id: IntArray
     saves: IntArray
-    upper_by_row: FloatArray
+    save_bounds: SaveBounds
     cost: CheckpointCost | None
     step_s: float | None
     n_moved: int
@@ -128,9 +127,10 @@ def job_runs(
     end_s = newest_s if end_s is None else end_s
     since_s = -float("inf") if end_s is None else end_s - policy.mtbf_window_s
     interruptions, run_id, saves = clustered_runs(timeline, policy)
-    upper_s = checkpoint_upper_bounds_s(timeline, run_id)
-    upper_by_row = save_upper_bounds_by_row(timeline, run_id, upper_s)  # for goodput_spans
-    timed_s, logged_s, logged_upper_s = checkpoint_durations_s(timeline, run_id, upper_s)
+    save_bounds = SaveBounds.of(timeline, run_id)  # for C and goodput_spans
+    timed_s, logged_s, logged_upper_s = checkpoint_durations_s(
+        timeline, run_id, save_bounds.upper_s
+    )
     cost = estimate_checkpoint_cost(
         timed_s,
         logged_s,
@@ -161,7 +161,7 @@ def job_runs(
         interruptions=interruptions,
         run_id=run_id,
         saves=saves,
-        upper_by_row=upper_by_row,
+        save_bounds=save_bounds,
         cost=cost,
         step_s=step_s,
         n_moved=n_moved,
