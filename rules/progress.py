@@ -323,31 +323,38 @@ def redated_failures(
     times, steps = timeline.time_s, timeline.step
     failures = timeline.failure_index
     moved_s = times[failures].copy()
+    if not interruptions:
+        return moved_s, 0
     host_dated = timeline.host_dated
     anchors = np.isfinite(steps) & ~timeline.is_kind(Kind.FAILURE) & ~host_dated
     next_lines = np.flatnonzero(~timeline.from_timing_file & ~timeline.is_kind(Kind.FAILURE))
     # each interruption's members are one slice of the failures, in order (as clustered): by
     # counts, not times (two interruptions of a file without stamps share one host date)
     bounds = np.concatenate(([0], np.cumsum([i.n_observations for i in interruptions])))
-    since = clamped = 0
-    for k in range(len(interruptions)):
-        members = np.arange(bounds[k], bounds[k + 1])
-        first = failures[members[0]]
-        after = np.searchsorted(next_lines, first, "right")
-        until = int(next_lines[after]) if after < next_lines.size else times.size
-        until_s = float(times[until]) if until < times.size else np.inf
-        reached = steps[failures[members]]
-        if np.isfinite(reached).any() and not host_dated[first]:
-            step = np.nanmax(reached)
-            window = np.arange(since, until)
-            window = window[anchors[window] & (steps[window] <= step)]
-            if window.size:
-                bound_s = float(np.max(times[window] + (step - steps[window]) * step_time_s))
-                clamped += bound_s - until_s > CLAMP_NOTE_S
-                shift_s = max(0.0, min(bound_s, until_s) - times[first])
-                early = members[(moved_s[members] < until_s) & ~host_dated[failures[members]]]
-                moved_s[early] = np.minimum(moved_s[early] + shift_s, until_s)
-        since = int(failures[members[-1]]) + 1
+    firsts = failures[bounds[:-1]]  # per interruption, shape (i,): its first failure
+    since = np.concatenate(([0], failures[bounds[1:-1] - 1] + 1))  # after the one before's last
+    after = np.searchsorted(next_lines, firsts, "right")
+    until = np.full(firsts.size, times.size)  # the next log line that is no failure, or the end
+    until[after < next_lines.size] = next_lines[after[after < next_lines.size]]
+    until_s = np.full(firsts.size, np.inf)
+    until_s[until < times.size] = times[until[until < times.size]]
+    failure_steps = steps[failures]
+    reached = np.fmax.reduceat(failure_steps, bounds[:-1])  # the highest step reported (nanmax)
+    movable = np.logical_or.reduceat(np.isfinite(failure_steps), bounds[:-1]) & ~host_dated[firsts]
+    clamped = 0
+    for k in np.flatnonzero(movable).tolist():
+        window = slice(int(since[k]), int(until[k]))  # views: no index array per window
+        step, end_s = reached[k], float(until_s[k])
+        usable = anchors[window] & (steps[window] <= step)
+        if usable.any():
+            reach_s = times[window][usable] + (step - steps[window][usable]) * step_time_s
+            bound_s = float(np.max(reach_s))
+            clamped += bound_s - end_s > CLAMP_NOTE_S
+            shift_s = max(0.0, min(bound_s, end_s) - times[firsts[k]])
+            members = slice(int(bounds[k]), int(bounds[k + 1]))
+            part = moved_s[members]  # a view: written through
+            early = (part < end_s) & ~host_dated[failures[members]]
+            part[early] = np.minimum(part[early] + shift_s, end_s)
     return moved_s, clamped
 
 
