@@ -27,19 +27,18 @@ stack (``parsers/traceback.py``).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, tzinfo
+from typing import TYPE_CHECKING, Any
 
-from ckpt_advisor.parsers.auto import AutoParser
-from ckpt_advisor.parsers.clock import FileClock
-from ckpt_advisor.parsers.custom import CustomPattern, CustomPatterns, compile_pattern
-from ckpt_advisor.parsers.events import Event, EventKind
-from ckpt_advisor.parsers.logs import AUTO, LogParser
-from ckpt_advisor.parsers.registry import ENTRIES, StackEntry
-from ckpt_advisor.parsers.stack import ParseContext, Stack
-from ckpt_advisor.parsers.stream import Diagnostics, StreamParser
-from ckpt_advisor.parsers.timestamps import LocalZone
-from ckpt_advisor.parsers.timing import CSV, JSONL, TimingCsvParser, TimingJsonlParser
+from ckpt_advisor.parsers.registry import AUTO, CSV, ENTRIES, JSONL, StackEntry
+
+if TYPE_CHECKING:
+    from ckpt_advisor.parsers.custom import CustomPattern, compile_pattern
+    from ckpt_advisor.parsers.events import Event, EventKind
+    from ckpt_advisor.parsers.stack import Stack
+    from ckpt_advisor.parsers.stream import StreamParser
 
 __all__ = [
     "STACKS",
@@ -53,8 +52,28 @@ __all__ = [
     "make_parser",
 ]
 
+_LAZY = {
+    "CustomPattern": "custom",
+    "compile_pattern": "custom",
+    "Event": "events",
+    "EventKind": "events",
+    "StreamParser": "stream",
+}
+"""The names this package re-exports, by the module that defines them: imported when first
+asked for (:func:`__getattr__`), so that importing the package for a format's name, or
+``parsers.events`` alone (the read-only commands), compiles no parser's patterns."""
 
-class _Stacks(Mapping[str, type[Stack]]):
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_LAZY`, from its module (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+class _Stacks(Mapping[str, "type[Stack]"]):  # Stack: imported with its first stack
     """Training stacks by name, in auto-detection order (``parsers/registry.py``): names
     without an import, a stack's class importing its module when it is looked up."""
 
@@ -109,6 +128,15 @@ def make_parser(
     Raises:
         ValueError: ``fmt`` is not a known format; the message lists the known ones.
     """
+    from ckpt_advisor.parsers.auto import AutoParser
+    from ckpt_advisor.parsers.clock import FileClock
+    from ckpt_advisor.parsers.custom import CustomPatterns
+    from ckpt_advisor.parsers.logs import LogParser
+    from ckpt_advisor.parsers.stack import ParseContext
+    from ckpt_advisor.parsers.stream import Diagnostics
+    from ckpt_advisor.parsers.timestamps import LocalZone
+    from ckpt_advisor.parsers.timing import TimingCsvParser, TimingJsonlParser
+
     diagnostics = Diagnostics()
     zone = tz if tz is UTC else LocalZone(tz)  # this file's own DST context
     context = ParseContext(

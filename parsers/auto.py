@@ -5,13 +5,11 @@ from __future__ import annotations
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.parsers.generic import Generic
-from ckpt_advisor.parsers.logs import AUTO, LogParser
-from ckpt_advisor.parsers.registry import StackCandidate, StackEntry
+from ckpt_advisor.parsers.logs import LogParser
+from ckpt_advisor.parsers.registry import AUTO, CSV, JSONL, StackCandidate, StackEntry
 from ckpt_advisor.parsers.stack import ParseContext
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
 from ckpt_advisor.parsers.timing import (
-    CSV,
-    JSONL,
     TimingCsvParser,
     TimingJsonlParser,
     looks_like_timing_header,

@@ -41,12 +41,10 @@ from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failures import KEYWORDS as FAILURE_KEYWORDS
 from ckpt_advisor.parsers.failures import FailureLines
 from ckpt_advisor.parsers.line_stamps import split_runtime
-from ckpt_advisor.parsers.registry import StackCandidate
+from ckpt_advisor.parsers.registry import AUTO, StackCandidate
 from ckpt_advisor.parsers.stack import Stack
 from ckpt_advisor.parsers.stream import Diagnostics, LineFilter, StreamParser
 from ckpt_advisor.parsers.text import RATE_MARKERS, records, strip_ansi
-
-AUTO = "auto"
 
 YEARLESS_HOLD_LINES = 200
 """Lines a log parser holds events for after a stamp without a year, waiting for a full date

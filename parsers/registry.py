@@ -15,7 +15,8 @@ it knows the file's stack:
 
 The literals are copied from the stack modules; tests/parsers/test_registry.py checks them
 against every stack class, so a pattern added to a stack fails there until its keyword is
-added here.
+added here. The names of the formats that are no stack (:data:`AUTO`, :data:`JSONL`,
+:data:`CSV`) live here too, so that naming a format imports no parser.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ckpt_advisor.parsers.stack import ParseContext, Stack
+
+AUTO = "auto"
+"""The format that decides per file: a timing file or a log, then the log's stack."""
+JSONL = "timing_jsonl"
+"""The JSON Lines checkpoint timing file's format (``parsers/timing.py``)."""
+CSV = "timing_csv"
+"""The CSV checkpoint timing file's format (``parsers/timing.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

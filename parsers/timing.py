@@ -28,11 +28,10 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from ckpt_advisor.parsers.events import Event, EventKind
+from ckpt_advisor.parsers.registry import CSV, JSONL
 from ckpt_advisor.parsers.stream import Diagnostics, StreamParser
 from ckpt_advisor.parsers.timestamps import parse_iso_or_epoch
 
-JSONL = "timing_jsonl"
-CSV = "timing_csv"
 REQUIRED_COLUMNS = frozenset(("step", "end"))
 MAX_SAVE_S = 7 * 86400.0
 """The longest save a record may give (``duration_s``, ``blocking_s`` or ``end − start``)."""
