@@ -171,7 +171,10 @@ class SqlQueries:
         instead of sorting every event (``events --limit 1000`` over a million: 0.22 s ->
         0.01 s). Otherwise (and over more than :data:`MERGED_JOBS` jobs) one sort of the
         matching events: with ``kinds``, the ``(job, kind, time_s)`` index finds them (a walk in
-        time order would visit every event of the job to find a rare kind).
+        time order would visit every event of the job to find a rare kind), searched at each
+        job's kinds when no job is given (``job IN`` every job's name: SQLite scanned the whole
+        index instead, 0.14 s for ``events --kind failure`` over a million events, 0.006 s
+        searched).
         """
         where: list[str] = []
         params: list[Any] = []
@@ -205,6 +208,11 @@ class SqlQueries:
             if job is not None:
                 where.insert(0, "job = ?")
                 params.insert(0, job)
+            elif kinds is not None and len(jobs := self.event_jobs()) <= MERGED_JOBS:
+                if not jobs:
+                    return []
+                where.insert(0, f"job IN ({','.join('?' * len(jobs))})")
+                params[0:0] = jobs
             source = f"events WHERE {' AND '.join(['TRUE', *where])}"
             args = list(params)
         sql = f"SELECT * FROM {source} ORDER BY time_s IS NULL{back}, time_s{back}, id{back}{cut}"
