@@ -8,6 +8,7 @@ fast (``python -m bench --only cli``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -244,9 +245,16 @@ format_option = click.option(
 
 
 def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
-    """One JSON object per line on stdout (JSON Lines)."""
-    for row in rows:
-        click.echo(json.dumps(row, ensure_ascii=False))
+    """One JSON object per line on stdout (JSON Lines), :data:`JSON_LINES_BATCH` lines a write
+    (``click.echo`` flushes what it writes: a system call per line was ~5 µs of CPU a line,
+    a third of ``events --json``'s printing)."""
+    found = iter(rows)
+    while batch := list(itertools.islice(found, JSON_LINES_BATCH)):
+        click.echo("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch), nl=False)
+
+
+JSON_LINES_BATCH = 1000
+"""Lines of :func:`print_json_lines` written at once."""
 
 
 def table(
