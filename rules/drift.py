@@ -103,7 +103,7 @@ def hold_while_reading(
     not settled: ``agent/tail/backlog.py``): a NOTIFY, REPEAT or RESOLVE becomes NONE with a
     ``reading_backlog`` reason (the held action in :attr:`Reason.held`) and keeps ``state``, so
     the decision is made afresh on the whole backlog once it is read (docs/RELIABILITY.md,
-    scenario 38). ``files`` 0: nothing is behind."""
+    scenario 34). ``files`` 0: nothing is behind."""
     if files == 0:
         return decision
     values = {"files": float(files), "bytes_behind": float(bytes_behind)}

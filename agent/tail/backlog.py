@@ -5,7 +5,7 @@ the file has been read through them and its parser's state at that point has set
 events its job has in the store may be partial: the backlog is still being read, or its last
 lines are a traceback whose failure the parser holds until the next line or the idle flush
 (``reader``). The daemon holds the job's messages meanwhile (``rules.drift.hold_while_reading``),
-so a first message never rests on part of a backlog (docs/RELIABILITY.md, scenario 38).
+so a first message never rests on part of a backlog (docs/RELIABILITY.md, scenario 34).
 
 A file *settles* (:func:`settled`) once a read has reached its backlog's end and then
 
@@ -13,9 +13,12 @@ A file *settles* (:func:`settled`) once a read has reached its backlog's end and
 * ``idle_flush_s`` has passed since (the bound): had the file been quiet, the idle flush would
   have come first, in the same scan (the check follows the scan's reads); so the file is being
   written to, and what the backlog's last lines left pending has been followed by new lines (a
-  traceback is printed in one burst). A file written to without pause therefore holds its job's
-  messages for ``idle_flush_s`` after its backlog is read, never longer; nor does a file whose
-  parser cannot be flushed (inside an overlong line).
+  traceback is printed in one burst, and the next log line completes its failure). A file
+  written to without pause therefore holds its job's messages for ``idle_flush_s`` after its
+  backlog is read, never longer; nor does a file whose parser cannot be flushed (inside an
+  overlong line). The cost of the bound: a failure a parser keeps pending across the new lines
+  (an HF Trainer traceback waits out the progress bars drawn after it) may be stored after the
+  hold ended; storing it asks for an estimate (``after_failure``), which corrects the advice.
 
 A file another agent reads (fleet mode) is not read here and settles at once. Reading a backlog
 takes as long as it takes (a read goes on to the file's end), so nothing bounds that part; it
