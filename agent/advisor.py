@@ -6,8 +6,8 @@ holds back what a silence forbids (pure); :class:`Advisor` stores the estimate w
 (the ``decision`` of ``estimates --json``), logs each change of a job's decision once, and
 records the decision with its messages in the outbox, in one transaction. A job whose files are
 still catching up with their backlog (``agent/tail/backlog.py``) is estimated, but its messages
-wait (:func:`rules.drift.hold_while_reading`). Sending is the
-outbox's (:class:`agent.notify.outbox.Outbox`), on its own schedule.
+wait (:func:`rules.drift.hold_while_reading`). Sending is the outbox's
+(:class:`agent.notify.outbox.Outbox`), on its own schedule.
 """
 
 from __future__ import annotations

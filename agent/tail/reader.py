@@ -65,15 +65,16 @@ READ_CHUNK_BYTES = 4 << 20
 COMMIT_EVERY_BYTES = 16 << 20
 """A long backfill commits every so many bytes, so progress survives a crash."""
 WRITER_GONE_S = 300.0
-"""A file whose mtime is this much older than our clock (or ``idle_flush_s``, if longer) when
-it is read has its parser flushed at once, without the idle wait: its writer is gone, and its
-last lines (a traceback's failure) are stored in the scan that reads them. Not sooner: the
-mtime is stamped by the file server's clock, and a server running behind ours would make a
-file being written look idle; a flush too early stores a traceback cut short as a failure of
-no known class, for good. Five minutes is well beyond the skew of NTP-synchronised hosts (ms)
-and is the skew Kerberos (NFS with ``sec=krb5``) tolerates by default; a server skewed more
-than that only makes a file look younger, or older by more than it is, and a file younger than
-this by its mtime waits for the idle flush as before, which runs by our clock alone."""
+"""A file whose mtime is this much older than our clock (or ``idle_flush_s``, if longer) when it
+is read has its parser flushed at once, without the idle wait: its writer is gone, and its last
+lines (a traceback's failure) are stored in the scan that reads them, so a start on old logs
+posts its first message without waiting. Not after ``idle_flush_s`` of mtime: the mtime is
+stamped by the file server's clock (NFS, Lustre), and a server whose clock runs behind ours
+makes a file being written look idle; a flush too early stores the failure of a traceback cut
+short (its exception line unread: no class), for good. Five minutes is far beyond the skew of
+NTP-synchronised hosts (milliseconds) and is what Kerberos (NFS with ``sec=krb5``) tolerates by
+default. A server running ahead of ours only makes files look younger: they wait for the idle
+flush, which runs by our clock alone, as before."""
 
 
 @dataclass
