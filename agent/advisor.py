@@ -4,8 +4,10 @@ The three steps are kept apart (cosmicpython's service layer): :class:`agent.est
 gathers and estimates; :func:`rules.drift.decide` decides and :func:`rules.drift.hold_if_silenced`
 holds back what a silence forbids (pure); :class:`Advisor` stores the estimate with its decision
 (the ``decision`` of ``estimates --json``), logs each change of a job's decision once, and
-records the decision with its messages in the outbox, in one transaction. Sending is the
-outbox's (:class:`agent.notify.outbox.Outbox`), on its own schedule.
+records the decision with its messages in the outbox, in one transaction. A job whose files are
+still catching up with their backlog (``agent/tail/backlog.py``) is estimated, but its messages
+wait (:func:`rules.drift.hold_while_reading`). Sending is the outbox's
+(:class:`agent.notify.outbox.Outbox`), on its own schedule.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from ckpt_advisor.agent.notify.wording import Sent
 from ckpt_advisor.agent.plot import render_waste_curve
 from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.agent.store.records import LeaseLost, StoreError
-from ckpt_advisor.rules.drift import decide, hold_if_silenced
+from ckpt_advisor.agent.tail.backlog import Behind, waits
+from ckpt_advisor.rules.drift import decide, hold_if_silenced, hold_while_reading
 from ckpt_advisor.rules.model import Action, AlertState, Decision, JobEstimate
 from ckpt_advisor.rules.policy import EstimationPolicy
 
@@ -45,10 +48,13 @@ Rule = Callable[[JobEstimate, AlertState, float, EstimationPolicy], Decision]
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """One job's estimate and the decision made on it (what the metrics and logs show)."""
+    """One job's estimate and the decision made on it (what the metrics and logs show);
+    ``waiting``: the job's files still catching up with their backlog when it was estimated
+    (None: none; the estimate then rests on all the job's files)."""
 
     estimate: JobEstimate
     decision: Decision
+    waiting: Behind | None = None
 
 
 class Advisor:
@@ -63,6 +69,8 @@ class Advisor:
         plots: attach the waste-curve plot to messages (the notifier uploads files: Slack).
         config_path: the daemon's config file, named (``--config``) in the commands the
             messages suggest.
+        backlog: how far a job's files are behind now (the tailer's
+            :meth:`~ckpt_advisor.agent.tail.backlog.Backlog.of`); None: never behind.
 
     A config reload calls :meth:`configure`: the same object (and its lock) goes on with the
     new estimator, so a run in progress and the next one never overlap.
@@ -78,8 +86,10 @@ class Advisor:
         rule: Rule = decide,
         plots: bool = False,
         config_path: Path | None = None,
+        backlog: Callable[[str], Behind] | None = None,
     ) -> None:
         self.store = store
+        self._backlog = backlog or (lambda _job: Behind(0, 0))
         self.estimator = estimator
         self.currency = currency
         self.rule = rule
@@ -124,7 +134,9 @@ class Advisor:
     def _run_job(self, job: str) -> Advice:
         now_s = self._clock().timestamp()
         estimator, currency = self.estimator, self.currency  # one config for the whole job
+        before = self._backlog(job)
         est = estimator.estimate(self.store, job, now_s)
+        waiting = waits(before, self._backlog(job))
         state = self.store.alert_state(job)
         decision = hold_if_silenced(
             self.rule(est, state, now_s, estimator.policy),
@@ -132,6 +144,8 @@ class Advisor:
             now_s,
             self.store.silenced_until(job, now_s),
         )
+        if waiting is not None:
+            decision = hold_while_reading(decision, state, waiting.files, waiting.bytes_behind)
         self.store.save_estimate(job, now_s, str(est.status), estimate_json(est, decision))
         self._log_change(job, decision)
         if decision.action is Action.NONE:
@@ -139,7 +153,7 @@ class Advisor:
                 self.store.record_decision(
                     job, decision.next_state, message=None, action=str(decision.action), now_s=now_s
                 )
-            return Advice(est, decision)
+            return Advice(est, decision, waiting)
         message, replies, reply_to = self._compose(est, decision, currency)
         self.store.record_decision(
             job,
@@ -150,7 +164,7 @@ class Advisor:
             replies=replies,
             reply_to=reply_to,
         )
-        return Advice(est, decision)
+        return Advice(est, decision, waiting)
 
     def _compose(
         self, est: JobEstimate, decision: Decision, currency: str

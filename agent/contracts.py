@@ -443,9 +443,10 @@ def status_json(
     latest: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The ``status --json`` object: the health verdict, whether the daemon's process is
-    running, its heartbeat file as it is, the lagging files, the files that look binary
-    (``binary``: ``job``, ``path``, ``why``), what waits in the outbox, the
-    running silences (job → when each ends, ISO 8601), and each job's state with the decision
+    running, its heartbeat file as it is (its ``waiting``: the jobs whose messages wait for
+    their backlog, ``files`` and ``bytes_behind`` each), the lagging files, the files that look
+    binary (``binary``: ``job``, ``path``, ``why``), what waits in the outbox, the running
+    silences (job → when each ends, ISO 8601), and each job's state with the decision
     behind it (``jobs``: ``job``, ``status``, ``computed_at``, ``decision``,
     ``decision_text``, from the latest stored estimates)."""
     return {

@@ -65,9 +65,24 @@ def _drift(v: Mapping[str, Any]) -> str:
     return f"drift: {_ratio(v)} (beyond {v['drift_ratio']:g}×){worth}"
 
 
+def _held(reason: Reason) -> str:
+    return f" (a {reason.held} message is held)" if reason.held is not None else ""
+
+
 def _silenced(reason: Reason) -> str:
-    held = f" (a {reason.held} message is held)" if reason.held is not None else ""
-    return f"silenced until {_utc(reason.values['until_s'])}{held}"
+    return f"silenced until {_utc(reason.values['until_s'])}{_held(reason)}"
+
+
+def _reading(reason: Reason) -> str:
+    v = reason.values
+    files = f"{v['files']:.0f} file(s)"
+    if (behind := v["bytes_behind"]) >= 100_000:
+        where = f"{files}, {behind / 1e6:,.1f} MB behind"
+    elif behind:
+        where = f"{files}, {behind:,.0f} bytes behind"
+    else:
+        where = f"{files} read, their last lines not settled yet"
+    return f"messages wait: reading its backlog: {where}{_held(reason)}"
 
 
 def _values(text: Callable[[Mapping[str, Any]], str]) -> Callable[[Reason], str]:
@@ -106,6 +121,7 @@ _TEXT: dict[ReasonCode, Callable[[Reason], str]] = {
         lambda v: f"back within range: {_ratio(v)} (inside {v['resolve_ratio']:g}×)"
     ),
     ReasonCode.SILENCED: _silenced,
+    ReasonCode.READING_BACKLOG: _reading,
 }
 
 

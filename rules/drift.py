@@ -90,10 +90,34 @@ def hold_if_silenced(
     RESOLVE due before ``silenced_until_s`` becomes NONE with a ``silenced`` reason (the held
     action in :attr:`Reason.held`) and keeps ``state``, so the same decision is made once the
     silence ends (docs/RELIABILITY.md, scenario 22)."""
-    if decision.action is Action.NONE or silenced_until_s is None or silenced_until_s <= now_s:
+    if silenced_until_s is None or silenced_until_s <= now_s:
         return decision
-    held = Reason(ReasonCode.SILENCED, {"until_s": silenced_until_s}, held=decision.action)
-    return Decision(Action.NONE, held, state)
+    return _hold(decision, state, ReasonCode.SILENCED, {"until_s": silenced_until_s})
+
+
+def hold_while_reading(
+    decision: Decision, state: AlertState, files: int, bytes_behind: int
+) -> Decision:
+    """``decision``, or NONE when it would post while ``files`` (> 0) of the job are still
+    catching up with their backlog (``bytes_behind`` of it not yet stored, or their last lines
+    not settled: ``agent/tail/backlog.py``): a NOTIFY, REPEAT or RESOLVE becomes NONE with a
+    ``reading_backlog`` reason (the held action in :attr:`Reason.held`) and keeps ``state``, so
+    the decision is made afresh on the whole backlog once it is read (docs/RELIABILITY.md,
+    scenario 34). ``files`` 0: nothing is behind."""
+    if files == 0:
+        return decision
+    values = {"files": float(files), "bytes_behind": float(bytes_behind)}
+    return _hold(decision, state, ReasonCode.READING_BACKLOG, values)
+
+
+def _hold(
+    decision: Decision, state: AlertState, code: ReasonCode, values: dict[str, float]
+) -> Decision:
+    """NONE for ``code`` with ``values``, holding back ``decision``'s action and keeping
+    ``state``; ``decision`` itself when it posts nothing."""
+    if decision.action is Action.NONE:
+        return decision
+    return Decision(Action.NONE, Reason(code, values, held=decision.action), state)
 
 
 def _while_drifting(

@@ -234,6 +234,8 @@ class ReasonCode(StrEnum):
     - ``repeat_due``: ``ratio``, ``last_sent_s``. ``advice_moved``: ``previous_s``,
       ``recommended_s``. ``resolved``: ``ratio``, ``resolve_ratio``.
     - ``silenced``: ``until_s``; :attr:`Reason.held` is the action held back.
+    - ``reading_backlog``: ``files`` of the job whose backlog has not settled, its
+      ``bytes_behind`` (not yet stored); :attr:`Reason.held` is the action held back.
     """
 
     INSUFFICIENT_DATA = "insufficient_data"
@@ -247,6 +249,7 @@ class ReasonCode(StrEnum):
     ADVICE_MOVED = "advice_moved"
     RESOLVED = "resolved"
     SILENCED = "silenced"
+    READING_BACKLOG = "reading_backlog"
 
 
 MISSING: tuple[str, ...] = ("checkpoint_cost", "mtbf", "current_interval", "saves", "failures")
@@ -261,7 +264,7 @@ class Reason:
         code: what the reason is.
         values: its numbers by name (seconds end in ``_s``; epoch times too).
         missing: for ``insufficient_data``, what is missing (names in :data:`MISSING`).
-        held: for ``silenced``, the action the silence held back.
+        held: for ``silenced`` and ``reading_backlog``, the action held back.
     """
 
     code: ReasonCode

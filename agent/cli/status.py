@@ -24,7 +24,9 @@ from ckpt_advisor.agent.cli.common import (
     until_cell,
 )
 from ckpt_advisor.agent.marks import cost_text
+from ckpt_advisor.agent.reasons import render_reason
 from ckpt_advisor.agent.units import format_ago
+from ckpt_advisor.rules.model import Reason, ReasonCode
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.daemon.heartbeat import Heartbeat, Verdict
@@ -51,7 +53,8 @@ if TYPE_CHECKING:
 def status(db: str | None, config_path: str | None, as_json: bool, max_queue_age: float) -> None:
     """Is the daemon alive and current? Exits 1 when unhealthy (usable as a check).
 
-    Shows the last scan and estimate, files that lag, what is queued for Slack, the jobs
+    Shows the last scan and estimate, the jobs whose messages wait for their backlog to be
+    read, files that lag, what is queued for Slack, the jobs
     silenced (until when), and each job's state with the decision behind it (why a message
     was, or was not, posted). A daemon that is not running is said to be so, with when it was
     last heard of.
@@ -136,6 +139,10 @@ def _print_status(
             f"{format_ago(hb.last_estimate_s, now_s)}; {len(hb.files)} file(s) followed"
             + ("" if verdict.running else " then")
         )
+    if hb is not None and verdict.running:
+        for job, behind in sorted(hb.waiting.items()):
+            reason = Reason(ReasonCode.READING_BACKLOG, {k: float(v) for k, v in behind.items()})
+            click.echo(f"  {job}: {render_reason(reason)}")
     for f in verdict.lagging:
         click.echo(
             f"  lagging: {f.path} ({f.job}): {f.lag_bytes:,} bytes behind, last read "

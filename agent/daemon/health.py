@@ -25,6 +25,7 @@ from ckpt_advisor.agent.daemon.jobs import Scheduler
 from ckpt_advisor.agent.daemon.metrics import Metrics
 from ckpt_advisor.agent.daemon.systemd import SystemdNotifier
 from ckpt_advisor.agent.tail import FilePosition, ScanStats
+from ckpt_advisor.agent.tail.backlog import Behind
 
 if TYPE_CHECKING:
     from ckpt_advisor.agent.config import ScheduleConfig
@@ -49,6 +50,8 @@ class Health:
         schedule: the ``[schedule]`` in force (an estimate run longer than its
             ``estimate_timeout`` is stuck); ``schedule`` and ``jobs`` follow config reloads.
         jobs: the configured job names (for the heartbeat).
+        waiting: the jobs whose messages wait for their backlog, and how far behind they are
+            (for the heartbeat; :meth:`~ckpt_advisor.agent.tail.backlog.Backlog.behind`).
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class Health:
         clock: Callable[[], datetime],
         schedule: ScheduleConfig,
         jobs: list[str],
+        waiting: Callable[[], dict[str, Behind]] = dict,
     ) -> None:
         self.scheduler = scheduler
         self.systemd = systemd
@@ -68,6 +72,7 @@ class Health:
         self.heartbeat_file = heartbeat_file
         self.schedule = schedule
         self.jobs = jobs
+        self._waiting = waiting
         self._clock = clock
         self.started_s = clock().timestamp()
         self.ready = False
@@ -175,6 +180,10 @@ class Health:
             problem=problem,
             stopped_s=now_s if stopped else None,
             files=files,
+            waiting={
+                job: {"files": b.files, "bytes_behind": b.bytes_behind}
+                for job, b in self._waiting().items()
+            },
         )
         last = self._heartbeat
         if (

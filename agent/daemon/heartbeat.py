@@ -64,6 +64,8 @@ class Heartbeat:
             watchdog pings), or None.
         stopped_s: set on a clean stop.
         files: followed files with their lag.
+        waiting: the jobs whose messages wait for their backlog (``agent/tail/backlog.py``):
+            ``{"files": …, "bytes_behind": …}`` by job.
     """
 
     pid: int
@@ -77,6 +79,7 @@ class Heartbeat:
     problem: str | None = None
     stopped_s: float | None = None
     files: list[FileLag] = field(default_factory=list)
+    waiting: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the heartbeat file's content). Built field by field: ``asdict``

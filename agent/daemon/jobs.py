@@ -6,7 +6,8 @@ outbox, prune old events. :class:`Scheduler` runs it with APScheduler: ``estimat
 scenario 27; coalesced, so a suspended process runs a missed job once: scenario 16; one
 instance at a time), ``deliver`` every :data:`DELIVER_EVERY_S` (a slow Slack never holds up
 estimating), ``leases`` every ``LEASE_EVERY_S`` (one voice per job: ``voice.py``),
-``retention`` daily, and ``after-failure`` once, soon after a new failure is stored.
+``retention`` daily, ``after-failure`` once, soon after a new failure is stored, and
+``caught-up`` once, at once when jobs whose messages waited for their backlog caught up.
 
 APScheduler's ``BlockingScheduler`` runs in a thread this module starts and keeps, so whether
 that thread is alive is known from our own :class:`threading.Thread` (APScheduler 3 has no
@@ -94,9 +95,11 @@ class Jobs:
 
     def estimate(self) -> None:
         """Estimate every job this agent speaks for (its configured jobs, and in fleet mode
-        those it took over: ``voice.py``) and publish each one's advice (``agent/advice.py``);
-        new messages wake the delivery job (which runs on its own, so a slow Slack never holds
-        up estimating)."""
+        those it took over: ``voice.py``) and publish each one's advice (``agent/advice.py``),
+        but not that of a job still catching up with its backlog (its advice file stays as it
+        was: training callbacks apply it, and a recommendation from part of the history is
+        no better for them than in Slack); new messages wake the delivery job (which runs on
+        its own, so a slow Slack never holds up estimating)."""
         self.voice.renew()
         self._estimate(sorted(self.voice.held))
 
@@ -116,7 +119,7 @@ class Jobs:
         self.last_estimate_s = self._clock().timestamp()
         self.metrics.last_estimate.set(self.last_estimate_s)
         self.metrics.set_estimates(advice)
-        self.advice.publish([a.estimate for a in advice])
+        self.advice.publish([a.estimate for a in advice if a.waiting is None])
         try:
             queued = len(self.store.queued_messages())
         except StoreError:
@@ -239,10 +242,21 @@ class Scheduler:
         """Estimate once more ``delay_s`` from now: a new failure was stored for ``jobs``."""
         if not self.running:
             return
+        self._once("after-failure", "new failure", jobs, delay_s)
+
+    def caught_up(self, jobs: set[str]) -> None:
+        """Estimate once more now: ``jobs``' messages waited for their backlog, which is read
+        and settled (``agent/tail/backlog.py``)."""
+        if self.running:
+            self._once("caught-up", "backlog settled", jobs, 0.0)
+
+    def _once(self, job_id: str, why: str, jobs: set[str], delay_s: float) -> None:
+        """One more estimate run ``delay_s`` from now, as job ``job_id`` (one pending at a
+        time), logged with ``why``."""
         when = self._clock() + timedelta(seconds=delay_s)
-        log.info("new failure in %s: estimating at %s", ", ".join(sorted(jobs)), when.isoformat())
+        log.info("%s in %s: estimating at %s", why, ", ".join(sorted(jobs)), when.isoformat())
         self.scheduler.add_job(
-            self.jobs.estimate, "date", run_date=when, id="after-failure", replace_existing=True
+            self.jobs.estimate, "date", run_date=when, id=job_id, replace_existing=True
         )
 
     def _wake_delivery(self) -> None:

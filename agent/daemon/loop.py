@@ -7,11 +7,13 @@
 * watchdog's observer thread only sets a wake-up flag and a discover flag (``watcher.py``);
 * the scheduler's thread runs the estimate, delivery and retention jobs (``jobs.py``).
 
-After every scan the loop reports (``health.py``: metrics, heartbeat, systemd), restarts a dead
-watcher (polling goes on meanwhile), and ends with exit code 1 when the scheduler's thread died,
-for systemd to restart the daemon. SIGHUP re-reads the config file: the composition root
-(``agent/app.py``) makes new :class:`Parts` from it and the running components take them in
-place; SIGTERM and SIGINT finish the current scan and stop.
+Files opened with bytes in them (a backlog) hold their job's messages until they are read and
+their last lines settled (``agent/tail/backlog.py``); the scan that settles them asks for an
+estimate at once. After every scan the loop reports (``health.py``: metrics, heartbeat,
+systemd), restarts a dead watcher (polling goes on meanwhile), and ends with exit code 1 when
+the scheduler's thread died, for systemd to restart the daemon. SIGHUP re-reads the config
+file: the composition root (``agent/app.py``) makes new :class:`Parts` from it and the running
+components take them in place; SIGTERM and SIGINT finish the current scan and stop.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ckpt_advisor.agent.notify.base import Notifier
 from ckpt_advisor.agent.notify.outbox import Outbox
 from ckpt_advisor.agent.store import RegisteredJob, Store
 from ckpt_advisor.agent.tail import ScanStats, Tailer, WatchSpec
+from ckpt_advisor.agent.tail.backlog import Backlog
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,7 @@ class Daemon:
         self.metrics = metrics
         self._rewire = rewire
         self.watcher = Watcher(mount_table=mount_table, poll_every_s=config.schedule.poll_every)
+        backlog = Backlog()
         self.advisor = Advisor(
             store,
             estimator=parts.estimator,
@@ -108,6 +112,7 @@ class Daemon:
             currency=config.estimation.currency,
             plots=parts.plots,
             config_path=config_path,
+            backlog=backlog.of,
         )
         self.outbox = Outbox(
             store,
@@ -140,6 +145,7 @@ class Daemon:
             clock=clock,
             schedule=config.schedule,
             jobs=jobs,
+            waiting=backlog.behind,
         )
         self.tailer = Tailer(
             store,
@@ -149,6 +155,7 @@ class Daemon:
             on_progress=self.health.on_progress,
             idle_flush_s=config.schedule.poll_every,
             rotated_idle_s=config.schedule.rotated_idle,
+            backlog=backlog,
         )
         self.scanner = Scanner(
             self.tailer,
@@ -259,6 +266,8 @@ class Daemon:
         self.health.store_error = self.scanner.store_error
         if stats.failure_jobs:
             self.scheduler.after_failure(stats.failure_jobs, self.config.schedule.after_failure)
+        if stats.caught_up:
+            self.scheduler.caught_up(stats.caught_up)
         if not self.health.ready:
             self.scheduler.start()
             self.health.became_ready(self._status_line(stats))

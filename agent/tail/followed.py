@@ -48,6 +48,11 @@ class OpenFile:
     settled: tuple[int, int] | None = None
     """``(size, mtime_ns)`` when last read, if settled (see ``discovery.settled``); None: read
     it on the next scan."""
+    backlog_end: int = 0
+    """The file's size when it was opened: the bytes written before it was followed (see
+    ``backlog``)."""
+    backlog_read_s: float | None = None
+    """Clock time a read first reached ``backlog_end``; None before."""
     orphan: Orphan | None = None
     """Set once the file left its globs: it is followed through ``fd`` until quiet."""
     stale: bool = False

@@ -16,7 +16,8 @@ mid-save lose nothing. Replayed bytes go through the same fast path as new ones.
 
 A parser may hold an event until the next line (a traceback's failure waits for the line after
 its exception line). Live, a file with no new complete line for ``idle_flush_s`` has its parser
-*flushed* (``StreamParser.finish()``) once, and the flush is recorded with the offset
+*flushed* (``StreamParser.finish()``) once (at once if its mtime is older than
+:data:`WRITER_GONE_S`: its writer is gone), and the flush is recorded with the offset
 (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a file
 is stored, and stored once, across restarts. A backfill flushes at the end of each file, and a
 file that left its globs is flushed at its end when it is let go (:meth:`Reader.flush_final`:
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING
 from ckpt_advisor import parsers
 from ckpt_advisor.agent.store import FileState, Store
 from ckpt_advisor.agent.tail import identity
+from ckpt_advisor.agent.tail.backlog import Backlog
 from ckpt_advisor.agent.tail.dating import FileClock
 from ckpt_advisor.agent.tail.discovery import WatchSpec
 from ckpt_advisor.agent.tail.followed import OpenFile
@@ -61,6 +64,17 @@ READ_CHUNK_BYTES = 4 << 20
 """Bytes read at once; a backfill's memory is a few of these whatever the file's size."""
 COMMIT_EVERY_BYTES = 16 << 20
 """A long backfill commits every so many bytes, so progress survives a crash."""
+WRITER_GONE_S = 300.0
+"""A file whose mtime is this much older than our clock (or ``idle_flush_s``, if longer) when it
+is read has its parser flushed at once, without the idle wait: its writer is gone, and its last
+lines (a traceback's failure) are stored in the scan that reads them, so a start on old logs
+posts its first message without waiting. Not after ``idle_flush_s`` of mtime: the mtime is
+stamped by the file server's clock (NFS, Lustre), and a server whose clock runs behind ours
+makes a file being written look idle; a flush too early stores the failure of a traceback cut
+short (its exception line unread: no class), for good. Five minutes is far beyond the skew of
+NTP-synchronised hosts (milliseconds) and is what Kerberos (NFS with ``sec=krb5``) tolerates by
+default. A server running ahead of ours only makes files look younger: they wait for the idle
+flush, which runs by our clock alone, as before."""
 
 
 @dataclass
@@ -85,6 +99,8 @@ class ScanStats:
     """Events stored, by job."""
     job_files: dict[str, set[str]] = field(default_factory=dict)
     """Paths new lines were read from, by job."""
+    caught_up: set[str] = field(default_factory=set)
+    """Jobs whose files' backlogs all settled in this scan (``backlog``)."""
 
 
 _WARNED_KINDS = (EventKind.CLOCK_STEP, EventKind.STAMP_AFTER_WRITE)
@@ -108,7 +124,8 @@ class Reader:
     """Opens followed files and reads their new complete lines into the store.
 
     The arguments are the :class:`~ckpt_advisor.agent.tail.Tailer`'s of the same names; with
-    ``backfill`` every read also ends with a flush.
+    ``backfill`` every read also ends with a flush. Each file opened is added to ``backlog``
+    (the tailer's, live; None: to none).
 
     (A little over 250 lines with its docstrings, on purpose: the read loop, the replay and the
     resets after a truncation or a failed commit move the same positions of one ``OpenFile``
@@ -124,6 +141,7 @@ class Reader:
         backfill: bool,
         on_progress: Callable[[int], None] | None,
         idle_flush_s: float,
+        backlog: Backlog | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
@@ -132,6 +150,7 @@ class Reader:
         self._on_progress = on_progress
         self._idle_flush_s = idle_flush_s
         self.parallel: ParallelBackfill | None = None
+        self.backlog = backlog
         """Set for a backfill on several cores: files are read in its workers (``parallel``)."""
 
     def open(self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None) -> OpenFile:
@@ -175,21 +194,26 @@ class Reader:
             replay_to=0,
             last_read_s=state.updated_s,
             idle_since_s=self._clock().timestamp(),
+            backlog_end=st.st_size,
         )
         self._reset(f, state, parser)
+        if self.backlog is not None:
+            self.backlog.add(f)
         return f
 
     def due(self, f: OpenFile, st: os.stat_result) -> bool:
         """Whether ``f`` is to be read now: its size or mtime moved since it was last read
         (or its mtime had not settled then), its parser is due an idle flush, or its state is
         to be rebuilt after a failed read."""
-        return f.stale or f.settled != (st.st_size, st.st_mtime_ns) or self._flush_due(f, False)
+        changed = f.settled != (st.st_size, st.st_mtime_ns)
+        return f.stale or changed or self._flush_due(f, False, st)
 
     def read(self, f: OpenFile, stats: ScanStats) -> None:
         """Read ``f``'s new complete lines (after a replay of what an earlier run committed),
         commit their events with the new offset (every :data:`COMMIT_EVERY_BYTES` and at the
         end), and flush the parser when due. Read from its start, the file is sniffed
-        (:meth:`_sniff`).
+        (:meth:`_sniff`). The first read that ends sets ``f.backlog_read_s``: what ``f`` held
+        when it was opened is read (but for a partial last line).
 
         Raises:
             OSError: the file cannot be read.
@@ -207,7 +231,8 @@ class Reader:
         if f.stale:
             self._reload(f)
         fd = f.fd
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         truncated = identity.truncated(fd, f.state, f.pos, size)
         if truncated:
             stats.truncations += 1
@@ -260,7 +285,7 @@ class Reader:
             if since_commit >= COMMIT_EVERY_BYTES and f.pos > f.state.offset:
                 self._commit(f, pending, stats, truncated)
                 pending, since_commit, truncated = [], 0, False
-        if self._flush_due(f, new_lines):
+        if self._flush_due(f, new_lines, st):
             self._flush(f, pending)
         stats.parse_misses += f.parser.misses - misses_before
         if f.pos >= f.state.offset and (
@@ -271,6 +296,8 @@ class Reader:
             or f.flushed != f.state.finished
         ):
             self._commit(f, pending, stats, truncated)
+        if f.backlog_read_s is None:
+            f.backlog_read_s = self._clock().timestamp()
 
     def flush_final(self, f: OpenFile, stats: ScanStats) -> None:
         """No line will follow: flush the parser at ``f.pos`` (a pending failure is complete;
@@ -281,14 +308,16 @@ class Reader:
             self._flush(f, pending)
             self._commit(f, pending, stats, False)
 
-    def _flush_due(self, f: OpenFile, new_lines: bool) -> bool:
+    def _flush_due(self, f: OpenFile, new_lines: bool, st: os.stat_result) -> bool:
         """Whether the parser's pending state is to be flushed at ``f.pos`` now: once all
         replayed bytes are fed, at the end of a backfill, or live once the file has had no
-        new complete line for ``idle_flush_s``; never inside an overlong line."""
+        new complete line for ``idle_flush_s``, or its mtime (in ``st``, its ``fstat``) is
+        older than :data:`WRITER_GONE_S`; never inside an overlong line."""
         if f.pos < f.replay_to or f.flushed or f.skip_pos is not None:
             return False
         idle_s = self._clock().timestamp() - f.idle_since_s
-        return self._backfill or (not new_lines and idle_s >= self._idle_flush_s)
+        gone = time.time() - st.st_mtime >= max(WRITER_GONE_S, self._idle_flush_s)
+        return self._backfill or gone or (not new_lines and idle_s >= self._idle_flush_s)
 
     def _flush(self, f: OpenFile, pending: list[Event]) -> None:
         """Flush the parser's pending state at ``f.pos`` into ``pending``."""

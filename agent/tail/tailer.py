@@ -7,6 +7,7 @@ questions are answered in the modules beside it:
 * ``identity`` - is this the file we knew (inode + head hash, rotation, truncation, reuse);
 * ``files`` - how long a file is followed (renamed and deleted files, release, shutdown);
 * ``reader`` - how new bytes become committed events (buffers, replay, commits, flushes);
+* ``backlog`` - which files are still catching up with what they held when opened;
 * ``dating`` - when did a line that printed no time happen;
 * ``inputs`` - what a match is before it is read (a regular file? binary?), the line limit;
 * ``parsers.selection`` - which lines of a buffer the parser must see (pure).
@@ -21,6 +22,7 @@ from datetime import datetime, tzinfo
 
 from ckpt_advisor.agent.store import Store
 from ckpt_advisor.agent.tail import discovery
+from ckpt_advisor.agent.tail.backlog import Backlog
 from ckpt_advisor.agent.tail.discovery import FileKey, WatchSpec
 from ckpt_advisor.agent.tail.files import FollowedFiles
 from ckpt_advisor.agent.tail.followed import FilePosition
@@ -63,6 +65,8 @@ class Tailer:
             before its parser's pending state is flushed.
         rotated_idle_s: how long (by ``clock``) a file that left its globs is followed after
             its size last changed; 0 releases it as soon as it is read to its end.
+        backlog: where the files opened live wait until their backlog settles (``backlog``; the
+            daemon's advisor asks it too); None: a tailer's own.
         workers: with ``backfill``, how many worker processes parse the files (``parallel``:
             files spread over them, a big file cut into ranges; the same events as one).
     """
@@ -78,11 +82,16 @@ class Tailer:
         on_progress: Callable[[int], None] | None = None,
         idle_flush_s: float = 2.0,
         rotated_idle_s: float = ROTATED_IDLE_S,
+        backlog: Backlog | None = None,
         workers: int = 1,
     ) -> None:
         self.store = store
         self.specs = specs
         self._backfill = backfill
+        self._clock = clock
+        self._idle_flush_s = idle_flush_s
+        self.backlog = backlog or Backlog()
+        """The followed files whose backlog has not settled."""
         self._reader = Reader(
             store,
             clock=clock,
@@ -90,6 +99,7 @@ class Tailer:
             backfill=backfill,
             on_progress=on_progress,
             idle_flush_s=idle_flush_s,
+            backlog=None if backfill else self.backlog,
         )
         if backfill and workers > 1:
             from ckpt_advisor.agent.tail.parallel import ParallelBackfill
@@ -151,7 +161,9 @@ class Tailer:
         soon as a followed file's name no longer leads to it (renamed, deleted, re-pointed).
         Either way a file whose size and mtime did not change since it was read (and whose
         mtime is older than :data:`discovery.SETTLED_S`) is not read again, unless its parser
-        is due an idle flush.
+        is due an idle flush. Live, the scan ends by settling the files' backlogs
+        (:meth:`Backlog.settle`, after the reads, so a due flush comes first): the jobs that
+        caught up are in ``caught_up`` of the stats.
 
         Never raises for a bad file: an unreadable file is logged and retried next scan (a
         file that could not be opened: next discovery).
@@ -167,6 +179,10 @@ class Tailer:
             self._discover_and_read(stats)
         if self._reader.parallel is not None:
             self._reader.parallel.wait(stats)  # every file read before the scan returns
+        elif not self._backfill:
+            now_s = self._clock().timestamp()
+            followed = self._files.by_key.values()
+            stats.caught_up = self.backlog.settle(followed, now_s, self._idle_flush_s)
         self._scans += 1
         return stats
 

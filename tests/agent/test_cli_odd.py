@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -273,6 +274,32 @@ def test_status_of_a_dead_daemon_does_not_say_up_since(tmp_path: Path) -> None:
     ) in result.stdout
     status = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
     assert status["running"] is False
+
+
+def test_status_names_the_jobs_whose_messages_wait_for_their_backlog(tmp_path: Path) -> None:
+    """A running daemon's heartbeat with a job still reading its backlog: `status` says why its
+    messages wait and how far behind it is; JSON has it under the daemon's `waiting`."""
+    db = tmp_path / "s.db"
+    open_store(db).close()
+    now_s = time.time()
+    waiting = {"llama-8b": {"files": 3, "bytes_behind": 12_400_000}}
+    hb = Heartbeat(
+        pid=os.getpid(),
+        started_s=now_s - 60,
+        updated_s=now_s,
+        poll_every_s=2.0,
+        estimate_every_s=300.0,
+        jobs=["llama-8b"],
+        last_scan_s=now_s,
+        waiting=waiting,
+    )
+    write_heartbeat(heartbeat_path(db), hb)
+    result = CliRunner().invoke(main, ["status", "--db", str(db)])
+    assert "  llama-8b: messages wait: reading its backlog: 3 file(s), 12.4 MB behind\n" in (
+        result.stdout
+    )
+    status = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
+    assert status["daemon"]["waiting"] == waiting
 
 
 def test_estimates_table_keeps_numbers_whole_on_a_narrow_screen(store_db: Path) -> None:

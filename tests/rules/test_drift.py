@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_advisor.rules.drift import decide, hold_if_silenced
+from ckpt_advisor.rules.drift import decide, hold_if_silenced, hold_while_reading
 from ckpt_advisor.rules.model import Action, AlertState, JobEstimate, ReasonCode, Status
 from ckpt_advisor.rules.policy import EstimationPolicy
 from tests.samples import drifting_estimate
@@ -274,3 +274,31 @@ def test_a_silence_holds_the_action_and_keeps_the_state() -> None:
     assert hold_if_silenced(notify, AlertState(), 3600.0, 3600.0) is notify
     quiet = decide(at(1.2), AlertState(), 0.0)
     assert hold_if_silenced(quiet, AlertState(), 0.0, 3600.0) is quiet
+
+
+def test_a_backlog_being_read_holds_the_action_and_keeps_the_state() -> None:
+    """A NOTIFY while 2 files are behind is NONE (reading_backlog, the NOTIFY held) with the
+    state unchanged, rendered as the daemon logs it; with nothing behind the NOTIFY stands, and
+    a quiet decision keeps its own reason."""
+    from ckpt_advisor.agent.reasons import render_reason
+
+    notify = decide(at(3.0), AlertState(), 0.0)
+    held = hold_while_reading(notify, AlertState(), 2, 3_500_000)
+    assert (held.action, held.next_state) == (Action.NONE, AlertState())
+    assert held.reason.to_json() == {
+        "code": "reading_backlog",
+        "files": 2.0,
+        "bytes_behind": 3_500_000.0,
+        "held": "notify",
+    }
+    assert render_reason(held.reason) == (
+        "messages wait: reading its backlog: 2 file(s), 3.5 MB behind (a notify message is held)"
+    )
+    settling = hold_while_reading(notify, AlertState(), 1, 0).reason
+    assert render_reason(settling) == (
+        "messages wait: reading its backlog: 1 file(s) read, their last lines not settled yet "
+        "(a notify message is held)"
+    )
+    assert hold_while_reading(notify, AlertState(), 0, 0) is notify
+    quiet = decide(at(1.2), AlertState(), 0.0)
+    assert hold_while_reading(quiet, AlertState(), 2, 10) is quiet
