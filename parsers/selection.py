@@ -233,12 +233,11 @@ class _Search:
         cores = list(by_core)
         count = -(-len(cores) // PREFILTER_MAX_KEYWORDS)
         size = -(-len(cores) // count) if count else 0
-        self.parts = tuple(_searcher(cores[i : i + size]) for i in range(0, len(cores), size or 1))
+        chunks = [cores[i : i + size] for i in range(0, len(cores), size or 1)]
+        self.parts = tuple(_searcher(chunk) for chunk in chunks)
         self._contexts = tuple(
-            tuple(
-                None if by_core[c] == [(0, c)] else tuple(by_core[c]) for c in cores[i : i + size]
-            )
-            for i in range(0, len(cores), size or 1)
+            tuple(None if by_core[c] == [(0, c)] else tuple(by_core[c]) for c in chunk)
+            for chunk in chunks
         )
         """Per part, per core: None where the core is its literal, else each ``(offset of
         the core in the literal, literal)`` it stands for."""

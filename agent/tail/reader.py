@@ -150,8 +150,8 @@ class Reader:
         self._on_progress = on_progress
         self._idle_flush_s = idle_flush_s
         self.parallel: ParallelBackfill | None = None
-        self.backlog = backlog
         """Set for a backfill on several cores: files are read in its workers (``parallel``)."""
+        self.backlog = backlog
 
     def open(self, spec: WatchSpec, path: str, *, live: bool, name: str | None = None) -> OpenFile:
         """Open ``path`` and find what the store remembers of it. An empty file is followed
