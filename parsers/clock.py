@@ -51,6 +51,13 @@ FROZEN_S = 3.0
 """Seconds of steps (steps × tqdm's seconds per step) after which a bar whose elapsed time has
 not changed is frozen: tqdm prints whole seconds, so up to one second of steps may show none."""
 
+STALE_GLUE_S = 5.0
+"""How much later than the bar's reading a record glued after a redraw may have been printed
+and still measure the bar's start, seconds. A record printed later came after the bar had
+stopped: the next run's first line after the last redraw of a run killed with SIGKILL (no
+newline ended it; ``>> train.log`` across restarts), or a save after an evaluation that drew
+no training bar. Readings off fresh glues differ by tqdm's whole seconds (1 s each side)."""
+
 AHEAD_S = 2.0
 """How far a bar's reading may lie after a later stamp before the bar is taken to run ahead of
 the file's clock, seconds (stamps in milliseconds against tqdm's whole seconds)."""
@@ -64,8 +71,8 @@ _RESOLUTION = timedelta(seconds=1)
 # (~1,600 instructions), and printed() is called for every stamp read; a bar's seconds are
 # made timedelta(0, s), the same value as timedelta(seconds=s) (days, then seconds, in the
 # same arithmetic) without the keywords
-_TOLERANCE, _RESTART, _AHEAD = (
-    timedelta(seconds=s) for s in (STEP_TOLERANCE_S, RESTART_S, AHEAD_S)
+_TOLERANCE, _RESTART, _AHEAD, _STALE_GLUE = (
+    timedelta(seconds=s) for s in (STEP_TOLERANCE_S, RESTART_S, AHEAD_S, STALE_GLUE_S)
 )
 _NO_SHIFT = timedelta(0)
 _CLOCK_PARSER = "clock"
@@ -100,6 +107,9 @@ class FileClock:
         # the training bar
         self._origin: datetime | None = None
         """Lower bound of the bar's creation time (corrected)."""
+        self._measured = False
+        """Whether :attr:`_origin` was measured by a record glued after a redraw (not only
+        the run's start)."""
         self._last: tuple[int, float] | None = None
         """(step, elapsed seconds) of the last redraw."""
         self._still_since: tuple[int, float] | None = None
@@ -163,7 +173,7 @@ class FileClock:
         """A new training bar starts at ``time`` (corrected): a dated ``run_start``/``resume``."""
         self._origin = time
         self._last = self._still_since = None
-        self._trusted = self._ignored = False
+        self._trusted = self._ignored = self._measured = False
 
     def bar(
         self,
@@ -172,14 +182,17 @@ class FileClock:
         seconds_per_step: float | None,
         glued: datetime | None,
         lineno: int,
-    ) -> None:
+    ) -> datetime | None:
         """Take a redraw of the training bar on line ``lineno``: its step, elapsed seconds,
         tqdm's seconds per step (None while unknown) and the corrected time of a record glued
-        after it, if any."""
+        after it, if any. Returns the bar's reading when ``glued`` came more than
+        :data:`STALE_GLUE_S` after it (the bar's start measured by earlier glues, the bar
+        trusted): the redraw's time, where the glued record's is not (it does not move the
+        bar's start); else None."""
         last = self._last
         if last is not None and step < last[0]:  # another bar: its start is not known yet
             self._origin = None
-            self._trusted = self._ignored = False
+            self._trusted = self._ignored = self._measured = False
             last = self._still_since = None
         if last is not None and not self._ignored:
             if elapsed_s < last[1]:
@@ -194,9 +207,19 @@ class FileClock:
         if self._still_since is None:
             self._still_since = (step, elapsed_s)
         self._last = (step, elapsed_s)
-        if glued is not None:
-            start = glued - timedelta(0, elapsed_s) - _RESOLUTION
-            self._origin = start if self._origin is None else max(self._origin, start)
+        if glued is None:
+            return None
+        elapsed = timedelta(0, elapsed_s)
+        start = glued - elapsed - _RESOLUTION
+        origin = self._origin
+        if origin is None:
+            self._origin = start
+        elif self._measured and start - origin > _STALE_GLUE and self._reading() is not None:
+            return origin + elapsed
+        else:
+            self._origin = max(origin, start)
+        self._measured = True
+        return None
 
     def inferred(self) -> datetime | None:
         """The time of an untimed line read now: the latest of the newest stamp and the

@@ -255,12 +255,15 @@ class LogParser(StreamParser):
             return True
         if stack.inert_bar(bar):
             return True
-        glued_time = None
+        glued_time = reading = None
         if stack.is_training_bar(bar):  # a bar that keeps the file's clock
             glued_time = stack.header_time(line[bar.end :], lineno)
             glued = None if glued_time is None else self._clock.corrected(glued_time, lineno)
-            self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
-        self._note(events, stack.on_bar(bar, lineno, glued_time))
+            reading = self._clock.bar(bar.n, bar.elapsed_s, bar.seconds_per_it, glued, lineno)
+        found = stack.on_bar(bar, lineno, glued_time)
+        if reading is not None:  # the record came after the bar stopped: its reading dates it
+            found = [e.estimated_at(reading) if e.kind is EventKind.STEP else e for e in found]
+        self._note(events, found)
         return False
 
     @property

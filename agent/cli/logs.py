@@ -257,7 +257,8 @@ def ingest(
         warn(
             f"{path}: its last {lag_bytes:,} byte(s) end in no newline, so they were not read: "
             "a line still being written, or cut off when its writer died; they are read once a "
-            "newline follows them (ingest again, or let the daemon follow the file)"
+            "newline follows them or the file is 5 minutes old (ingest again, or let the daemon "
+            "follow the file)"
         )
     if stats.parse_misses:
         warn(

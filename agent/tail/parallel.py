@@ -343,7 +343,7 @@ class ParallelBackfill:
         misses = f.parser.misses
         feed(self._reader, f, window(), task.end, events, got, replaying=False)
         if task.flush:
-            self._reader._flush(f, events)
+            self._reader.flush_end(f, events, got)
         result = RangeResult(list(map(ROW, events)), f.pos, f.lineno, None, None, f.flushed,
                              f.parser.misses - misses, got)  # fmt: skip
         self._commit(job, task, result, stats)

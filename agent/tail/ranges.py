@@ -109,7 +109,7 @@ def parse_range(task: RangeTask) -> RangeResult:
         feed(reader, f, task.window_bytes, task.end, events, stats, replaying=False)
         end_signature = None
         if task.flush:
-            reader._flush(f, events)
+            reader.flush_end(f, events, stats)
         else:
             end_signature = state_signature(f)
         return RangeResult(

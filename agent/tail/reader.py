@@ -17,10 +17,11 @@ mid-save lose nothing. Replayed bytes go through the same fast path as new ones.
 A parser may hold an event until the next line (a traceback's failure waits for the line after
 its exception line). Live, a file with no new complete line for ``idle_flush_s`` has its parser
 *flushed* (``StreamParser.finish()``) once (at once if its mtime is older than
-:data:`WRITER_GONE_S`: its writer is gone), and the flush is recorded with the offset
-(``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a file
-is stored, and stored once, across restarts. A backfill flushes at the end of each file, and a
-file that left its globs is flushed at its end when it is let go (:meth:`Reader.flush_final`:
+:data:`WRITER_GONE_S`: its writer is gone, and a last line no newline ended, a killed run's last
+progress-bar redraw, is read first: :meth:`Reader.flush_end`), and the flush is recorded with the
+offset (``FileState.finished``) so that a replay flushes at the same byte: a failure that ends a
+file is stored, and stored once, across restarts. A backfill flushes at the end of each file, and
+a file that left its globs is flushed at its end when it is let go (:meth:`Reader.flush_final`:
 quiet for ``rotated_idle_s``, or at shutdown). A flush ends nothing but such a failure: a save
 stays open until a line ends it (an HF Trainer save writes its weights for minutes after its
 config lines), so a file read in pieces far apart in time, a restart between them or not,
@@ -108,6 +109,12 @@ _WARNED_KINDS = (EventKind.CLOCK_STEP, EventKind.STAMP_AFTER_WRITE)
 
 SHARED_RECHECK_S = 30.0
 """How often a file another agent reads is looked at again (that agent may have gone away)."""
+
+
+def _writer_gone(st: os.stat_result, idle_flush_s: float = 0.0) -> bool:
+    """Whether the file whose ``fstat`` is ``st`` was last written :data:`WRITER_GONE_S` (or
+    ``idle_flush_s``, if longer) ago or more: its writer is gone."""
+    return time.time() - st.st_mtime >= max(WRITER_GONE_S, idle_flush_s)
 
 
 def _file_clock(fd: int) -> FileClock:
@@ -264,6 +271,10 @@ class Reader:
                     # an overlong line: drop what we have, go on from its end next time
                     f.skip_pos = at + len(data)
                     consumed = len(data)
+                elif replaying and data and f.replay_flush and at + len(data) == f.replay_to:
+                    # an earlier run fed this last line of a dead writer at its flush, below
+                    self._parse_tail(f, data, pending, stats, replaying=True)
+                    consumed = len(data)
                 elif replaying and data:  # the replayed bytes changed: read them as new ones
                     f.replay_to, f.replay_flush = at, False
                     continue
@@ -286,7 +297,7 @@ class Reader:
                 self._commit(f, pending, stats, truncated)
                 pending, since_commit, truncated = [], 0, False
         if self._flush_due(f, new_lines, st):
-            self._flush(f, pending)
+            self.flush_end(f, pending, stats)
         stats.parse_misses += f.parser.misses - misses_before
         if f.pos >= f.state.offset and (
             pending
@@ -305,7 +316,7 @@ class Reader:
         commit, unless it is flushed already or the position is not a line's end yet."""
         if f.pos >= f.replay_to and not f.flushed and f.skip_pos is None:
             pending: list[Event] = []
-            self._flush(f, pending)
+            self.flush_end(f, pending, stats)
             self._commit(f, pending, stats, False)
 
     def _flush_due(self, f: OpenFile, new_lines: bool, st: os.stat_result) -> bool:
@@ -316,7 +327,7 @@ class Reader:
         if f.pos < f.replay_to or f.flushed or f.skip_pos is not None:
             return False
         idle_s = self._clock().timestamp() - f.idle_since_s
-        gone = time.time() - st.st_mtime >= max(WRITER_GONE_S, self._idle_flush_s)
+        gone = _writer_gone(st, self._idle_flush_s)
         return self._backfill or gone or (not new_lines and idle_s >= self._idle_flush_s)
 
     def _flush(self, f: OpenFile, pending: list[Event]) -> None:
@@ -438,6 +449,43 @@ class Reader:
             stats.lines += lines
             stats.job_lines[f.spec.job] += lines
             stats.job_files.setdefault(f.spec.job, set()).add(f.path)
+
+    def flush_end(self, f: OpenFile, pending: list[Event], stats: ScanStats) -> None:
+        """Flush the parser at ``f.pos`` (:meth:`_flush`), feeding first the file's last line
+        if no newline ends it and its writer is gone (:func:`_writer_gone`,
+        :meth:`_parse_tail`); events go to ``pending``, the line to ``stats``.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        st = os.fstat(f.fd)
+        if _writer_gone(st) and f.replay_to <= f.pos < st.st_size and f.skip_pos is None:
+            tail = os.pread(f.fd, min(st.st_size - f.pos, MAX_LINE_BYTES + 1), f.pos)
+            if len(tail) <= MAX_LINE_BYTES and b"\n" not in tail:
+                self._parse_tail(f, tail, pending, stats, replaying=False)
+        self._flush(f, pending)
+
+    def _parse_tail(
+        self,
+        f: OpenFile,
+        tail: bytes,
+        pending: list[Event],
+        stats: ScanStats,
+        *,
+        replaying: bool,
+    ) -> None:
+        """Feed ``tail``, the bytes after ``f.pos`` up to the file's end, no newline among
+        them, as the file's last line, when the parser is flushed with its writer gone
+        (:func:`_writer_gone`): the last redraw of a training bar killed with SIGKILL (tqdm ends
+        a redraw with no newline), the run's last progress. ``f.pos`` moves past it and the
+        flush is stored there, so a replay feeds the same bytes (:meth:`read`). The line is
+        not counted in ``f.lineno``: if its writer was not gone after all, what it appends
+        continues the same line, read from there as the next line and numbered the same."""
+        lineno = f.lineno
+        self._parse_lines(
+            f, tail + b"\n", len(tail) + 1, f.pos, pending, stats, replaying=replaying
+        )
+        f.pos, f.lineno = f.pos - 1, lineno
 
     def _commit(self, f: OpenFile, events: list[Event], stats: ScanStats, truncated: bool) -> None:
         """Store ``events`` with the offset ``f.pos`` in one transaction."""

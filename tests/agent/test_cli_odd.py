@@ -335,7 +335,8 @@ def test_ingest_names_a_last_line_with_no_newline(tmp_path: Path) -> None:
         f"ckpt-advisor: new store {tmp_path / 's.db'}: created\n"
         f"ckpt-advisor: {log}: its last {unread:,} byte(s) end in no newline, so they were not "
         "read: a line still being written, or cut off when its writer died; they are read once "
-        "a newline follows them (ingest again, or let the daemon follow the file)\n"
+        "a newline follows them or the file is 5 minutes old (ingest again, or let the daemon "
+        "follow the file)\n"
     )
     log.write_bytes(text)
     second = CliRunner().invoke(main, args)

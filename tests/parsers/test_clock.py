@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from ckpt_advisor.parsers.clock import FileClock
 from ckpt_advisor.parsers.events import Event, EventKind
 from tests.parsers._helpers import REAL_LOGS, parse, read_lines
 from tests.parsers._hf_logs import HfLog, at
@@ -178,3 +179,29 @@ def test_a_log_wholly_inside_the_repeated_hour_reports_its_first_stamp() -> None
     assert (found.line, found.duration_s) == (15, 3600.0)
     assert found.time == datetime(2026, 11, 1, 5, tzinfo=UTC)
     assert found.detail is not None and "read as its first occurrence (EDT)" in found.detail
+
+
+def test_a_record_glued_long_after_its_redraw_dates_nothing_by_it() -> None:
+    """Records glued after redraws measure the bar's start (glued time - elapsed - 1 s of
+    tqdm's truncation), the latest measure kept; one glued more than ``STALE_GLUE_S`` after the
+    reading was printed after the bar stopped (the next run's first line after a killed run's
+    last redraw): it moves nothing, and the redraw's time is its reading. A run's start
+    (``anchor``) alone is a lower bound: a glued record later than it measures the bar."""
+    t0 = datetime(2026, 12, 3, 7, 0, tzinfo=UTC)
+
+    def s(seconds: float) -> datetime:
+        return t0 + timedelta(seconds=seconds)
+
+    clock = FileClock()
+    assert clock.bar(1, 1.0, 1.0, None, 1) is None
+    assert clock.bar(20, 20.0, 1.0, s(20.3), 2) is None  # start t0 - 0.7 s
+    assert clock.bar(40, 40.0, 1.0, s(44.0), 3) is None  # 3.7 s later: start t0 + 3 s
+    assert clock.bar(75, 75.0, 1.0, s(90.0), 4) == s(78.0)  # 11 s later: the reading
+    assert clock.inferred() == s(78.0)
+    assert clock.bar(80, 80.0, 1.0, s(83.5), 5) is None
+    assert clock.inferred() == s(83.0)
+    anchored = FileClock()
+    anchored.anchor(t0)
+    assert anchored.bar(1, 1.0, 1.0, None, 1) is None
+    assert anchored.bar(20, 20.0, 1.0, s(40.0), 2) is None  # the bar began 19 s after the run
+    assert anchored.inferred() == s(39.0)
