@@ -320,7 +320,8 @@ def backtest_json(
 ) -> dict[str, Any]:
     """The ``simulate --job --json`` object: the job's recorded lives replayed
     (:func:`rules.simulate.replay`) with its C and R at each tried interval (``intervals``,
-    in order) and, with a grid, the ``best`` of the grid; whether the C and the M it ran at are
+    in order) and, with a grid, the ``best`` of all the intervals replayed, tried and on the grid
+    (a current interval beyond the grid's span may be it); whether the C and the M it ran at are
     lower bounds and the current interval an upper bound (``checkpoint_cost_is_lower_bound``,
     ``mtbf_is_lower_bound``, ``current_interval_is_upper_bound``, as in ``estimates``). Needs
     C and M known."""
@@ -423,7 +424,7 @@ def _simulation(
         "intervals": rows[: len(tried_s)],
     }
     if len(rows) > len(tried_s):
-        out["best"] = min(rows[len(tried_s) :], key=lambda r: float(r["waste_fraction"]))
+        out["best"] = min(rows, key=lambda r: float(r["waste_fraction"]))
     return out
 
 

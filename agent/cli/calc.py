@@ -231,7 +231,11 @@ def _interval_two_tier(
     callback=lambda c, p, v: [duration(c, p, x) for x in v],
     help="Interval to try (repeatable); Daly's is always tried.",
 )
-@click.option("--sweep", is_flag=True, help="Also find the best fixed interval on a grid.")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Also try a grid of fixed intervals (Daly's / 4 to × 4); show the best of all tried.",
+)
 @click.option(
     "--days", default=30.0, show_default=True, help="Simulated job length (not with --job)."
 )
@@ -345,6 +349,7 @@ def simulate(
         *(["current"] * (len(tried) - 1 - len(intervals))),
     ]
     rows = list(zip(labels, out["intervals"], strict=True))
+    currents = [r for label, r in rows if label == "current"]  # the best may be one of them
     if grid:
         rows.append(("best", out["best"]))
     # the replay rests on C alone, the first-order formula on C and M (agent/marks.py); the
@@ -362,7 +367,7 @@ def simulate(
             else f"{formula_mark}{formula:.2%}"
         )
         interval = format_duration(r["interval_s"])
-        if label == "current":  # the job's: the save spacing less C, an upper bound at C's
+        if r in currents:  # the job's: the save spacing less C, an upper bound at C's
             interval = at_most(interval, bool(out.get("current_interval_is_upper_bound")))
         click.echo(
             f"{label:8} {interval:>10}  waste {waste_mark}"
@@ -398,7 +403,7 @@ def _backtest_head(est: JobEstimate) -> str:
     M counts are replayed (``1 of 2``): only the timed running time is, its lives."""
     replayed = len(est.lives_s)
     if not est.mtbf_is_lower_bound:
-        return f"backtest of {est.job} ({replayed} interruptions)"
+        return f"backtest of {est.job} ({replayed} interruption(s))"
     return (
         f"backtest of {est.job} ({replayed} of {est.n_failures} interruptions replayed: the "
         "timed running time only)"

@@ -151,10 +151,10 @@ def test_the_backtest_header_marks_a_lower_bound_of_c_and_of_m(dbs: dict[str, st
     replayed = "interruptions replayed: the timed running time only)"
     no_r = "R not measured (0 assumed)"  # no restart placed in time: it read 'R 0s'
     assert heads == {
-        "c_bound": "backtest of c_bound (1 interruptions); M 21s, C ≥ 0.037s, R 5.85s",
+        "c_bound": "backtest of c_bound (1 interruption(s)); M 21s, C ≥ 0.037s, R 5.85s",
         "m_bound": f"backtest of m_bound (0 of 1 {replayed}; M ≥ 1m 05s, C 3.41s, {no_r}",
         "both": f"backtest of both (1 of 2 {replayed}; M ≥ 5.62s, C ≥ 0.0545s, {no_r}",
-        "exact": "backtest of exact (31 interruptions); M 5h 14m, C 4m 00s, R 10m 36s",
+        "exact": "backtest of exact (31 interruption(s)); M 5h 14m, C 4m 00s, R 10m 36s",
     }
     assert flags == {
         "c_bound": (True, False),

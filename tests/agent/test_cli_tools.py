@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from ckpt_advisor.agent.app import estimator_of
 from ckpt_advisor.agent.cli import main
+from ckpt_advisor.agent.contracts import backtest_json
 from ckpt_advisor.agent.estimate import fleet_rate
+from ckpt_advisor.agent.store import open_store
 from ckpt_advisor.agent.synth import simulate
+from ckpt_advisor.rules.interval import daly_interval_s
 from ckpt_advisor.rules.policy import JobFacts
 from tests.agent.helpers import downgrade_to_version_3
 
@@ -255,3 +260,20 @@ def test_backtest_of_a_store_of_an_older_schema_says_how_to_upgrade(
     _run("events", "--db", str(db), "--limit", "1")  # reads need no upgrade
     _run("ingest", str(week_db[0].parent / "train.log"), "--job", "week", "--db", str(db))
     assert "backtest" in _run("simulate", "--job", "week", "--db", str(db), "--json")
+
+
+def test_the_backtests_best_is_the_best_of_every_interval_replayed(
+    week_db: tuple[Path, int],
+) -> None:
+    """``best`` is the lowest waste of all the intervals replayed, the tried ones too: a job's
+    current interval can lie beyond the grid's span (Daly's / 4 to × 4) and beat all of it (a
+    captured job saving every 6× Daly's interval was shown a "best" worse than its own). Here
+    a grid far from Daly's: Daly's interval, tried, is the best."""
+    db, _ = week_db
+    est = estimator_of(None).estimate(open_store(db), "week", datetime.now(UTC).timestamp())
+    assert est.mtbf_s is not None and est.checkpoint_cost_s is not None
+    daly_s = daly_interval_s(est.mtbf_s, est.checkpoint_cost_s)
+    out = backtest_json(est, tried_s=[daly_s], grid_s=[daly_s / 50, daly_s * 50])
+    [daly] = out["intervals"]
+    assert out["best"] == daly
+    assert 0.0 < daly["waste_fraction"] < 1.0
