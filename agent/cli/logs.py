@@ -237,7 +237,7 @@ def ingest(
             try:
                 with progress_bar("ingesting", total) as advance[0]:
                     stats = tailer.scan()
-                unended = [(p.path, p.lag_bytes) for p in tailer.positions() if p.lag_bytes]
+                unended = [(p.path, p.unended_bytes) for p in tailer.positions() if p.unended_bytes]
             finally:
                 tailer.close()
         finally:

@@ -108,7 +108,8 @@ _EXTRA_LABELS: Final = {
 GOODPUT_WINDOW_S: Final = 86400.0
 """The goodput gauges cover this much wall time before each job's newest event."""
 _FILE_GAUGES: Final = {
-    "file_lag_bytes": "Bytes written to a followed file but not read yet.",
+    "file_lag_bytes": "Bytes written to a followed file but not read yet (its last line, no "
+    "newline yet, not counted).",
     "file_last_read_timestamp_seconds": "Unix time new bytes were last read from the file.",
 }
 

@@ -74,9 +74,8 @@ class FollowedFiles:
                 size = os.fstat(f.fd).st_size
             except OSError:
                 continue
-            out.append(
-                FilePosition(f.spec.job, f.path, f.state.offset, size, f.last_read_s, f.binary)
-            )
+            position = (f.spec.job, f.path, f.state.offset, size, f.last_read_s, f.binary)
+            out.append(FilePosition(*position, f.unended_bytes))
         return out
 
     def read(self, key: FileKey, stats: ScanStats, st: os.stat_result | None = None) -> None:

@@ -58,6 +58,10 @@ class OpenFile:
     stale: bool = False
     """A read failed after the parser saw lines that were not committed: the in-memory state
     is to be rebuilt from the store (a replay through ``fd``) before the next read."""
+    unended_bytes: int = 0
+    """Bytes after the last newline when the last read reached the file's end: a line still
+    being written (a tqdm bar redraws on one line until a record ends it: a Lightning epoch's
+    bar can be megabytes), not counted as lag (:attr:`FilePosition.lag_bytes`)."""
     binary: str | None = None
     """Why the file looks binary (:func:`inputs.binary_reason` of its first bytes: a
     checkpoint or a ``.gz`` under a broad glob), or None. It is read all the same (a real log
@@ -74,8 +78,10 @@ class OpenFile:
 class FilePosition:
     """How far one followed file has been read, for metrics and ``ckpt-advisor status``.
 
-    ``size_bytes - offset_bytes`` is the lag: bytes written but not yet read (an incomplete
-    last line stays there until its newline arrives). ``last_read_s`` is the Unix time new
+    ``size_bytes - offset_bytes`` less ``unended_bytes`` is the lag: bytes written but not yet
+    read. ``unended_bytes``: the last line, without its newline yet, as the last read found it
+    (it stays unread until its newline arrives or its writer is gone, and is no lag: a live
+    job's progress bar is such a line all the time). ``last_read_s`` is the Unix time new
     bytes were last read from the file: by this process, else as the store remembers it (an
     earlier process's last commit); None if it was never read. ``binary``: why the file looks
     binary, or None.
@@ -87,9 +93,12 @@ class FilePosition:
     size_bytes: int
     last_read_s: float | None
     binary: str | None = None
+    unended_bytes: int = 0
 
     @property
     def lag_bytes(self) -> int:
-        """Bytes behind the end of the file (never negative; 0 for a file that looks binary:
-        its bytes after its last newline are no line that is being written)."""
-        return 0 if self.binary else max(0, self.size_bytes - self.offset_bytes)
+        """Bytes behind the end of the file but the last line still being written (never
+        negative; 0 for a file that looks binary: its bytes after its last newline are no line
+        that is being written)."""
+        behind = self.size_bytes - self.offset_bytes - self.unended_bytes
+        return 0 if self.binary else max(0, behind)

@@ -318,6 +318,7 @@ class ParallelBackfill:
         """Commit ``result``, the events of ``task``'s range, with its end offset and line."""
         f = job.f
         f.pos, f.lineno, f.flushed = result.pos, result.lineno, result.flushed
+        f.unended_bytes = task.end - result.pos if task.flush else 0  # a last line unread
         self._reader._commit(f, result.events(), stats, False)
         _merge(stats, result)
         stats.bytes_read += result.pos - task.cut

@@ -258,6 +258,7 @@ class Reader:
             # ``replay_to``, where the earlier run stopped (and maybe flushed).
             at = f.skip_pos if f.skip_pos is not None else f.pos
             replaying = at < f.replay_to
+            f.unended_bytes = 0
             end = f.replay_to if replaying else size  # bytes after ``size``: next scan
             want = min(max(READ_CHUNK_BYTES, MAX_LINE_BYTES + 1), end - at)
             if want <= 0:
@@ -278,8 +279,9 @@ class Reader:
                 elif replaying and data:  # the replayed bytes changed: read them as new ones
                     f.replay_to, f.replay_flush = at, False
                     continue
-                else:
-                    break  # nothing, or a partial last line: wait for its newline
+                else:  # nothing, or a partial last line: wait for its newline
+                    f.unended_bytes = len(data)
+                    break
             else:
                 consumed = cut + 1
                 self._parse_lines(f, data, consumed, at, pending, stats, replaying=replaying)
@@ -463,6 +465,7 @@ class Reader:
             tail = os.pread(f.fd, min(st.st_size - f.pos, MAX_LINE_BYTES + 1), f.pos)
             if len(tail) <= MAX_LINE_BYTES and b"\n" not in tail:
                 self._parse_tail(f, tail, pending, stats, replaying=False)
+                f.unended_bytes = 0
         self._flush(f, pending)
 
     def _parse_tail(

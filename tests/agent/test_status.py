@@ -66,7 +66,8 @@ def test_assess(
 
 
 def test_small_lag_is_listed_but_healthy() -> None:
-    """A file a few bytes behind (an unfinished last line) is listed as lagging, not a fault."""
+    """A file a few bytes behind (written since the last scan) is listed as lagging, not a
+    fault."""
     lag = FileLag("llama", "/runs/a.log", 120, NOW)
     verdict = assess(_hb(files=[lag]), [], now_s=NOW, alive=lambda _pid: True)
     assert verdict.healthy

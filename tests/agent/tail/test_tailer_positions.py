@@ -18,16 +18,32 @@ def _tailer(store: Store, specs: list[WatchSpec]) -> Tailer:
     return Tailer(store, specs, clock=lambda: NOW, tz=UTC)
 
 
-def test_positions_show_lag_of_an_unfinished_line_and_last_read(tmp_path: Path) -> None:
-    """After a scan a file's lag is the bytes of its incomplete last line; last read is the
-    clock's time of the read."""
+def test_positions_tell_an_unfinished_line_from_lag_and_last_read(tmp_path: Path) -> None:
+    """After a scan a file's incomplete last line is ``unended_bytes``, no lag (a live job's
+    progress bar is such a line all the time, redrawn until a record ends it: ``status`` showed
+    every live HF job "lagging"); bytes written after the scan are lag until read; last read
+    is the clock's time of the read."""
     path = tmp_path / "ckpt_timings.jsonl"
-    path.write_text(RECORD + '{"step": 2')
+    bar = "\r" + "x" * 99
+    path.write_text(RECORD + bar * 1_000)
     tailer = _tailer(open_store(tmp_path / "s.db"), [WatchSpec("j", (str(path),))])
     tailer.scan()
     [pos] = tailer.positions()
-    assert pos == FilePosition("j", str(path), len(RECORD), len(RECORD) + 10, NOW.timestamp())
-    assert pos.lag_bytes == 10
+    size = len(RECORD) + 100_000
+    assert pos == FilePosition("j", str(path), len(RECORD), size, NOW.timestamp(), None, 100_000)
+    assert pos.lag_bytes == 0
+    with path.open("a") as fh:
+        fh.write(bar)
+    [pos] = tailer.positions()
+    assert (pos.unended_bytes, pos.lag_bytes) == (100_000, 100)
+    tailer.scan()
+    [pos] = tailer.positions()
+    assert (pos.unended_bytes, pos.lag_bytes) == (100_100, 0)
+    with path.open("a") as fh:
+        fh.write("\n")
+    tailer.scan()
+    [pos] = tailer.positions()
+    assert (pos.offset_bytes, pos.unended_bytes, pos.lag_bytes) == (size + 101, 0, 0)
 
 
 def test_bad_timing_records_are_counted_as_parse_misses(tmp_path: Path) -> None:
