@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from ckpt_advisor.agent.config_jobs import Count, JobConfig, ParseConfig, Section
+from ckpt_advisor.agent.config_jobs import Count, Flag, JobConfig, Number, ParseConfig, Section
 from ckpt_advisor.agent.credentials import secret
 from ckpt_advisor.agent.units import parse_duration_s
 
@@ -72,7 +72,7 @@ class StoreConfig(Section):
     """Name of the environment variable (or systemd credential) holding the database password;
     unset or empty: libpq's own means (``~/.pgpass``, ``$PGPASSFILE``, peer or certificate
     authentication)."""
-    retention_days: float = Field(default=365.0, gt=0, le=36500)
+    retention_days: Number = Field(default=365.0, gt=0, le=36500)
     """Events older than this many days are pruned daily."""
 
     @field_validator("path", mode="before")
@@ -135,7 +135,7 @@ class ScheduleConfig(Section):
     file was created, moved or deleted (or when a known file's name stops leading to it)."""
     estimate_timeout: Seconds = Field(default=600.0, gt=0, le=DAY_S)
     """An estimate run longer than this is stuck: watchdog pings stop (systemd restarts)."""
-    file_events: bool = True
+    file_events: Flag = True
     """Wake on file notifications (watchdog/inotify); false: stat polling only."""
     rotated_idle: Seconds = Field(default=3600.0, ge=0, le=7 * DAY_S)
     """A file renamed out of its globs or deleted while open (logrotate ``create``, a rotated
@@ -149,7 +149,7 @@ class ScheduleConfig(Section):
 class EstimationConfig(Section):
     """``[estimation]``: the statistics and the drift rule (README, "How it decides")."""
 
-    confidence: float = Field(default=0.9, gt=0, lt=1)
+    confidence: Number = Field(default=0.9, gt=0, lt=1)
     """Level of every confidence interval (C, M, the recommended interval)."""
     cost_window_saves: Count = Field(default=20, ge=1, le=10_000)
     """C is the median of this many most recent saves."""
@@ -159,18 +159,18 @@ class EstimationConfig(Section):
     """Interruptions needed before advising."""
     min_saves: Count = Field(default=3, ge=1)
     """Timed saves needed before advising."""
-    drift_ratio: float = Field(default=1.5, gt=1)
+    drift_ratio: Number = Field(default=1.5, gt=1)
     """Advise when current/recommended is outside [1/ratio, ratio] (and the other conditions)."""
-    resolve_ratio: float = Field(default=1.3, gt=1)
+    resolve_ratio: Number = Field(default=1.3, gt=1)
     """A drift episode ends when the ratio is back inside [1/resolve_ratio, resolve_ratio];
     at most ``drift_ratio`` (hysteresis)."""
     repeat_after: Seconds = Field(default=DAY_S, gt=0)
     """An unchanged recommendation is posted again only after this long."""
-    min_excess_gpu_hours_per_day: float = Field(default=1.0, ge=0)
+    min_excess_gpu_hours_per_day: Number = Field(default=1.0, ge=0)
     """Advise only when the current interval wastes at least this much more (needs ``gpus``)."""
     min_weibull_failures: Count = Field(default=10, ge=2)
     """Interruptions needed before a Weibull fit of the times between them is tried."""
-    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    price_per_gpu_hour: Number | None = Field(default=None, ge=0)
     """If set, messages also give the excess waste in money per day."""
     currency: str = "$"
     """Prefix for money amounts."""
@@ -240,7 +240,7 @@ class AdviceConfig(Section):
     dir: Path | None = None
     """Directory of one ``JOB.json`` per job, replaced atomically after each estimate
     (mode 0644: the training jobs' users read it); off if unset."""
-    endpoint: bool = False
+    endpoint: Flag = False
     """Also serve each job's advice as JSON at ``/advice/JOB`` on ``[metrics] listen``."""
 
 
@@ -310,14 +310,23 @@ class Config(Section):
         return token
 
 
+_TYPE_WORDS = {
+    "int_type": "an integer such as 64 (no quotes, no decimal point)",
+    "float_type": "a number such as 365 or 1.5 (no quotes)",
+    "bool_type": "true or false (no quotes)",
+}
+"""What a strict count, number or switch must be (:data:`config_jobs.Count`, ``Number``,
+``Flag``), by pydantic's error type."""
+
+
 def _message(err: Mapping[str, Any]) -> str:
-    """One pydantic error in words: an unknown key, a count that is not a TOML integer (with
-    the value as written), else pydantic's message."""
+    """One pydantic error in words: an unknown key, a count, number or switch of another TOML
+    type (with the value as written), else pydantic's message."""
     if err["type"] == "extra_forbidden":
         return "unknown key"
-    if err["type"] == "int_type":
+    if (words := _TYPE_WORDS.get(err["type"])) is not None:
         written = json.dumps(err["input"], default=str)  # as TOML writes it: true, "64", 64.0
-        return f"must be an integer such as 64 (no quotes, no decimal point), got {written}"
+        return f"must be {words}, got {written}"
     return str(err["msg"]).removeprefix("Value error, ")
 
 

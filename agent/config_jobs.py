@@ -19,6 +19,13 @@ from ckpt_advisor.rules.tiers import with_overrides
 Count = Annotated[int, Strict()]
 """A count (GPUs, nodes, saves, failures): a TOML integer; ``true``, ``"64"`` or ``64.0`` is
 refused, naming the key, where pydantic's lax mode would read 1 or 64."""
+Number = Annotated[float, Strict()]
+"""A number (days, ratios, prices): a TOML integer or float; ``true`` or ``"365"`` is refused,
+naming the key, where pydantic's lax mode would read 1 or 365 (``retention_days = true``
+pruned every event older than a day)."""
+Flag = Annotated[bool, Strict()]
+"""A switch: TOML ``true`` or ``false``; ``"false"``, ``"no"`` or ``0`` is refused, naming the
+key, where pydantic's lax mode would read them as booleans."""
 
 
 class Section(BaseModel):

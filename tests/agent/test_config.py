@@ -252,3 +252,29 @@ def test_counts_are_toml_integers_and_every_error_line_is_prefixed(
     assert result.stderr.splitlines() == [f"ckpt-advisor: {config}: {key}: {must}" for key in keys]
     config.write_text('[[jobs]]\nname = "j"\ngpus = 64\nnodes = 8\n')
     assert (load_config(config).jobs[0].gpus, load_config(config).jobs[0].nodes) == (64, 8)
+
+
+def test_numbers_and_switches_are_their_toml_types(tmp_path: Path) -> None:
+    """``retention_days = true`` was read as 1 day (every older event pruned), ``"365"`` as
+    365, ``file_events = "false"`` and ``endpoint = 1`` as booleans (pydantic's lax mode); now
+    each number and switch key is refused naming it and the value as written. Integers stay
+    numbers."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[store]\nretention_days = true\n[schedule]\nfile_events = "false"\n'
+        '[estimation]\nconfidence = "0.9"\ndrift_ratio = 2\n[advice]\nendpoint = 1\n'
+    )
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"ckpt-advisor: {config}: store.retention_days: must be a number such as 365 or 1.5 "
+        "(no quotes), got true",
+        f"ckpt-advisor: {config}: schedule.file_events: must be true or false (no quotes), "
+        'got "false"',
+        f"ckpt-advisor: {config}: estimation.confidence: must be a number such as 365 or 1.5 "
+        '(no quotes), got "0.9"',
+        f"ckpt-advisor: {config}: advice.endpoint: must be true or false (no quotes), got 1",
+    ]
+    config.write_text("[store]\nretention_days = 30\n[estimation]\ndrift_ratio = 2\n")
+    loaded = load_config(config)
+    assert (loaded.store.retention_days, loaded.estimation.drift_ratio) == (30.0, 2.0)

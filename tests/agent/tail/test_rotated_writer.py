@@ -5,6 +5,7 @@ at shutdown."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -52,10 +53,10 @@ class Writer:
 
 
 def _daemon(
-    tmp: Path, procs: list[subprocess.Popen[str]], **schedule: str
+    tmp: Path, procs: list[subprocess.Popen[str]], **schedule: str | bool
 ) -> subprocess.Popen[str]:
     """The daemon following ``tmp/runs/*.jsonl``, started (signal handlers installed)."""
-    settings = "".join(f'{key} = "{value}"\n' for key, value in schedule.items())
+    settings = "".join(f"{key} = {json.dumps(value)}\n" for key, value in schedule.items())
     config = tmp / "c.toml"
     config.write_text(
         f'[store]\npath = "{tmp / "s.db"}"\n[schedule]\nestimate_every = "1h"\n{settings}'
@@ -111,7 +112,7 @@ def test_lines_written_after_a_delete_are_read_at_shutdown(
     writer = Writer(log)
     try:
         writer.write(1, 101)
-        daemon = _daemon(tmp_path, procs, poll_every="1h", file_events="false")
+        daemon = _daemon(tmp_path, procs, poll_every="1h", file_events=False)
         assert until(lambda: len(_steps(db)) == 100)
         log.rename(tmp_path / "runs" / "train.jsonl.1")
         (tmp_path / "runs" / "train.jsonl.1").unlink()
