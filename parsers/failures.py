@@ -24,7 +24,9 @@ kernel:``. ``dmesg``'s ``[ 1843.308145]`` is seconds since boot: no time.
 *family* (its class; all ``nccl_*`` classes are one family, all ``gpu_*`` another) was already
 reported within :data:`DEDUP_LINES` lines (counted from the last line of that family), at the
 same step, with no training progress in between and less than :data:`DEDUP_SECONDS` apart, is
-recognised but gives no event — unless it carries a time and the one reported had none.
+recognised but gives no event — unless it carries a time and the one reported had none. A
+failure of a :data:`~parsers.vocabulary.CONSEQUENCE_CLASSES` class (a peer's collective failing
+as a rank dies) is such a repeat of a failure of any family reported so.
 Progress is explicit: the log parser reports each ``step``, ``checkpoint_*``, ``run_start``,
 ``restart`` and ``resume`` event of the stack (:meth:`FailureLines.note_progress`), and one on
 a line after the family's last line makes the next failure a new interruption (a crash that
@@ -72,7 +74,7 @@ from ckpt_advisor.parsers.timestamps import (
 from ckpt_advisor.parsers.traceback import HEADER as TRACEBACK_HEADER
 from ckpt_advisor.parsers.traceback import KEYWORDS as TRACEBACK_KEYWORDS
 from ckpt_advisor.parsers.traceback import TracebackTracker
-from ckpt_advisor.parsers.vocabulary import PLANNED_CLASSES
+from ckpt_advisor.parsers.vocabulary import CONSEQUENCE_CLASSES, PLANNED_CLASSES
 
 _MODULES = (launcher, nccl, slurm, kernel, shell, ray, error_records)
 """Rule tables in matching order: the vocabulary-driven ERROR record rule comes last."""
@@ -460,6 +462,11 @@ class FailureLines:
             at_step = event.step if event.step is not None else step
             if not event.planned:
                 self._last_failure = (event.line, at_step)
+            if event.failure_class in CONSEQUENCE_CLASSES and any(
+                _same_interruption(other, event, at_step, self._progress_line)
+                for other in self._seen.values()
+            ):
+                continue  # a peer's view of a death just reported, whatever its family
             repeat = seen is not None and _same_interruption(
                 seen, event, at_step, self._progress_line
             )

@@ -117,6 +117,16 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
         "(tests/parsers/fixtures/public/torchrun/pseco_15_worker_group_failed.log)",
     ),
     FailureClass(
+        "peer_lost",
+        re.compile(r"gloo/transport/.*(?:Connection reset by peer|Connection closed by peer)"),
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] "
+        "Read error [127.0.0.1]:11189: Connection reset by peer. This is typically caused by a "
+        "remote worker hanging or bugs in the application.",
+        "gloo transport/tcp/pair.cc (torch 2.13's third_party/gloo): the socket to a peer "
+        "closed, the peer gone (tests/parsers/fixtures/torch/torchrun_sigkill.log line 20, "
+        "torchrun_abort.log, torchrun_segfault.log: rank 1 killed by a signal)",
+    ),
+    FailureClass(
         "cuda_error",
         re.compile(r"CUDA error"),
         "RuntimeError: CUDA error: device-side assert triggered",

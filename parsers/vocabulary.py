@@ -2,8 +2,9 @@
 
 The rules layer relies on these names: ``rules/interruptions.py`` ``GENERIC_FAILURE_CLASSES`` must
 equal :data:`GENERIC_CLASSES` (a test checks it), and a burst's root cause is its first class
-that is not generic. ``planned`` classes censor MTBF exposure but are not failures
-(DESIGN.md "Which interruptions count toward M").
+that is not generic, else its first that is no :data:`CONSEQUENCE_CLASSES` one. ``planned``
+classes censor MTBF exposure but are not failures (DESIGN.md "Which interruptions count toward
+M").
 
 =============================== ======= ======= ==================================================
 class                           planned generic meaning
@@ -39,6 +40,9 @@ signal                                  yes     any other signal
 slurm_task_failure                      yes     Slurm ``DUE TO TASK FAILURE`` / ``FAILED``
 ray_worker_died                         yes     Ray: ``A worker died or was killed``, ``The actor
                                                 died unexpectedly`` (cause only guessed)
+peer_lost                               yes     a collective's peer went away (gloo ``Connection
+                                                reset by peer``): another process's death, so a
+                                                burst's root cause only if nothing else is
 unknown                                 yes     (rules layer) a failure with no class
 =============================== ======= ======= ==================================================
 """
@@ -65,10 +69,16 @@ GENERIC_CLASSES = frozenset(
         "signal",
         "slurm_task_failure",
         "ray_worker_died",
+        "peer_lost",
         "unknown",
     }
 )
 """Classes that say *that* a process died, not *why*; see ``rules/interruptions.py``."""
+
+CONSEQUENCE_CLASSES = frozenset({"peer_lost"})
+"""Generic classes that report another process's death as its peers saw it: a burst's root
+cause only when it holds no other class (a rank killed by a signal prints no traceback, its
+peers' collectives fail: torchrun's root cause is the signal)."""
 
 SPECIFIC_CLASSES = frozenset(
     {

@@ -36,13 +36,20 @@ GENERIC_FAILURE_CLASSES = frozenset(
         "signal",
         "slurm_task_failure",
         "ray_worker_died",
+        "peer_lost",
         "unknown",
     }
 )
 """Failure classes that say *that* a process died, not *why* (a traceback's last line, a signal,
 the launcher's ``ChildFailedError``, srun's exit code); equal to ``parsers/vocabulary.py``
 ``GENERIC_CLASSES`` (a test checks it). The root cause of a burst is its first
-class outside this set; a burst with only generic classes keeps its first one."""
+class outside this set; a burst with only generic classes keeps its first one that is not in
+:data:`CONSEQUENCE_FAILURE_CLASSES`, else its first."""
+
+CONSEQUENCE_FAILURE_CLASSES = frozenset({"peer_lost"})
+"""Generic classes that report another process's death as its peers saw it (a collective's
+socket closed, ``parsers/traceback.py``): the death itself, when reported (torchrun's root
+cause, a signal), names the burst; equal to ``parsers/vocabulary.py`` ``CONSEQUENCE_CLASSES``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +60,8 @@ class Interruption:
         start_s: epoch seconds of its first failure observation (the run ended here).
         end_s: epoch seconds of its last failure observation (failed restarts included).
         failure_class: root cause: the first planned class if the burst holds a planned end,
-            else the first class outside the generic set, else the first class (``unknown``
-            when none is known).
+            else the first class outside the generic set, else the first that is not a
+            consequence (``peer_lost``), else the first class (``unknown`` when none is known).
         planned: True when any observation of the burst is a planned end (time limit,
             cancel): the other ranks' dying messages are then consequences, not causes.
         n_observations: how many failure observations it groups.
@@ -243,7 +250,10 @@ def _interruption(
     if planned.any():
         root = known[int(np.argmax(planned))]
     else:
-        root = next((c for c in known if c not in generic_classes), known[0])
+        root = next(
+            (c for c in known if c not in generic_classes),
+            next((c for c in known if c not in CONSEQUENCE_FAILURE_CLASSES), known[0]),
+        )
     return Interruption(
         start_s=float(times[0]),
         end_s=float(times[-1]),

@@ -52,6 +52,8 @@ bus_error                       memory     SIGBUS in a worker (often a DataLoade
                                            /dev/shm); the host is alive
 ray_worker_died                 memory     Ray reports a worker or actor death from a live raylet
                                            (a memory-monitor kill is ``host_oom``)
+peer_lost                       persistent a collective's peer went away and nothing says why:
+                                           it may be a lost node
 dist_init_timeout               persistent a peer never joined the process group: it may be a
                                            lost node, so only the persistent copy is certain
 terminated                      persistent SIGTERM not from Slurm: pod eviction or a drain; the
@@ -143,6 +145,7 @@ DEFAULT_SURVIVAL: Mapping[str, Survival] = {
     "segfault": Survival(_M, "SIGSEGV in a worker process"),
     "bus_error": Survival(_M, "SIGBUS in a worker (often out of /dev/shm); the host is alive"),
     "ray_worker_died": Survival(_M, "Ray reports a worker death from a live raylet"),
+    "peer_lost": Survival(_P, "a collective's peer went away: it may be a lost node"),
     "dist_init_timeout": Survival(_P, "a peer never joined: it may be a lost node"),
     "terminated": Survival(_P, "SIGTERM from an eviction or drain: the pod goes away"),
     "signal": Survival(_M, "another signal to a worker process"),

@@ -78,3 +78,22 @@ def test_the_rank_echoes_of_one_launch_are_one_interruption(tmp_path: Path) -> N
     assert (estimate["n_failures"], estimate["exposure_s"]) == (1, 14.0)
     assert estimate["failure_classes"] == {"python_exception": 1}
     assert interruptions == {"torchrun_raise.log": {1}}
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [("torchrun_sigkill.log", "killed"), ("torchrun_abort.log", "abort"),
+     ("torchrun_segfault.log", "segfault"), ("torchrun_raise.log", "python_exception")],
+)  # fmt: skip
+def test_a_rank_killed_by_a_signal_is_the_cause_not_its_peers_gloo_error(
+    tmp_path: Path, name: str, cause: str
+) -> None:
+    """Rank 1 killed by a signal prints no traceback; rank 0's all_reduce then fails (gloo
+    ``Connection reset by peer``) before torchrun reports the signal as the root cause. The
+    interruption's class is the signal's (it was rank 0's ``python_exception``: a code bug
+    where the trial had killed the process); when rank 1 raised, its exception stays the cause
+    and rank 0's gloo error is no failure of its own."""
+    estimate, interruptions = _ingested(tmp_path / "s.db", TORCH / name)
+    assert estimate["n_failures"] == 1
+    assert estimate["failure_classes"] == {cause: 1}
+    assert interruptions == {name: {1}}

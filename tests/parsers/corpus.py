@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo
 
 from ckpt_advisor.parsers import StreamParser, make_parser
 from ckpt_advisor.parsers.events import Event
-from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES
+from ckpt_advisor.parsers.vocabulary import CONSEQUENCE_CLASSES, GENERIC_CLASSES
 from ckpt_advisor.rules.interruptions import cluster_interruptions
 from ckpt_advisor.rules.model import Observation
 from ckpt_advisor.rules.timeline import Timeline
@@ -214,7 +214,8 @@ def _within(line: int, lines: tuple[int, int]) -> bool:
 
 def _root_class(classes: Sequence[str | None]) -> str | None:
     known = [c or "unknown" for c in classes]
-    return next((c for c in known if c not in GENERIC_CLASSES), known[0] if known else None)
+    caused = next((c for c in known if c not in CONSEQUENCE_CLASSES), known[0] if known else None)
+    return next((c for c in known if c not in GENERIC_CLASSES), caused)
 
 
 def score_file(labels: Labels, events: Sequence[Event]) -> FileScore:

@@ -17,8 +17,13 @@ from ckpt_advisor.parsers.events import Event, EventKind
 from ckpt_advisor.parsers.failures import RULES
 from ckpt_advisor.parsers.launcher import RULES as LAUNCHER_RULES
 from ckpt_advisor.parsers.traceback import FAILURE_CLASSES, classify_failure
-from ckpt_advisor.parsers.vocabulary import GENERIC_CLASSES, PLANNED_CLASSES, is_known_class
-from ckpt_advisor.rules.interruptions import GENERIC_FAILURE_CLASSES
+from ckpt_advisor.parsers.vocabulary import (
+    CONSEQUENCE_CLASSES,
+    GENERIC_CLASSES,
+    PLANNED_CLASSES,
+    is_known_class,
+)
+from ckpt_advisor.rules.interruptions import CONSEQUENCE_FAILURE_CLASSES, GENERIC_FAILURE_CLASSES
 from tests.parsers._helpers import read_lines, utc, without_clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -67,19 +72,19 @@ TORCH = {
     ],
     "torchrun_sigkill.log": [
         (RUN_START, 3, _t("2026-11-29 23:03:17"), None, None, None, False),
-        (FAILURE, 10, _t("2026-11-29 23:03:27"), None, None, "python_exception", False),
+        (FAILURE, 10, _t("2026-11-29 23:03:27"), None, None, "peer_lost", False),
         (FAILURE, 22, _t("2026-11-29 23:03:27"), None, None, "killed", False),
         (FAILURE, 39, _t("2026-11-29 23:03:27"), None, None, "killed", False),
     ],
     "torchrun_abort.log": [
         (RUN_START, 3, _t("2026-11-29 23:03:33"), None, None, None, False),
-        (FAILURE, 10, _t("2026-11-29 23:03:44"), None, None, "python_exception", False),
+        (FAILURE, 10, _t("2026-11-29 23:03:44"), None, None, "peer_lost", False),
         (FAILURE, 22, _t("2026-11-29 23:03:44"), None, None, "abort", False),
         (FAILURE, 39, _t("2026-11-29 23:03:44"), None, None, "abort", False),
     ],
     "torchrun_segfault.log": [
         (RUN_START, 3, _t("2026-11-29 23:03:48"), None, None, None, False),
-        (FAILURE, 10, _t("2026-11-29 23:04:00"), None, None, "python_exception", False),
+        (FAILURE, 10, _t("2026-11-29 23:04:00"), None, None, "peer_lost", False),
         (FAILURE, 22, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
         (FAILURE, 39, _t("2026-11-29 23:04:00"), None, None, "segfault", False),
     ],
@@ -210,8 +215,10 @@ def test_every_traceback_class_is_in_the_vocabulary() -> None:
 
 
 def test_rules_layer_generic_classes_are_the_vocabularys() -> None:
-    """rules/interruptions.py's generic classes equal the vocabulary's, so root causes agree."""
+    """rules/interruptions.py's generic and consequence classes equal the vocabulary's, so root
+    causes agree."""
     assert GENERIC_FAILURE_CLASSES == GENERIC_CLASSES
+    assert CONSEQUENCE_FAILURE_CLASSES == CONSEQUENCE_CLASSES <= GENERIC_CLASSES
 
 
 @pytest.mark.parametrize(
