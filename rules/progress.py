@@ -198,6 +198,19 @@ def current_interval_steps(timeline: Timeline, run_id: IntArray, saves: IntArray
     return round(float(np.median(steps))) if steps.size else None
 
 
+STEP_TIME_CHANGE = 0.2
+"""How far the newest run's step time may lie from the window's (a fraction of it) before the
+job is taken to run at a new pace: a resize, a new batch size, other nodes."""
+
+MIN_RUN_STEP_SAMPLES = 5
+"""Per-step values a run must give for its own step time to be taken (one redraw's rate, or one
+pair of saves, is noise)."""
+
+NEWEST_RUNS = 3
+"""Runs, newest first, searched for one that gives its own step time (the newest may be a
+restart's first minutes, or a final save alone)."""
+
+
 def step_time_s(
     timeline: Timeline,
     run_id: IntArray,
@@ -221,6 +234,11 @@ def step_time_s(
     3. consecutive ``step`` observations of one run: the median of ``(Δt − k·C)/Δstep``, k the
        saves between them (k·C left out when C is unknown).
 
+    The same sources over one run alone give its own step time: the newest of the last
+    :data:`NEWEST_RUNS` runs with a step that gives :data:`MIN_RUN_STEP_SAMPLES` values or more.
+    When it lies more than :data:`STEP_TIME_CHANGE` from the window's, the job runs at a new
+    pace, and that run's is returned: the interval is set in steps of the pace it has now.
+
     Args:
         timeline: the job's observations.
         run_id: shape (n,), from :func:`rules.runs.split_runs`.
@@ -233,16 +251,48 @@ def step_time_s(
     """
     recent = timeline.time_s >= since_s
     stepped = np.flatnonzero(recent & timeline.is_kind(Kind.STEP) & np.isfinite(timeline.step))
+    recent_saves = saves[recent[saves]]
+    window = _per_step_samples(timeline, run_id, saves, stepped, recent_saves, cost_s)
+    if window is None:
+        return None
+    window_s = float(np.median(window))
+    with_step = run_id[np.flatnonzero(recent & np.isfinite(timeline.step))]
+    for run in list(dict.fromkeys(with_step[::-1].tolist()))[:NEWEST_RUNS]:
+        own = _per_step_samples(
+            timeline,
+            run_id,
+            saves,
+            stepped[run_id[stepped] == run],
+            recent_saves[run_id[recent_saves] == run],
+            cost_s,
+        )
+        if own is not None and own.size >= MIN_RUN_STEP_SAMPLES:
+            own_s = float(np.median(own))
+            return own_s if abs(own_s / window_s - 1.0) > STEP_TIME_CHANGE else window_s
+    return window_s
+
+
+def _per_step_samples(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    stepped: IntArray,
+    within_saves: IntArray,
+    cost_s: float | None,
+) -> FloatArray | None:
+    """The per-step values of :func:`step_time_s`'s first source that gives any, from the
+    ``step`` observations ``stepped`` and the saves ``within_saves`` (indices; ``saves``: every
+    save, the stalls between steps); None when none does."""
     sources: tuple[Callable[[], FloatArray], ...] = (  # each computed only when those before fail
         lambda: timeline.duration_s[stepped],
-        lambda: _step_time_from_saves(timeline, run_id, saves[recent[saves]], cost_s),
+        lambda: _step_time_from_saves(timeline, run_id, within_saves, cost_s),
         lambda: _step_time_from_steps(timeline, run_id, saves, stepped, cost_s),
     )
     for source in sources:
         per_step = source()
         per_step = per_step[np.isfinite(per_step) & (per_step > 0.0)]
         if per_step.size:
-            return float(np.median(per_step))
+            return per_step
     return None
 
 
