@@ -19,7 +19,12 @@ from ckpt_advisor.rules.cost import (
 from ckpt_advisor.rules.interruptions import Interruption, cluster_interruptions
 from ckpt_advisor.rules.model import ClockFinding, Observation
 from ckpt_advisor.rules.policy import EstimationPolicy
-from ckpt_advisor.rules.progress import redated_failures, save_index, step_time_s
+from ckpt_advisor.rules.progress import (
+    redated_failures,
+    run_step_times_s,
+    save_index,
+    step_time_s,
+)
 from ckpt_advisor.rules.repeated_hour import RepeatedHours, place_repeated_hours
 from ckpt_advisor.rules.runs import split_runs
 from ckpt_advisor.rules.sources import ZoneOffset, log_zone_offset
@@ -143,7 +148,8 @@ def job_runs(
     step_s = step_time_s(timeline, run_id, saves, cost_s=cost_s, since_s=since_s)
     n_moved = n_clamped = 0
     if step_s is not None and interruptions:
-        moved_s, n_clamped = redated_failures(timeline, interruptions, step_time_s=step_s)
+        paces_s = run_step_times_s(timeline, run_id, saves, cost_s=cost_s, step_time_s=step_s)
+        moved_s, n_clamped = redated_failures(timeline, interruptions, step_time_s=paces_s)
         shifted_s = moved_s - timeline.time_s[timeline.failure_index]
         n_moved = int(np.count_nonzero(shifted_s > MATERIAL_SHIFT_S))
         if shifted_s.any():  # else the timeline, and so its runs, stay as they are

@@ -300,12 +300,67 @@ def _step_time_from_saves(
     timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
 ) -> FloatArray:
     """Per pair of consecutive saves of one run with Δstep > 0: ``(Δt − C)/Δstep``."""
+    return _save_pairs(timeline, run_id, saves, cost_s)[0]
+
+
+def _save_pairs(
+    timeline: Timeline, run_id: IntArray, saves: IntArray, cost_s: float | None
+) -> tuple[FloatArray, IntArray]:
+    """:func:`_step_time_from_saves`' values and the run of each."""
     useful = saves[np.isfinite(timeline.step[saves])]
     if cost_s is None or useful.size < 2:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0, np.int64)
     runs = _placed_runs(timeline, run_id, useful)
-    elapsed_s = _within_runs(timeline.time_s[useful], runs) - cost_s
-    return _per_step(elapsed_s, _within_runs(timeline.step[useful], runs))
+    same = runs[1:] == runs[:-1]
+    elapsed_s = np.diff(timeline.time_s[useful])[same] - cost_s
+    steps = np.diff(timeline.step[useful])[same]
+    forward = steps > 0.0  # NaN compares False
+    return elapsed_s[forward] / steps[forward], runs[1:][same][forward]
+
+
+def run_step_times_s(
+    timeline: Timeline,
+    run_id: IntArray,
+    saves: IntArray,
+    *,
+    cost_s: float | None,
+    step_time_s: float,
+) -> FloatArray:
+    """Each observation's run's own seconds per step, shape (n,): the median of its ``step``
+    observations' ``duration_s`` (tqdm's rate), else of its pairs of saves (``(Δt − C)/Δstep``,
+    needs C), where it lies more than :data:`STEP_TIME_CHANGE` from ``step_time_s`` (the
+    job's, :func:`step_time_s`); else the job's.
+
+    A failure is re-dated by the pace of the run that failed (:func:`redated_failures`): runs
+    of one job differ (a loaded host, other nodes), and a step time taken from another run
+    moved a failure of a run 40% faster past the next run's start, leaving a restart cost of
+    0.46 s where it was 8 s (a new user's trial, HF runs under load).
+    """
+    stepped = np.flatnonzero(timeline.is_kind(Kind.STEP) & np.isfinite(timeline.duration_s))
+    by_run = {
+        **_medians_by_run(*_save_pairs(timeline, run_id, saves, cost_s)),
+        **_medians_by_run(timeline.duration_s[stepped], run_id[stepped]),
+    }
+    if not by_run:
+        return np.full(run_id.size, step_time_s)
+    runs = np.fromiter(by_run, np.int64, len(by_run))
+    paces = np.fromiter(by_run.values(), np.float64, len(by_run))
+    order = np.argsort(runs)
+    runs, paces = runs[order], paces[order]
+    paces = np.where(np.abs(paces / step_time_s - 1.0) > STEP_TIME_CHANGE, paces, step_time_s)
+    at = np.minimum(np.searchsorted(runs, run_id), runs.size - 1)
+    return np.where(runs[at] == run_id, paces[at], step_time_s)
+
+
+def _medians_by_run(values: FloatArray, runs: IntArray) -> dict[int, float]:
+    """The median of the finite, positive ``values`` of each run in ``runs``."""
+    keep = np.isfinite(values) & (values > 0.0)
+    values, runs = values[keep], runs[keep]
+    order = np.lexsort((values, runs))
+    values, runs = values[order], runs[order]
+    unique, first, count = np.unique(runs, return_index=True, return_counts=True)
+    medians = (values[first + (count - 1) // 2] + values[first + count // 2]) / 2.0
+    return dict(zip(unique.tolist(), medians.tolist(), strict=True))
 
 
 def _step_time_from_steps(
@@ -342,7 +397,7 @@ def failure_times_s(
 
 
 def redated_failures(
-    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float
+    timeline: Timeline, interruptions: Sequence[Interruption], *, step_time_s: float | FloatArray
 ) -> tuple[FloatArray, int]:
     """Failure times moved forward to where the failed run's steps say it had got, and how
     many were clamped to the next line.
@@ -351,10 +406,12 @@ def redated_failures(
     the time of the last stamped line, up to a whole checkpoint interval too early, which
     would shrink the exposure and inflate R. Every observation at step ``s_a`` and time ``t_a``
     bounds the time step ``s`` was reached from below by ``t_a + (s − s_a)·step_time`` (and a
-    carried time, being early, keeps it a bound). Per interruption, with ``s`` the highest step
-    its failures report, the bound from the observations since the previous interruption moves
-    the interruption later (all its failures by the same shift), but never past the first
-    non-failure line of a log after its first failure (the next run's first line). Interruptions
+    carried time, being early, keeps it a bound), ``step_time`` the pace of that observation's
+    run when known (a faster run's failure moved by a slower run's pace lands too late). Per
+    interruption, with ``s`` the highest step its failures report, the bound from the
+    observations since the previous interruption moves the interruption later (all its
+    failures by the same shift), but never past the first non-failure line of a log after its
+    first failure (the next run's first line). Interruptions
     whose failures report no step keep their times, and so do failures dated by the host
     (:attr:`Timeline.host_dated`): their time says nothing to move from, and a host-dated
     observation anchors no bound (its time is not the log's).
@@ -362,7 +419,8 @@ def redated_failures(
     Args:
         timeline: the job's observations.
         interruptions: from :func:`rules.interruptions.cluster_interruptions` on ``timeline``.
-        step_time_s: seconds per training step, > 0.
+        step_time_s: seconds per training step, > 0: the job's, or per observation, shape (n,)
+            (:func:`run_step_times_s`: each observation's bound is reckoned at its run's pace).
 
     Returns:
         ``(times, clamped)``: shape (f,) epoch seconds, aligned with
@@ -391,13 +449,15 @@ def redated_failures(
     failure_steps = steps[failures]
     reached = np.fmax.reduceat(failure_steps, bounds[:-1])  # the highest step reported (nanmax)
     movable = np.logical_or.reduceat(np.isfinite(failure_steps), bounds[:-1]) & ~host_dated[firsts]
+    paces_s = np.broadcast_to(np.asarray(step_time_s, np.float64), times.shape)
     clamped = 0
     for k in np.flatnonzero(movable).tolist():
         window = slice(int(since[k]), int(until[k]))  # views: no index array per window
         step, end_s = reached[k], float(until_s[k])
         usable = anchors[window] & (steps[window] <= step)
         if usable.any():
-            reach_s = times[window][usable] + (step - steps[window][usable]) * step_time_s
+            ahead = (step - steps[window][usable]) * paces_s[window][usable]
+            reach_s = times[window][usable] + ahead
             bound_s = float(np.max(reach_s))
             clamped += bound_s - end_s > CLAMP_NOTE_S
             shift_s = max(0.0, min(bound_s, end_s) - times[firsts[k]])
