@@ -110,7 +110,8 @@ def saves_since_change(
     save gaps from before it measure the old interval and must not be averaged with the new
     one. So only the saves at or after the last change count; when a run began after that
     change (a restart: the callbacks start again from the interval the job was launched with),
-    only the saves from that run's start on. Without any change, every save counts.
+    only the saves from that run's start on. Without any change, every save counts, but the
+    save each run that ended cleanly made as it ended (:func:`_without_final_saves`).
 
     Args:
         timeline: the job's observations.
@@ -122,6 +123,7 @@ def saves_since_change(
         logged (compute time, seconds) when that change is in the newest run, else None: the
         interval in force until two saves measure it.
     """
+    saves = _without_final_saves(timeline, run_id, saves)
     changes = np.flatnonzero(timeline.is_kind(Kind.INTERVAL_CHANGE))
     if not changes.size:
         return saves, None
@@ -131,6 +133,20 @@ def saves_since_change(
     declared = float(timeline.duration_s[last])
     declared_s = declared if not later.size and math.isfinite(declared) and declared > 0 else None
     return saves[timeline.time_s[saves] >= since_s], declared_s
+
+
+def _without_final_saves(timeline: Timeline, run_id: IntArray, saves: IntArray) -> IntArray:
+    """``saves`` without the last save of each run that ended cleanly (a ``run_end`` in it):
+    the save a framework makes when training ends, whatever its interval (HF Trainer saves at
+    ``max_steps``: a new user's ``save_steps=25`` job ending at step 160 read "now 18 steps",
+    the median of 25 and 10). Kept when no run would be left two saves."""
+    if saves.size < 3:
+        return saves
+    ended = np.unique(run_id[timeline.is_kind(Kind.RUN_END)])
+    runs = run_id[saves]
+    final = np.append(runs[1:] != runs[:-1], True) & np.isin(runs, ended)
+    kept = saves[~final]
+    return kept if np.any(run_id[kept][1:] == run_id[kept][:-1]) else saves
 
 
 def current_interval_s(

@@ -92,15 +92,15 @@ def test_the_stores_bound_what_their_names_say(dbs: dict[str, str]) -> None:
 
 def test_the_goodput_column_is_a_bound_the_way_c_or_m_bounds_it(dbs: dict[str, str]) -> None:
     """At a lower-bound C (0.037 s) the goodput simulated now and at the recommended interval
-    (70.3% and 73.3%) are upper bounds: '≤ 70.3%→≤ 73.3%'; at a lower-bound M (1m 05s)
+    (70.0% and 73.3%) are upper bounds: '≤ 70.0%→≤ 73.3%'; at a lower-bound M (1m 05s)
     lower bounds: '≥ 61.5%→≥ 71.1%'; at both, no bound either way: '-'. The title says so."""
     shown = {}
     for job, db in dbs.items():
         est = _estimate(db)
         now, best = est["goodput_current"], est["goodput_recommended"]
         shown[job] = (f"{now:.1%}", f"{best:.1%}", _table_row(db, job).rstrip())
-    assert shown["c_bound"][:2] == ("70.3%", "73.3%")
-    assert shown["c_bound"][2].endswith("  ≤ 70.3%→≤ 73.3%")
+    assert shown["c_bound"][:2] == ("70.0%", "73.3%")
+    assert shown["c_bound"][2].endswith("  ≤ 70.0%→≤ 73.3%")
     assert shown["m_bound"][:2] == ("61.5%", "71.1%")
     assert shown["m_bound"][2].endswith("  ≥ 61.5%→≥ 71.1%")
     assert shown["both"][2].endswith(" or more   -")
@@ -176,7 +176,7 @@ def test_the_backtest_rows_mark_the_waste_and_goodput_as_bounds(dbs: dict[str, s
         rows[job] = out.splitlines()[1:]
     assert rows["c_bound"] == [
         "Daly          1.21s  waste ≥ 26.03% (first-order formula ≥ 34.43%), goodput ≤ 73.97%",
-        "current     ≤ 3.74s  waste ≥ 28.91% (first-order formula ≥ 38.52%), goodput ≤ 71.09%",
+        "current     ≤ 3.91s  waste ≥ 27.46% (first-order formula ≥ 38.89%), goodput ≤ 72.54%",
         "best          4.51s  waste ≥ 22.92% (first-order formula ≥ 40.22%), goodput ≤ 77.08%",
     ]
     assert rows["m_bound"] == [
@@ -226,8 +226,8 @@ def test_goodputs_simulated_line_marks_the_goodput_as_a_bound(dbs: dict[str, str
         assert code == 0
         lines[job] = out.splitlines()[-1].removeprefix("simulated with this job's C, M and R: ")
     assert lines == {
-        "c_bound": "goodput ≤ 70.3% at the current interval (≤ 3.74s), ≤ 73.3% at the "
-        "recommended interval (≥ 1.21s): +3.0 points if C is 0.037s",
+        "c_bound": "goodput ≤ 70.0% at the current interval (≤ 3.91s), ≤ 73.3% at the "
+        "recommended interval (≥ 1.21s): +3.3 points if C is 0.037s",
         "m_bound": "goodput ≥ 61.5% at the current interval (48s), ≥ 71.1% at the recommended "
         "interval (≥ 19s): +9.6 points if M is 1m 05s",
         "both": "- (C and M are both lower bounds: no bound either way)",
@@ -291,7 +291,7 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
         [models[job]] = [line for line in every if line.startswith("*Model:*")]
     assert models == {
         "c_bound": "*Model:* Young (1974) ≥ 1.23s, Daly (2006) ≥ 1.21s; current/recommended "
-        "≤ 3.09×",
+        "≤ 3.24×",
         "m_bound": "*Model:* Young (1974) ≥ 21s, Daly (2006) ≥ 19s; current/recommended ≤ 2.53×",
         "both": "*Model:* Young (1974) ≥ 0.783s, Daly (2006) ≥ 0.747s; current/recommended ≤ 5.45×",
         "exact": "*Model:* Young (1974) 50m 08s, Daly (2006) 47m 30s; current/recommended 2.53×",
@@ -301,11 +301,11 @@ def test_the_slack_message_and_its_detail_mark_the_bounds(
         "(of wall time, restarts included: simulated with the job's own C, M and R)",
     )
     assert shown["c_bound"] == (
-        "goodput ≤ 70.3% → ≤ 73.3%; 45 GPU-h/day at stake if C is 0.037s",
+        "goodput ≤ 70.0% → ≤ 73.3%; 49 GPU-h/day at stake if C is 0.037s",
         "*Recommended interval:* 1.21s (1 s, 8 steps of 0.153s); set save_steps=8 or more; at "
         "least 0.542s over M's interval and the plausible C",
-        f"*Waste:* ≥ 32.1% of run time now, ≥ 29.2% at the recommended interval {waste_note}",
-        f"*Goodput:* ≤ 70.3% now, ≤ 73.3% at the recommended interval {goodput_note}",
+        f"*Waste:* ≥ 32.4% of run time now, ≥ 29.2% at the recommended interval {waste_note}",
+        f"*Goodput:* ≤ 70.0% now, ≤ 73.3% at the recommended interval {goodput_note}",
     )
     assert shown["m_bound"] == (
         "goodput ≥ 61.5% → ≥ 71.1%; 147 GPU-h/day at stake if M is 1m 05s",
@@ -334,8 +334,8 @@ def test_the_current_interval_at_a_lower_bound_c_is_an_upper_bound(
     dbs: dict[str, str], fake_slack: FakeSlack
 ) -> None:
     """The current interval is the save spacing less C: at a lower-bound C (the HF captures,
-    and beside the Lightning log) it is an upper bound, shown '≤ 3.74s' in the estimates
-    table (its title says why), the Slack action ('now 25 steps, ≤ 3.74s') and detail, and
+    and beside the Lightning log) it is an upper bound, shown '≤ 3.91s' in the estimates
+    table (its title says why), the Slack action ('now 25 steps, ≤ 3.91s') and detail, and
     said by current_interval_is_upper_bound in estimates --json, the advice file and the
     backtest's --json, current_interval_s keeping its value; a measured C (Megatron's, a
     timing file) leaves it as it was."""
@@ -361,13 +361,13 @@ def test_the_current_interval_at_a_lower_bound_c_is_an_upper_bound(
         )
     assert shown == {
         "c_bound": (
-            3.74,
+            3.91,
             True,
             True,
             True,
-            "≤ 3.74s",
-            "now 25 steps, ≤ 3.74s",
-            "*Current interval:* ≤ 3.74s (≤ 4 s, 25 steps)",
+            "≤ 3.91s",
+            "now 25 steps, ≤ 3.91s",
+            "*Current interval:* ≤ 3.91s (≤ 4 s, 25 steps)",
         ),
         "m_bound": (
             47.68,
@@ -423,7 +423,7 @@ def test_the_plot_marks_c_m_the_interval_and_the_waste_as_bounds(dbs: dict[str, 
             "waste if C is 0.037s (a lower bound: more if C is)" + rough,
             "recommended range: ≥ 1.21s",
             "recommended: ≥ 1.21s, ≥ 29.2%",
-            "current: ≤ 3.74s, ≥ 32.1%",
+            "current: ≤ 3.91s, ≥ 32.4%",
         ],
     )
     assert drawn["m_bound"] == (

@@ -57,3 +57,19 @@ def test_each_failure_is_redated_by_its_own_runs_pace(tmp_path: Path) -> None:
     goodput = json.loads(_run("goodput", "--job", "j", "--db", db, "--json"))
     assert abs(goodput["restart_s"] - sum(restarts_s)) < 3.0
     assert abs(goodput["lost_s"] - lost_s) < 3.0
+
+
+def test_the_save_as_training_ends_is_no_interval(tmp_path: Path) -> None:
+    """``save_steps=25`` and 160 steps: HF saves at 150 and again at 160 as training ends.
+    The current interval is 25 steps (it read 18, the median of 25 and 10: the only two pairs
+    of saves in one run were 100->125 and 150->160), and in seconds the spacing of 25 steps."""
+    kills = RUNS / "kills"
+    plan = json.loads((kills / "plan.json").read_text())
+    db = str(tmp_path / "s.db")
+    logs = [str(kills / f"run-{i}.log") for i in range(5)]
+    _run("ingest", *logs, str(kills / "ckpt_timings.jsonl"), "--job", "j", "--db", db)
+    [row] = json.loads(_run("estimates", "--db", db, "--json"))
+    assert row["current_interval_steps"] == plan["env"]["SAVE_STEPS"] == 25
+    records = [json.loads(line) for line in (kills / "ckpt_timings.jsonl").open()]
+    assert [r["step"] for r in records][-2:] == [150, 160]
+    assert row["current_interval_s"] > 20 * row["step_time_s"]
