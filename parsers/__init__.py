@@ -148,8 +148,16 @@ def make_parser(
     custom = CustomPatterns(patterns, zone, diagnostics.report) if patterns else None
     if fmt == AUTO:
         return AutoParser(context, ENTRIES, diagnostics, custom)
-    if fmt in STACKS:
-        return LogParser([STACKS[fmt](context)], diagnostics, custom)
+    if fmt in STACKS:  # a timing file among the files is still read as one
+        stack = STACKS[fmt]
+        return AutoParser(
+            context,
+            ENTRIES,
+            diagnostics,
+            custom,
+            log=lambda: LogParser([stack(context)], diagnostics, custom),
+            name=fmt,
+        )
     if fmt == JSONL:
         return TimingJsonlParser(diagnostics)
     if fmt == CSV:

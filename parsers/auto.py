@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ckpt_advisor.parsers.custom import CustomPatterns
 from ckpt_advisor.parsers.events import Event
 from ckpt_advisor.parsers.generic import Generic
@@ -25,7 +27,10 @@ class AutoParser(StreamParser):
     ``timing_jsonl``, a CSV header naming ``step`` and ``end`` means ``timing_csv``, anything
     else a log, whose stack is then detected line by line; record pieces that no detected stack
     matches go to the generic fallback (``parsers/generic.py``, events ``parser="generic"``).
-    :attr:`name` is ``"auto"`` until a stack or format is known.
+    :attr:`name` is ``"auto"`` until a stack or format is known. With ``log``, a log is read by
+    the parser it makes (a stack the user named, ``--format hf_trainer``, ``name`` until the
+    first line), and a timing file is still a timing file (it was read as that stack's log: no
+    save found).
     """
 
     def __init__(
@@ -34,17 +39,20 @@ class AutoParser(StreamParser):
         stacks: tuple[StackEntry, ...],
         diagnostics: Diagnostics,
         custom: CustomPatterns | None = None,
+        log: Callable[[], StreamParser] | None = None,
+        name: str = AUTO,
     ) -> None:
-        super().__init__(AUTO, diagnostics)
+        super().__init__(name, diagnostics)
         self._custom = custom
         self._context = context
         self._stacks = stacks
+        self._log = log
         self._delegate: StreamParser | None = None
 
     @property
     def name(self) -> str:
-        """The detected stack or timing format, ``"auto"`` until then."""
-        return self._delegate.name if self._delegate is not None else AUTO
+        """The detected stack or timing format; until then ``"auto"``, or the stack named."""
+        return self._delegate.name if self._delegate is not None else self._name
 
     @property
     def target(self) -> StreamParser:
@@ -85,5 +93,7 @@ class AutoParser(StreamParser):
             return TimingJsonlParser(diagnostics)
         if timing == CSV:
             return TimingCsvParser(diagnostics)
+        if self._log is not None:
+            return self._log()
         stacks = [StackCandidate(entry, self._context) for entry in self._stacks]
         return LogParser(stacks, diagnostics, self._custom, fallback=Generic(self._context))

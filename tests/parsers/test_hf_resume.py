@@ -91,3 +91,21 @@ def test_a_crashed_and_resumed_jobs_step_time_is_its_first_runs(tmp_path: Path) 
     assert abs(row["step_time_s"] / _step_time_s(20, 60) - 1) < 0.15
     steps = round(row["recommended_interval_s"] / row["step_time_s"])
     assert row["recommended_setting"] == f"save_steps={steps}"
+
+
+def test_a_named_stack_still_reads_the_timing_file_as_one(tmp_path: Path) -> None:
+    """``ingest --format hf_trainer`` with the timing file among the files: the timing file is
+    read as a timing file by its content, as with ``auto`` (it was read as HF text: no
+    checkpoint from it, C from the log lines alone), and the estimate is ``auto``'s."""
+    files = [str(CAPTURE / name) for name in ("run-1.log", "run-2.log", "ckpt_timings.jsonl")]
+    runner = CliRunner()
+    rows = []
+    for fmt in ("auto", "hf_trainer"):
+        db = str(tmp_path / f"{fmt}.db")
+        args = ["ingest", *files, "--job", "j", "--db", db, "--format", fmt]
+        assert runner.invoke(main, args).exit_code == 0
+        [row] = json.loads(runner.invoke(main, ["estimates", "--db", db, "--json"]).stdout)
+        rows.append(row)
+    assert rows[1]["checkpoint_cost_source"] == "timing_file"
+    keys = ("checkpoint_cost_s", "mtbf_s", "step_time_s", "recommended_setting")
+    assert [rows[1][k] for k in keys] == [rows[0][k] for k in keys]
