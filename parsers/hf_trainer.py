@@ -21,6 +21,11 @@ What is recognised:
   ``Continuing training from global step S`` (4.x) → ``resume`` at step S. ``Loading model
   from …/checkpoint-50.`` comes before it in the same resume and gives nothing;
   ``Loading best model from …`` (end of training) gives nothing either.
+* transformers' default logging (WARNING: no prefix, no stamps, none of the lines above; the
+  real capture ``tests/parsers/fixtures/hf_default/``): the file is the Trainer's from its first
+  metrics dict (:data:`METRICS`), its clean end is the summary dict (:data:`TRAIN_METRICS`),
+  and a run starts where the training bar starts again (:meth:`HfTrainer._bar_start`), its
+  pace read from the bar's elapsed time (:meth:`HfTrainer._bar_pace`).
 * Under DeepSpeed (``TrainingArguments(deepspeed=…)``), the engine writes the model and
   optimizer states after HF's own lines, inside the same save, and prints its own stamped lines
   (``parsers/deepspeed.py``: ``[Torch] Checkpoint <tag> is about to be saved!``, ``Saving model
@@ -166,6 +171,38 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
+_SOURCE_ON_LOG = (
+    "transformers 5.24.0 trainer_callback.py ProgressCallback.on_log: "
+    'self.training_bar.write(str(shallow_logs)), floats as f"{v:.4g}" strings (4.46.3: the '
+    "floats as they are); trainer.py Trainer.log adds 'epoch'"
+)
+
+METRICS = Pattern(
+    name="metrics",
+    kind=None,
+    keyword="{'loss': ",
+    regex=re.compile(r"\{'loss': [^{}]*'learning_rate': [^{}]*'epoch': "),
+    sample="{'loss': '3.9', 'grad_norm': '1.382', 'learning_rate': '4.525e-05', "
+    "'epoch': '0.01953'}",
+    source=_SOURCE_ON_LOG,
+)
+"""The training metrics the Trainer prints every ``logging_steps``: with transformers' default
+logging (WARNING, no ``Saving model checkpoint`` line, no stamps) the first line only the
+Trainer writes (tests/parsers/fixtures/hf_default/)."""
+
+TRAIN_METRICS = Pattern(
+    name="train_metrics",
+    kind=EventKind.RUN_END,
+    keyword="{'train_runtime': ",
+    regex=re.compile(r"\{'train_runtime': [^{}]*'train_samples_per_second': "),
+    sample="{'train_runtime': '48.62', 'train_samples_per_second': '9.873', "
+    "'train_steps_per_second': '2.468', 'train_loss': '3.905', 'epoch': '0.1953'}",
+    source=f"transformers 5.24.0 trainer.py _finalize_training: self.log(speed_metrics(…)); "
+    f"{_SOURCE_ON_LOG}",
+)
+"""The run's summary, printed when training ends: its clean end where ``Training completed.``
+(INFO) is not printed; after that line it gives nothing more."""
+
 ENGINE_HEADERS = tuple(replace(h, identifies_stack=False) for h in deepspeed.DeepSpeed.headers)
 """DeepSpeed's record prefixes, for their time: the engine's lines in a Trainer's log."""
 
@@ -183,6 +220,9 @@ _ENGINE_TAG_LINES = frozenset(
 _EXPLICIT_HEAD = re.compile(EXPLICIT_FORMAT.regex.pattern.removesuffix("(?P<msg>.*)"))
 """:data:`EXPLICIT_FORMAT` up to its message, matched at a line's start (there the header can
 be read one way only: its file name ends at the first ``]``): the message is the rest."""
+
+PACE_SPAN_S = 10.0
+"""Bar time a bar-started run's pace is read over: tqdm prints whole seconds, so within 10%."""
 
 _CHECKPOINT_STEP = re.compile(r"(?<![\w-])checkpoint-(\d+)/*$")
 _TMP_CHECKPOINT = re.compile(r"tmp-checkpoint-[^/]*/*$")
@@ -205,7 +245,7 @@ class HfTrainer(Stack):
 
     name = "hf_trainer"
     headers = (EXPLICIT_FORMAT, EXAMPLES_FORMAT, *ENGINE_HEADERS)
-    patterns = (*PATTERNS, *ENGINE_SAVE_LINES)
+    patterns = (*PATTERNS, METRICS, TRAIN_METRICS, *ENGINE_SAVE_LINES)
     absorbs = ("deepspeed",)
     step_in_path = _CHECKPOINT_STEP
     reads_bars = True
@@ -219,6 +259,35 @@ class HfTrainer(Stack):
         """Step of the last ``step`` event of this run (one event per step)."""
         self._resumed_run = False
         """This run resumed from a checkpoint: its bar's rate is no measure (module docstring)."""
+        self._bar_elapsed_s: float | None = None
+        """Elapsed seconds of the training bar's last state."""
+        self._start_pending = False
+        """A start was read and its run has shown no step yet."""
+        self._run_ended = False
+        """This run printed its clean end."""
+        self._bar_run = False
+        """This run's start was read from its bar (no start line): :meth:`_bar_pace`."""
+        self._pace_from: tuple[int, float] | None = None
+        """(step, elapsed seconds) of a bar-started run's first state past 0."""
+        self._unprefixed = False
+        """Detected by its metrics (:meth:`detected_by`): transformers' default logging."""
+
+    @property
+    def provisional(self) -> bool:
+        """Detected by a metrics dict: a record with a prefix may follow (a file cut after
+        one, as a range of a big log read by a worker), and then the log is no default
+        logging's (:meth:`detected_by`)."""
+        return self._unprefixed
+
+    def detected_by(self, text: str) -> tuple[str, ...]:
+        """All of :attr:`keywords` in a log detected by its metrics (:data:`METRICS`: no
+        logging prefix, the metrics lines end the bar's redraws, so they show its restarts);
+        else all but the metrics' (a line a few steps apart, for no event)."""
+        hit = None if self.detects_by_header(text) else self.match(text)
+        self._unprefixed = hit is not None and hit[0] is METRICS
+        if self._unprefixed:
+            return self.keywords
+        return tuple(k for k in self.keywords if k != METRICS.keyword)
 
     def took_record(self, line: str, lineno: int) -> bool:
         """Take a "saved in" line of the open save (three of an HF save's four lines), as
@@ -265,12 +334,20 @@ class HfTrainer(Stack):
             start = self.event(EventKind.CHECKPOINT_START, record, m, step)
             self._save = _Save(m["path"].rstrip("/"), start.step, start.time)
             events.append(start)
+        elif pattern.kind is EventKind.RUN_END:
+            if not self._run_ended:  # the summary follows ``Training completed.`` when INFO
+                events.append(self.event(pattern.kind, record, m))
+            self._run_ended = True
         elif pattern.kind is not None:
             events.append(self.event(pattern.kind, record, m))
             if pattern.kind in (EventKind.RUN_START, EventKind.RESUME):
-                self._step_event = None  # a new run may show a step the last one showed
-                self._resumed_run = pattern.kind is EventKind.RESUME
+                self._new_run(resumed=pattern.kind is EventKind.RESUME, from_bar=False)
         return events
+
+    def _new_run(self, *, resumed: bool, from_bar: bool) -> None:
+        self._step_event = None  # a new run may show a step the last one showed
+        self._resumed_run, self._bar_run = resumed, from_bar
+        self._start_pending, self._run_ended, self._pace_from = True, False, None
 
     @staticmethod
     def _sub_step(save: _Save, pattern: Pattern, m: re.Match[str]) -> bool:
@@ -283,7 +360,9 @@ class HfTrainer(Stack):
 
     def is_training_bar(self, bar: Bar) -> bool:
         """The bar without a description whose total is ``Total optimization steps`` (the
-        evaluation bar has none either, but counts batches)."""
+        evaluation bar has none either, but counts batches), or where no line printed it
+        (default logging), the first such bar's (``on_train_begin`` makes it before any
+        evaluation's; a relaunch with another ``max_steps`` is then not read)."""
         return bar.desc is None and (self._max_steps is None or bar.total == self._max_steps)
 
     def inert_bar(self, bar: Bar) -> bool:
@@ -296,16 +375,27 @@ class HfTrainer(Stack):
         none for a step already given: tqdm redraws the same state after every record printed
         above the bar (``tqdm.write``), so two adjacent lines often show one step; the record
         glued to the second (a save's start) carries its time itself."""
-        if bar.n == 0 or not self.is_training_bar(bar):
+        if not self.is_training_bar(bar):
             return []
-        events: list[Event] = []
+        if self._max_steps is None:  # the first bar without a description: on_train_begin's
+            self._max_steps = bar.total
+        events = self._bar_start(bar, lineno)
+        if bar.n == 0:
+            return events
+        self._start_pending = False
         self._bar_step = bar.n
         if self._save is not None and (self._save.step is None or bar.n > self._save.step):
             events.extend(self._close_save())
         if self._step_event != bar.n:
             self._step_event = bar.n
             # a resumed run's bar jumped to the resumed step: its rate counts the steps skipped
-            seconds_per_step = None if self._resumed_run else bar.seconds_per_it
+            seconds_per_step = (
+                self._bar_pace(bar)
+                if self._bar_run
+                else None
+                if self._resumed_run
+                else bar.seconds_per_it
+            )
             events.append(
                 Event(
                     EventKind.STEP,
@@ -317,6 +407,40 @@ class HfTrainer(Stack):
                 )
             )
         return events
+
+    def _bar_start(self, bar: Bar, lineno: int) -> list[Event]:
+        """A ``run_start`` where the training bar starts again with no start line before it
+        (transformers' default logging prints none): its step or its elapsed time went back, or
+        it is the file's first state and a new bar's (step 0) or one of a log detected by its
+        metrics (:data:`METRICS`, no logging prefix): there the stack is detected after the
+        bar started, and the file's first run must start to be judged (a run that died
+        silently counts only between two starts, ``rules/timeline.py``). Caveat: a rotated
+        default-logging log's continuation starts a run that did not die."""
+        last_elapsed_s, self._bar_elapsed_s = self._bar_elapsed_s, bar.elapsed_s
+        if self._start_pending:
+            return []
+        if last_elapsed_s is None:
+            restarted = bar.n == 0 or self._unprefixed
+        else:
+            restarted = bar.n < (self._bar_step or 0) or bar.elapsed_s < last_elapsed_s
+        if not restarted:
+            return []
+        self._new_run(resumed=False, from_bar=True)
+        return [Event(EventKind.RUN_START, lineno, self.name, detail="training bar restarted")]
+
+    def _bar_pace(self, bar: Bar) -> float | None:
+        """Seconds per step of a run started from its bar: the bar's elapsed time since the
+        run's first state past 0 over the steps since, once that spans :data:`PACE_SPAN_S`.
+        Whether the run resumed is not printed, and a resumed bar's smoothed rate counts the
+        steps it jumped (module docstring); the steps after its first state are trained."""
+        if self._pace_from is None:
+            self._pace_from = (bar.n, bar.elapsed_s)
+            return None
+        first_step, first_elapsed_s = self._pace_from
+        span_s = bar.elapsed_s - first_elapsed_s
+        if bar.n <= first_step or span_s < PACE_SPAN_S:
+            return None
+        return span_s / (bar.n - first_step)
 
     def interrupted(self) -> list[Event]:
         """A failure ends the save in progress: its last "saved in" line so far is its end."""

@@ -140,6 +140,10 @@ class LogParser(StreamParser):
             self._stack is not None and self._stack.reads_bars,
             self._stack is not None and self._fallback is None,
         )
+        self._unconfirmed = self._stack is not None
+        """A stack given (``--format``) has not yet read a line of its own, or one detected
+        read only a line another may overrule (:attr:`Stack.provisional`): each line wanted
+        goes through detection (:meth:`Stack.detected_by` sets the keywords) until one does."""
         self._absorbers: tuple[Stack | StackCandidate, ...] = ()
         """Candidates that read the detected stack's lines as their own (:attr:`Stack.absorbs`):
         the file becomes the first one's at its first line that it identifies."""
@@ -172,7 +176,8 @@ class LogParser(StreamParser):
         line = self._runtime_cut(line)
         events: list[Event] = []
         wanted = self._wanted(line)
-        if (self._stack is None or self._absorbers) and wanted:  # before the bar, which
+        detecting = self._stack is None or self._absorbers or self._unconfirmed
+        if detecting and wanted:  # before the bar, which
             for piece in records(line):  # precedes the record glued to it
                 if self._detect(piece):
                     break
@@ -428,7 +433,8 @@ class LogParser(StreamParser):
                 self._fallback = None  # the file's own stack reads it from here on
                 # while another stack may take the file over, its lines are selected and
                 # every keyword line is fed whole, to be offered to it (:meth:`_feed`)
-                keywords = (stack.keywords, *(c.keywords for c in absorbers))
+                keywords = (stack.detected_by(piece), *(c.keywords for c in absorbers))
+                self._unconfirmed = stack.provisional
                 self._keywords = _keywords_of(keywords)
                 self._keyword_search = _keyword_search(self._keywords)
                 self._filter = _line_filter(self._keywords, stack.reads_bars, not absorbers)

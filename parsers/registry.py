@@ -88,6 +88,8 @@ ENTRIES: tuple[StackEntry, ...] = (
             "Resuming training from checkpoint with epoch ",
             "Continuing training from global step ",
             "Training completed.",
+            "{'loss': ",
+            "{'train_runtime': ",
             " is about to be saved!",
             "Saving model checkpoint: ",
             "[Torch] Saving ",

@@ -261,6 +261,17 @@ class Stack:
         hit = self.match(text)
         return hit is not None and hit[0].identifies_stack
 
+    @property
+    def provisional(self) -> bool:
+        """Whether the line that detected the stack (:meth:`detected_by`) may be overruled by
+        a later one (its logging prefix): by default never."""
+        return False
+
+    def detected_by(self, text: str) -> tuple[str, ...]:
+        """Note that ``text`` (a record piece :meth:`detects` is true of) detected the stack;
+        the prefilter literals of the lines to read from then on: by default :attr:`keywords`."""
+        return self.keywords
+
     def detects_by_header(self, text: str) -> bool:
         """True when ``text`` carries a record prefix that only this stack writes."""
         return any(
