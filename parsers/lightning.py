@@ -19,19 +19,26 @@ What is recognised:
   reason) → ``run_end`` (step N for ``max_steps``).
 * ``An <Exc> was raised with message: …, saved checkpoint to <path>`` (a save on an exception)
   → ``checkpoint_end`` with no duration (step from the path, if any).
-* ``GPU available: …``, ``[rank: N] …`` messages and warning paths under
-  ``lightning/pytorch/`` only identify the stack.
+* ``GPU available: …`` (the Trainer's first line, once per launch, rank 0's) → ``run_start``:
+  the only line a run prints before it trains, so a run killed without a word (SIGKILL: the bar
+  simply stops) is one between two starts (``tests/parsers/fixtures/lightning_default/``).
+* ``[rank: N] …`` messages and warning paths under ``lightning/pytorch/`` only identify the
+  stack.
 
 Lightning's progress bar (``TQDMProgressBar``: ``Epoch 0:  65%|██▌ | 130/200 [00:03<00:01,
 41.42it/s, v_num=0]``; ``RichProgressBar``, the default when rich is installed: ``Epoch 0/-2 ━━━
 130/200 0:00:03 • 0:00:02 41.42it/s v_num: 0.000``) counts batches within the epoch, not global
 steps (docs/FORMATS.md §0.12). A reading gives a ``step`` event, and so the step of a failure
-after it, only where batches map onto steps: in epoch 0 batch n is step n (one optimizer step a
-batch, Lightning's default ``accumulate_grad_batches=1``), and in any epoch where a save line
-followed a reading of the same epoch on the same or the next line, step = the save's step plus
-the batches since that reading. A reading that gives no more than the last step a save or resume
-confirmed gives nothing; neither does a later epoch without such an anchor. The bar's clock
-restarts every epoch, so it never dates lines.
+after it, where batches map onto steps: in an epoch where a save line followed a reading of
+the same epoch on the same or the next line, step = the save's step plus the batches since that
+reading; in any other epoch E of a bar of T batches, batch n is step E × T + n (one optimizer
+step a batch, Lightning's default ``accumulate_grad_batches=1``, and every epoch the bar's T
+batches: lightning 2.6 ``TQDMProgressBar.on_train_epoch_start`` resets it to
+``total_train_batches``), unless a checkpoint's default name ``epoch=E-step=S`` put S outside
+epoch E's batches (gradient accumulation: steps are fewer than batches). A reading that
+gives no more than the last step a save or resume confirmed gives nothing. After a mid-epoch
+resume the bar reads ``Training: 41/?`` (no epoch, no total) until the next epoch: nothing. The
+bar's clock restarts every epoch, so it never dates lines.
 """
 
 from __future__ import annotations
@@ -121,7 +128,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern(
         name="gpu_available",
-        kind=None,
+        kind=EventKind.RUN_START,
         keyword="GPU available: ",
         regex=re.compile(r"^GPU available: (?:True|False)"),
         sample="GPU available: False, used: False",
@@ -150,6 +157,8 @@ and ``ProcessingSpeedColumn`` (lightning 2.6 ``callbacks/progress/rich_progress.
 ``agent/fixtures/real/lightning_crash.log`` line 22)."""
 
 _EPOCH = re.compile(r"Epoch (\d+)")
+_EPOCH_STEP = re.compile(r"(?<!\w)epoch=(\d{1,9})-step=(\d{1,15})")
+"""ModelCheckpoint's default file name, ``{epoch}-{step}`` (``epoch=1-step=60.ckpt``)."""
 
 
 def rich_bar(line: str) -> Bar | None:
@@ -175,10 +184,16 @@ class Lightning(Stack):
 
     def __init__(self, context: ParseContext) -> None:
         super().__init__(context)
-        self._offsets: dict[int, int] = {0: 0}
-        """Per epoch, global step minus the bar's batch count (epoch 0: none, by default)."""
+        self._offsets: dict[int, int] = {}
+        """Per epoch a save anchored, global step minus the bar's batch count (else epoch ×
+        the bar's total)."""
         self._reading: tuple[int, int, int] | None = None
         """(epoch, batches, line) of the last bar reading."""
+        self._batches_per_epoch = 0
+        """The bar's total at its last reading (0: not known)."""
+        self._batch_steps = True
+        """Whether an epoch's batch n may be step epoch × total + n: no checkpoint name
+        (``epoch=E-step=S``) said otherwise (gradient accumulation, epochs of other lengths)."""
 
     def last_bar(self, line: str) -> Bar | None:
         """The last bar state on ``line``: tqdm's (``Epoch 0: …|``) or rich's."""
@@ -194,8 +209,11 @@ class Lightning(Stack):
         epoch = _EPOCH.match(bar.desc or "")
         if epoch is None or bar.n == 0:
             return []
-        self._reading = (int(epoch[1]), bar.n, lineno)
-        offset = self._offsets.get(int(epoch[1]))
+        number = int(epoch[1])
+        self._reading = (number, bar.n, lineno)
+        self._batches_per_epoch = bar.total
+        mapped = (bar.total and self._batch_steps) or not number
+        offset = self._offsets.get(number, number * bar.total if mapped else None)
         if offset is None or (self.last_step is not None and bar.n + offset <= self.last_step):
             return []
         self.last_step = bar.n + offset
@@ -210,6 +228,15 @@ class Lightning(Stack):
             )
         ]
 
+    def _check_batch_steps(self, event: Event) -> None:
+        """A checkpoint named ``epoch=E-step=S`` whose S is not in epoch E's batches at the
+        bar's total (E × T ≤ S ≤ (E + 1) × T) ends the epoch × total mapping."""
+        named = _EPOCH_STEP.search(event.detail or "")
+        per_epoch = self._batches_per_epoch
+        if named is not None and per_epoch:
+            epoch, step = int(named[1]), int(named[2])
+            self._batch_steps &= epoch * per_epoch <= step <= (epoch + 1) * per_epoch
+
     def on_record(self, record: Record) -> list[Event]:
         """The table's events; a save line right after a bar reading of its epoch anchors that
         epoch's batches to its global step."""
@@ -218,6 +245,7 @@ class Lightning(Stack):
             return []
         pattern, m = hit
         event = self.event(hit[0].kind, record, m)
+        self._check_batch_steps(event)
         reading = self._reading
         if pattern is SAVE_START and event.step is not None and reading is not None:
             epoch, batches, line = reading

@@ -75,7 +75,7 @@ def test_ingest_skips_what_is_not_a_file_naming_each(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1
-    assert done.stdout.startswith("lt: 98 line(s) read, 6 event(s) stored from 1 file(s)")
+    assert done.stdout.startswith("lt: 98 line(s) read, 7 event(s) stored from 1 file(s)")
     for name, why in {**ODD, "loop2.log": "a symlink loop, not a regular file"}.items():
         assert f"ckpt-advisor: {logs / name}: {why}: skipped" in done.stderr
 
@@ -391,7 +391,7 @@ def test_a_file_this_user_cannot_read_is_named_and_skipped(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert ingested.returncode == 1
-    assert ingested.stdout.startswith("lt: 98 line(s) read, 6 event(s) stored from 1 file(s)")
+    assert ingested.stdout.startswith("lt: 98 line(s) read, 7 event(s) stored from 1 file(s)")
     assert ingested.stderr.splitlines()[0] == f"ckpt-advisor: {bad}: Permission denied: skipped"
     assert ingested.stderr.splitlines()[-1] == "ckpt-advisor: 1 of 2 file(s) skipped (named above)"
 

@@ -86,8 +86,8 @@ def test_lightning_logs_name_the_missing_timestamps(tmp_path: Path) -> None:
         "(2 log file(s) print no timestamps)"
     ) in notes
     [named] = [n for n in notes if n.startswith("no timestamps in")]
-    assert f"{crash} (first event at line 19)" in named
-    assert f"{resume} (first event at line 19)" in named
+    assert f"{crash} (first event at line 1)" in named
+    assert f"{resume} (first event at line 1)" in named
 
 
 def test_a_cost_read_from_log_lines_is_shown_as_a_bound(tmp_path: Path) -> None:

@@ -158,12 +158,12 @@ def test_the_real_hf_captures_keep_file_order() -> None:
 
 def test_the_lightning_capture_says_it_has_no_timestamps() -> None:
     """Lightning prints no stamp: one ``no_timestamps`` event, at the first event's line (the
-    first save), says so; its events stay untimed."""
+    launch's ``GPU available``), says so; its events stay untimed."""
     events, _ = parse(read_lines(REAL_LOGS / "lightning_crash.log"), clock=True)
     finding = _one(events, EventKind.NO_TIMESTAMPS)
-    first_save = next(e for e in events if e.kind is EventKind.CHECKPOINT_START)
-    assert (finding.line, finding.time) == (first_save.line, None)
-    assert events.index(finding) < events.index(first_save)
+    launch = next(e for e in events if e.kind is EventKind.RUN_START)
+    assert (finding.line, finding.time, launch.line) == (launch.line, None, 1)
+    assert events.index(finding) < events.index(launch)
     assert all(e.time is None for e in events)
 
 

@@ -34,8 +34,8 @@ def test_megatron_resume_before_the_first_stamp_is_dated_at_it() -> None:
 
 
 def test_lightning_before_a_torchrun_block_is_dated_at_its_first_time() -> None:
-    """lightning_crash.log (no stamps: saves at lines 19-21, step 130 at 22, its NCCL
-    traceback from 23 to 98) then torchrun_sigkill.log, whose first event with a printed
+    """lightning_crash.log (no stamps: its launch at line 1, saves at 19-21, step 130 at 22,
+    its NCCL traceback from 23 to 98) then torchrun_sigkill.log, whose first event with a printed
     time is its launch (line 98 + 3, 'Setting OMP_NUM_THREADS …', W1129 23:03:17, the year
     from its ChildFailedError banner): every Lightning event is dated at that time, estimated,
     not left to the reader (a backfill dated them at the mtime); the launcher's SIGKILL
@@ -45,7 +45,8 @@ def test_lightning_before_a_torchrun_block_is_dated_at_its_first_time() -> None:
     stamp = utc("2026-11-29 23:03:17")
     lightning = [e for e in events if e.line <= 98]
     assert [(e.kind, e.line) for e in lightning] == [
-        (EventKind.DATED_AT_FIRST_TIME, 19),
+        (EventKind.DATED_AT_FIRST_TIME, 1),
+        (EventKind.RUN_START, 1),
         (EventKind.CHECKPOINT_START, 19),
         (EventKind.CHECKPOINT_START, 20),
         (EventKind.CHECKPOINT_START, 21),
@@ -62,15 +63,17 @@ def test_lightning_before_a_torchrun_block_is_dated_at_its_first_time() -> None:
 
 
 def test_no_stamp_within_the_hold_releases_the_events_untimed() -> None:
-    """lightning_crash.log then PRE_STAMP_HOLD_LINES + 1 more of its own lines without a stamp:
-    its events come out while the file is read (without a time, after a ``no_timestamps``
-    finding at line 19), not only when it is finished."""
+    """lightning_crash.log then PRE_STAMP_HOLD_LINES + 1 more of its own lines without a stamp
+    (its fifth, a warning under ``lightning/pytorch/``): its events come out while the file
+    is read (without a time, after a ``no_timestamps`` finding at line 1), not only when it
+    is finished."""
     lines = read_lines(REAL_LOGS / "lightning_crash.log")
     parser = make_parser("auto")
-    fed = [*lines, *[lines[0]] * (PRE_STAMP_HOLD_LINES + 1)]
+    fed = [*lines, *[lines[4]] * (PRE_STAMP_HOLD_LINES + 1)]
     events = [e for n, line in enumerate(fed, 1) for e in parser.feed(line, n)]
     assert [(e.kind, e.line, e.time) for e in events] == [
-        (EventKind.NO_TIMESTAMPS, 19, None),
+        (EventKind.NO_TIMESTAMPS, 1, None),
+        (EventKind.RUN_START, 1, None),
         (EventKind.CHECKPOINT_START, 19, None),
         (EventKind.CHECKPOINT_START, 20, None),
         (EventKind.CHECKPOINT_START, 21, None),

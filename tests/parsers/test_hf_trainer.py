@@ -197,5 +197,5 @@ def test_generic_saved_in_wording_does_not_identify_the_stack() -> None:
     events, parser = parse(
         ["Config saved in /tmp/run/config.yaml", "GPU available: True, used: True"]
     )
-    assert events == []
+    assert [(e.kind, e.line) for e in events] == [(EventKind.RUN_START, 2)]
     assert parser.name == "lightning"

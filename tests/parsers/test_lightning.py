@@ -22,7 +22,7 @@ def test_not_in_top_k_saves_nothing() -> None:
     ]
     events, parser = parse(lines)
     assert parser.name == "lightning"
-    assert events == []
+    assert [e.kind for e in events] == [EventKind.RUN_START]
 
 
 def test_monitor_names_quoted_either_way_are_read() -> None:
@@ -67,26 +67,29 @@ def test_fit_stopped_by_max_epochs_ends_the_run_without_a_step() -> None:
 
 
 def test_default_tqdm_bar_gives_the_failure_the_last_step_it_reached() -> None:
-    """Lightning's TQDM bar counts batches per epoch: epoch 0's batches are its steps, a later
-    epoch's are mapped through the save line glued to its bar (epoch 2, batch 20 = step 120),
-    so the CUDA error after batch 30 of epoch 2 is at step 130 (real capture, 50 batches an
-    epoch); epoch 1 before its save has no anchor and gives no step."""
+    """Lightning's TQDM bar counts batches per epoch: epoch E's batch n is step E × 50 + n (the
+    bar's total; real capture, 50 batches an epoch), as the saves glued to its bar confirm
+    (epoch 1, batch 30 = step 80; epoch 2, batch 20 = step 120), so the CUDA error after batch
+    30 of epoch 2 is at step 130. The launch's ``GPU available`` (line 2) starts the run."""
     events, parser = parse(read_lines(FIXTURES / "lightning" / "lightning_bar.log"))
     assert parser.name == "lightning"
     assert [(e.kind, e.line, e.step) for e in events] == [
+        (EventKind.RUN_START, 2, None),
         (EventKind.STEP, 19, 40),
         (EventKind.CHECKPOINT_START, 19, 40),
+        (EventKind.STEP, 20, 80),
         (EventKind.CHECKPOINT_START, 20, 80),
+        (EventKind.STEP, 21, 120),
         (EventKind.CHECKPOINT_START, 21, 120),
         (EventKind.STEP, 22, 130),
         (EventKind.FAILURE, 22, 130),
     ]
-    assert events[0].duration_s == pytest.approx(1 / 300.25)  # the bar's batches a second
+    assert events[1].duration_s == pytest.approx(1 / 300.25)  # the bar's batches a second
 
 
-def test_a_bar_behind_the_last_save_or_of_an_unanchored_epoch_gives_no_step() -> None:
-    """A reading no further than the step a save confirmed, or from an epoch after 0 that no
-    save line has tied to global steps, is not taken as a step (no guess)."""
+def test_a_bar_behind_the_last_save_gives_no_step_and_a_later_epoch_counts_its_total() -> None:
+    """A reading no further than the step a save confirmed is not taken as a step; epoch 1's
+    batch 20 of a 50-batch bar is step 70 (one optimizer step a batch, Lightning's default)."""
     lines = [
         "GPU available: False, used: False",
         "Epoch 0:  80%|████████  | 40/50 [00:00<00:00, 300.25it/s, v_num=0]Epoch 0, global step "
@@ -97,6 +100,26 @@ def test_a_bar_behind_the_last_save_or_of_an_unanchored_epoch_gives_no_step() ->
     ]
     events, _ = parse(lines, fmt="lightning")
     assert [(e.kind, e.step) for e in events] == [
+        (EventKind.RUN_START, None),
         (EventKind.STEP, 40),
         (EventKind.CHECKPOINT_START, 40),
+        (EventKind.STEP, 70),
+    ]
+
+
+def test_a_checkpoint_name_outside_its_epochs_batches_ends_the_mapping() -> None:
+    """With ``accumulate_grad_batches=2`` a 50-batch epoch is 25 steps: the resume from
+    ``epoch=1-step=40.ckpt`` (step 40 is not in epoch 1's batches 50-100) says batches are no
+    steps, so epoch 2's readings give none (they said step 110); the resume keeps its step."""
+    lines = [
+        "GPU available: False, used: False",
+        "Epoch 1:  90%|█████████ | 45/50 [00:00<00:00, 300.25it/s, v_num=0]",
+        "Restored all states from the checkpoint at /data/lt/epoch=1-step=40.ckpt",
+        "Epoch 2:  20%|██        | 10/50 [00:00<00:00, 287.16it/s, v_num=1]",
+    ]
+    events, _ = parse(lines, fmt="lightning")
+    assert [(e.kind, e.step) for e in events] == [
+        (EventKind.RUN_START, None),
+        (EventKind.STEP, 95),
+        (EventKind.RESUME, 40),
     ]

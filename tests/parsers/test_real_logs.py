@@ -74,6 +74,7 @@ HF_TRAINER_RESUME = [  # no step durations: tqdm's rate counts the 50 skipped st
 ]
 
 LIGHTNING_CRASH = [
+    (EventKind.RUN_START, 1, None, None, None, None),  # GPU available: the launch
     (START, 19, None, 40, None, None),
     (START, 20, None, 80, None, None),
     (START, 21, None, 120, None, None),
@@ -82,6 +83,7 @@ LIGHTNING_CRASH = [
 ]
 
 LIGHTNING_RESUME = [
+    (EventKind.RUN_START, 1, None, None, None, None),
     (EventKind.RESUME, 19, None, None, None, None),
     (START, 22, None, 160, None, None),
     (START, 23, None, 200, None, None),
@@ -160,7 +162,8 @@ def test_a_traceback_at_end_of_file_waits_for_finish() -> None:
     assert fed == []
     finished = parser.finish()
     assert [(e.kind, e.line, e.time) for e in finished] == [
-        (EventKind.NO_TIMESTAMPS, 19, None),
+        (EventKind.NO_TIMESTAMPS, 1, None),
+        (EventKind.RUN_START, 1, None),
         (START, 19, None),
         (START, 20, None),
         (START, 21, None),

@@ -71,17 +71,21 @@ def test_accelerate_capture_ends_each_save_at_its_random_states_line() -> None:
 
 
 def test_lightning_capture_gives_verbose_saves_restores_and_fit_stops() -> None:
-    """lightning 2.6.6: untimed save starts, "Restored all states" resumes, fit stops."""
+    """lightning 2.6.6: each launch's ``GPU available`` starts a run, untimed save starts,
+    "Restored all states" resumes, fit stops."""
     rows, name = _events("lightning/lightning.log")
     assert name == "lightning"
     assert rows == [
+        (EventKind.RUN_START, 2, None, None, None, None),
         (START, 18, None, 10, None, None),
         (START, 19, None, 20, None, None),
         (START, 20, None, 30, None, None),
         (RUN_END, 21, None, 30, None, None),
+        (EventKind.RUN_START, 22, None, None, None, None),
         (RESUME, 39, None, None, None, None),
         (START, 41, None, 40, None, None),
         (RUN_END, 42, None, 40, None, None),
+        (EventKind.RUN_START, 43, None, None, None, None),
         (RESUME, 59, None, None, None, None),
     ]
 
